@@ -1,0 +1,67 @@
+# deid -- the two commands a user needs are `make demo` and `make test`.
+# Everything else is installed by this Makefile (scripts/install-deps.sh for
+# Debian packages, PGXS for the extension, a venv for the client-side tests).
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
+SERVER_PYTHON ?= /usr/bin/python3
+VENV := .venv
+CLUSTER := sh scripts/cluster.sh
+PSQL = psql -X -v ON_ERROR_STOP=1
+TEST_DB := deid_test
+
+export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
+
+.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench clean
+
+all: install
+
+## deps: Debian packages (root; idempotent)
+deps:
+	sh scripts/install-deps.sh
+
+## install: build and install the extension (PGXS; works against any server)
+install: deps
+	$(MAKE) -C extension install PG_CONFIG=$(PG_CONFIG) SERVER_PYTHON=$(SERVER_PYTHON)
+
+## start/stop/url/psql: the private cluster in ./.pgdata
+start: install
+	$(CLUSTER) start
+
+stop:
+	@$(CLUSTER) stop
+
+url:
+	@$(CLUSTER) url
+
+psql: start
+	$(PSQL) "$$($(CLUSTER) url)"
+
+## demo: install, start, load a generated sample, print a report
+demo: start
+	$(PSQL) "$$($(CLUSTER) url)" -q -f scripts/demo.sql
+
+## test: unit tests (no server), integration tests (psycopg), pgTAP (pg_prove)
+$(VENV)/.stamp: tests/requirements.txt
+	$(SERVER_PYTHON) -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+venv: deps $(VENV)/.stamp
+
+test: start venv
+	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS $(TEST_DB) WITH (FORCE)" -c "CREATE DATABASE $(TEST_DB)"
+	DEID_TEST_URL="$$($(CLUSTER) url $(TEST_DB))" \
+	    $(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit tests/integration
+	$(PSQL) "$$($(CLUSTER) url $(TEST_DB))" -q -c "DROP EXTENSION IF EXISTS deid CASCADE" -c "CREATE EXTENSION deid CASCADE" -c "CREATE EXTENSION IF NOT EXISTS pgtap"
+	pg_prove --ext .sql -r tests/pgtap --dbname "$$($(CLUSTER) url $(TEST_DB))"
+
+unit: venv
+	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit
+
+## bench: benchmarks (write numbers and PNG plots under bench/results/)
+bench: start venv
+	$(VENV)/bin/python bench/run_all.py
+
+clean:
+	-$(CLUSTER) stop
+	rm -rf .pgdata $(VENV)
+	$(MAKE) -C extension clean PG_CONFIG=$(PG_CONFIG)

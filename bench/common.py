@@ -1,0 +1,47 @@
+"""Shared helpers of the benchmarks: connect to the private cluster, time
+things, read the backend's peak memory, and write results under bench/results."""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import psycopg
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+
+def url(database=None):
+    u = os.environ.get("DEID_BENCH_URL") or subprocess.check_output(
+        ["sh", str(ROOT / "scripts" / "cluster.sh"), "url"], text=True).strip()
+    if database:
+        u = u.rsplit("/", 1)[0] + "/" + database
+    return u
+
+
+def connect(database=None):
+    return psycopg.connect(url(database), autocommit=True)
+
+
+def timed(conn, sql, params=None):
+    t = time.perf_counter()
+    cur = conn.execute(sql, params)
+    rows = cur.fetchall() if cur.description else None
+    return time.perf_counter() - t, rows
+
+
+def backend_peak_kb(conn):
+    """VmHWM of the backend serving `conn` (Linux /proc)."""
+    pid = conn.info.backend_pid
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
+
+
+def save(name, payload):
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    return path

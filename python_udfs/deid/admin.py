@@ -1,0 +1,144 @@
+"""Administration: column roles, hierarchies and request policies."""
+import re
+
+from . import access, catalog, hierarchies
+from .errors import DeidError, INVALID_PARAMETER_VALUE, DUPLICATE_OBJECT, UNDEFINED_OBJECT
+from .sqltext import quote_ident
+
+
+def set_role(db, relid, column, role, hierarchy, source, caller):
+    access.require_admin(db, caller)
+    rel = catalog.relation(db, relid)
+    col = rel.column(column)
+    catalog.require(role, "role", "One of: " + ", ".join(catalog.ROLES) + ".")
+    if role not in catalog.ROLES:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown role {role!r}",
+                        hint="One of: " + ", ".join(catalog.ROLES) + ".")
+    if hierarchy is not None:
+        h = catalog.hierarchy(db, hierarchy)
+        check_binding(db, rel, col, h)
+    db.execute(
+        "INSERT INTO deid.column_role (relation, column_name, role, hierarchy, source, set_by)"
+        " VALUES ($1, $2, $3, $4, $5, $6)"
+        " ON CONFLICT (relation, column_name) DO UPDATE SET role = EXCLUDED.role,"
+        "   hierarchy = EXCLUDED.hierarchy, source = EXCLUDED.source,"
+        "   set_by = EXCLUDED.set_by, set_at = now()",
+        [rel.oid, column, role, hierarchy, source, caller],
+        ["oid", "name", "text", "text", "text", "name"])
+    return f"{rel.display}.{column}: {role}" + (f" (hierarchy {hierarchy})" if hierarchy else "") \
+        + (f" [source {source}]" if source else "")
+
+
+def check_binding(db, rel, col, h):
+    """Every value of the column must be in the hierarchy it is bound to."""
+    q = quote_ident(col.name)
+    if h.kind == "member":
+        leaves = sorted(h.members[0])
+        bad = db.query(f"SELECT DISTINCT ({q})::text AS v FROM {rel.qualified}"
+                       f" WHERE {q} IS NOT NULL AND NOT (({q})::text = ANY ($1::text[]))"
+                       " ORDER BY 1 LIMIT 5", [leaves], ["text[]"])
+        if bad:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f'value {bad[0]["v"]!r} of {rel.display}.{col.name} is not in hierarchy '
+                            f'"{h.name}"', detail="missing: " + ", ".join(repr(r["v"]) for r in bad),
+                            hint="Add the values to the hierarchy rows and load it again.")
+    else:
+        from .datapath import column_kind
+        if column_kind(col.base_type) not in ("int", "float"):
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f'interval hierarchy "{h.name}" needs a numeric column, '
+                            f"{col.name} is {col.type}")
+        bad = db.query(f"SELECT {q}::text AS v FROM {rel.qualified} WHERE {q} < $1::numeric"
+                       f" OR {q} >= $2::numeric LIMIT 5", [str(h.low), str(h.high)])
+        if bad:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f'value {bad[0]["v"]} of {rel.display}.{col.name} is outside '
+                            f'[{h.low}, {h.high}) of hierarchy "{h.name}"',
+                            hint="Widen low/high of the interval hierarchy.")
+
+
+def _insert_hierarchy(db, name, kind, levels, info_loss, caller, low=None, high=None, widths=None):
+    catalog.require(name, "hierarchy name")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"invalid hierarchy name {name!r}",
+                        hint="Use letters, digits and underscores, starting with a letter.")
+    if db.value("SELECT 1 FROM deid.hierarchy WHERE name = $1", [name]):
+        raise DeidError(DUPLICATE_OBJECT, f'hierarchy "{name}" already exists',
+                        hint=f"SELECT deid.drop_hierarchy('{name}'); first, or choose another name.")
+    db.execute("INSERT INTO deid.hierarchy (name, kind, levels, low, high, widths, created_by)"
+               " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+               [name, kind, levels, low, high, widths, caller],
+               ["text", "text", "int", "numeric", "numeric", "numeric[]", "name"])
+    db.execute("INSERT INTO deid.hierarchy_level (hierarchy, level, info_loss)"
+               " SELECT $1, l - 1, phi FROM unnest($2::float8[]) WITH ORDINALITY AS u(phi, l)",
+               [name, info_loss], ["text", "float8[]"])
+
+
+def load_hierarchy(db, name, rows, info_loss, caller):
+    access.require_admin(db, caller)
+    members = hierarchies.parse_member_rows(rows)
+    loss = hierarchies.check_info_loss(info_loss, len(members))
+    _insert_hierarchy(db, name, "member", len(members), loss, caller)
+    levels, values, parents = [], [], []
+    for level, m in enumerate(members):
+        for v, p in m.items():
+            levels.append(level)
+            values.append(v)
+            parents.append(p)
+    db.execute("INSERT INTO deid.hierarchy_member (hierarchy, level, value, parent)"
+               " SELECT $1, l, v, p FROM unnest($2::int[], $3::text[], $4::text[]) AS u(l, v, p)",
+               [name, levels, values, parents], ["text", "int[]", "text[]", "text[]"])
+    return f"hierarchy {name}: {len(members[0])} values, {len(members)} levels"
+
+
+def interval_hierarchy(db, name, low, high, widths, info_loss, caller):
+    access.require_admin(db, caller)
+    lo, hi, ws = hierarchies.check_interval(low, high, widths)
+    levels = len(ws) + 2
+    loss = hierarchies.check_info_loss(info_loss, levels)
+    _insert_hierarchy(db, name, "interval", levels, loss, caller, str(lo), str(hi),
+                      [str(w) for w in ws])
+    return f"hierarchy {name}: [{lo}, {hi}) in bands of {', '.join(str(w) for w in ws)}, then *"
+
+
+def drop_hierarchy(db, name, caller):
+    access.require_admin(db, caller)
+    used = db.query("SELECT relation::text AS r, column_name AS c FROM deid.column_role"
+                    " WHERE hierarchy = $1 LIMIT 1", [name])
+    if used:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f'hierarchy "{name}" is bound to {used[0]["r"]}.{used[0]["c"]}',
+                        hint="Unbind it with deid.set_role(...) first.")
+    if not db.execute("DELETE FROM deid.hierarchy WHERE name = $1", [name]):
+        raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{name}" does not exist')
+    return f"hierarchy {name} dropped"
+
+
+def allow_requests(db, grantee, relid, min_k, min_l, caller):
+    access.caller_role(db, caller)
+    catalog.require(grantee, "role")
+    rel = catalog.relation(db, relid)
+    if min_k is None or min_k < 1:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"min_k must be at least 1, got {min_k}",
+                        hint="k is the smallest equivalence-class size a release may have.")
+    if min_l is not None and min_l < 1:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"min_l must be at least 1, got {min_l}")
+    if not db.value("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", [grantee], ["name"]):
+        raise DeidError(UNDEFINED_OBJECT, f'role "{grantee}" does not exist')
+    owner = db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'USAGE')"
+                     " FROM pg_catalog.pg_class c WHERE c.oid = $2", [caller, rel.oid], ["name", "oid"])
+    admin = db.value("SELECT pg_catalog.pg_has_role($1, 'deid_admin', 'MEMBER')"
+                     " AND pg_catalog.has_table_privilege($1, $2, 'SELECT')",
+                     [caller, rel.oid], ["name", "oid"])
+    if not (owner or admin):
+        raise DeidError("42501", f"only the owner of {rel.display} or a deid_admin who may read it "
+                                 "can allow requests on it",
+                        hint="Ask the data owner.")
+    db.execute("INSERT INTO deid.policy (grantee, relation, min_k, min_l, granted_by)"
+               " VALUES ($1::regrole, $2, $3, $4, $5) ON CONFLICT (grantee, relation) DO UPDATE"
+               " SET min_k = EXCLUDED.min_k, min_l = EXCLUDED.min_l,"
+               "     granted_by = EXCLUDED.granted_by, granted_at = now()",
+               [quote_ident(grantee), rel.oid, min_k, min_l, caller],
+               ["text", "oid", "int", "int", "name"])
+    return f"{grantee} may request releases of {rel.display} with k >= {min_k}" + \
+        (f", l >= {min_l}" if min_l else "")

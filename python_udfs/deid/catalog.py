@@ -1,0 +1,154 @@
+"""Read and write the deid catalog (relations, column roles, hierarchies,
+policies, releases). Talks to the database only through a ``db`` handle
+(:class:`deid.pg.Database`)."""
+from dataclasses import dataclass, field
+
+from .sqltext import qualified
+from .errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
+                     UNDEFINED_COLUMN, UNDEFINED_TABLE, UNDEFINED_OBJECT)
+
+ROLES = ("identifier", "quasi_identifier", "sensitive", "insensitive")
+
+
+@dataclass
+class Column:
+    name: str
+    type: str          # format_type() text, e.g. 'integer', 'character varying(10)'
+    base_type: str     # the type's name without modifiers, e.g. 'varchar'
+    not_null: bool
+    role: str = None
+    hierarchy: str = None
+    source: str = None
+
+
+@dataclass
+class Relation:
+    oid: int
+    schema: str
+    name: str
+    kind: str
+    row_security: bool
+    columns: dict = field(default_factory=dict)   # name -> Column, in attnum order
+
+    @property
+    def qualified(self):
+        return qualified(self.schema, self.name)
+
+    @property
+    def display(self):
+        return f"{self.schema}.{self.name}"
+
+    def column(self, name, purpose="column"):
+        if name is None or name == "":
+            raise DeidError(NULL_VALUE_NOT_ALLOWED, f"{purpose} name must not be NULL or empty",
+                            hint="Name an existing column of " + self.display + ".")
+        col = self.columns.get(name)
+        if col is None:
+            raise DeidError(UNDEFINED_COLUMN,
+                            f'column "{name}" of relation {self.display} does not exist',
+                            hint="Columns are: " + ", ".join(self.columns) + ".")
+        return col
+
+    def with_role(self, role):
+        return [c.name for c in self.columns.values() if c.role == role]
+
+
+def require(value, what, hint=None):
+    if value is None or (hasattr(value, "__len__") and len(value) == 0):
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, f"{what} must not be NULL or empty",
+                        hint=hint or "See SELECT deid.usage();")
+    return value
+
+
+def relation(db, oid):
+    """Load a relation's columns and their deid roles."""
+    require(oid, "relation", "Pass a table name, e.g. 'registry.patients'.")
+    rows = db.query(
+        "SELECT n.nspname, c.relname, c.relkind, c.relrowsecurity"
+        "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE c.oid = $1", [oid], ["oid"])
+    if not rows:
+        raise DeidError(UNDEFINED_TABLE, f"relation with OID {oid} does not exist",
+                        hint="Pass an existing table or view.")
+    r = rows[0]
+    if r["relkind"] not in ("r", "p", "v", "m", "f"):
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f'"{r["nspname"]}.{r["relname"]}" is not a table or view',
+                        hint="deid reads tables, views, materialized views and foreign tables.")
+    rel = Relation(oid, r["nspname"], r["relname"], r["relkind"], r["relrowsecurity"])
+    for c in db.query(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type,"
+            "       t.typname AS base_type, a.attnotnull,"
+            "       cr.role, cr.hierarchy, cr.source"
+            "  FROM pg_catalog.pg_attribute a"
+            "  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid"
+            "  LEFT JOIN deid.column_role cr ON cr.relation = a.attrelid AND cr.column_name = a.attname"
+            " WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped"
+            " ORDER BY a.attnum", [oid], ["oid"]):
+        rel.columns[c["attname"]] = Column(c["attname"], c["type"], c["base_type"],
+                                           c["attnotnull"], c["role"], c["hierarchy"], c["source"])
+    return rel
+
+
+def row_id_column(db, rel, option=None):
+    """The column whose values are the RIDs: the option, else a single-column
+    integer primary key (001 Theorem 3 needs stable row ids)."""
+    if option:
+        col = rel.column(option, "row id column")
+        unique = db.value(
+            "SELECT count(*) FROM pg_catalog.pg_index i"
+            " JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+            " WHERE i.indrelid = $1 AND i.indisunique AND i.indnatts = 1 AND a.attname = $2",
+            [rel.oid, option], ["oid", "name"])
+        if not unique and rel.kind in ("r", "p"):
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f'row id column "{option}" of {rel.display} has no unique index',
+                            hint=f"CREATE UNIQUE INDEX ON {rel.display} ({option});")
+    else:
+        rows = db.query(
+            "SELECT a.attname FROM pg_catalog.pg_index i"
+            " JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+            " WHERE i.indrelid = $1 AND i.indisprimary AND i.indnatts = 1", [rel.oid], ["oid"])
+        if not rows:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f"{rel.display} has no single-column primary key to use as row id",
+                            hint='Pass options => \'{"row_id": "<unique integer column>"}\' '
+                                 "or add a primary key.")
+        col = rel.columns[rows[0]["attname"]]
+    if col.base_type not in ("int2", "int4", "int8"):
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f'row id column "{col.name}" must be an integer, not {col.type}',
+                        hint="Add a bigint identity column and name it in options.row_id.")
+    return col.name
+
+
+# ---------------------------------------------------------------- hierarchies
+@dataclass
+class Hierarchy:
+    name: str
+    kind: str
+    levels: int
+    info_loss: list
+    members: list = None      # members[level] = {value: parent}
+    low: float = None
+    high: float = None
+    widths: list = None
+
+
+def hierarchy(db, name):
+    rows = db.query("SELECT name, kind, levels, low::float8 AS low, high::float8 AS high,"
+                    " widths::float8[] AS widths FROM deid.hierarchy WHERE name = $1", [name])
+    if not rows:
+        raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{name}" does not exist',
+                        hint="Load it with deid.load_hierarchy() or deid.interval_hierarchy().")
+    h = rows[0]
+    loss = [r["info_loss"] for r in db.query(
+        "SELECT info_loss FROM deid.hierarchy_level WHERE hierarchy = $1 ORDER BY level", [name])]
+    out = Hierarchy(h["name"], h["kind"], h["levels"], loss, low=h["low"], high=h["high"],
+                    widths=h["widths"])
+    if h["kind"] == "member":
+        out.members = [dict() for _ in range(h["levels"])]
+        for r in db.query("SELECT level, value, parent FROM deid.hierarchy_member"
+                          " WHERE hierarchy = $1 ORDER BY level, value", [name]):
+            out.members[r["level"]][r["value"]] = r["parent"]
+    return out

@@ -1,0 +1,207 @@
+"""The data path: chosen columns of a relation -> numpy arrays, and result
+arrays -> a new table.
+
+Reading runs ONE aggregate query whose result row holds, per column, the
+column packed as big-endian binary (``string_agg(int8send(...))``): a normal
+SELECT, so the selection predicate's literals stay bound parameters, and no
+row is ever converted to a Python object. Writing packs the arrays into a
+PostgreSQL binary COPY file in a private temporary file of the server and runs
+``COPY ... FROM`` it.
+
+Encodings (see README, "Data path"):
+  int      smallint/integer/bigint           -> int64 values
+  date     date                              -> int64 days since 1970-01-01
+  float    real/double/numeric               -> float64
+  time     timestamp/timestamptz             -> float64 seconds since epoch
+  category anything else (text, bool, ...)   -> int64 codes 0..D-1 in sort order,
+                                                the dictionary of D labels;
+                                                NULL gets the code D
+NULLs: values are 0 (codes D) and ``null`` marks them.
+"""
+import itertools
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DeidError, INVALID_PARAMETER_VALUE
+from .sqltext import quote_ident
+
+_INT = {"int2", "int4", "int8"}
+_FLOAT = {"float4", "float8", "numeric"}
+_TIME = {"timestamp", "timestamptz"}
+
+
+def column_kind(base_type):
+    if base_type in _INT:
+        return "int"
+    if base_type == "date":
+        return "date"
+    if base_type in _FLOAT:
+        return "float"
+    if base_type in _TIME:
+        return "time"
+    return "category"
+
+
+@dataclass
+class EncodedColumn:
+    name: str
+    kind: str
+    values: np.ndarray            # int64 or float64 (codes for categories)
+    null: np.ndarray              # bool mask
+    dictionary: list = None       # category labels (code -> text); NULL is code len(dictionary)
+
+    @property
+    def numeric(self):
+        """float64 view for the algorithms (NULL -> NaN)."""
+        v = self.values.astype(np.float64)
+        if self.null.any():
+            v[self.null] = np.nan
+        return v
+
+    def labels(self):
+        """Text of each value (categories only), None for NULL."""
+        lab = np.array(list(self.dictionary) + [None], dtype=object)
+        return lab[self.values]
+
+
+@dataclass
+class Frame:
+    n: int
+    rid: np.ndarray               # int64 row ids, or None
+    columns: dict                 # name -> EncodedColumn, in request order
+
+
+def _value_expr(kind, base_type, col):
+    """SQL packing one value in its native width, and the numpy dtype to read it."""
+    if kind == "int":
+        if base_type == "int8":
+            return f"int8send(coalesce({col}, 0))", ">i8"
+        return f"int4send(coalesce({col}::int4, 0))", ">i4"
+    if kind == "date":
+        return f"int4send(coalesce({col} - DATE '1970-01-01', 0))", ">i4"
+    if kind == "float":
+        return f"float8send(coalesce({col}::float8, 0))", ">f8"
+    if kind == "time":
+        return f"float8send(coalesce(extract(epoch FROM {col})::float8, 0))", ">f8"
+    raise AssertionError(kind)
+
+
+def read(db, rel, columns, rid_column=None, selection=None):
+    """Read `columns` (names of rel's columns) of the rows of `rel` that match
+    `selection` ((sql, params) from request.Selection.render, or None)."""
+    where, params = selection if selection else ("TRUE", [])
+    params = list(params)
+    src = rel.qualified
+    cols = [rel.column(c) for c in columns]
+    if len(cols) > 62:
+        raise DeidError(INVALID_PARAMETER_VALUE, "at most 62 columns can be read at once",
+                        hint="Project fewer columns.")
+    select, joins, dtypes, names = [], [], [], []
+    if rid_column:
+        select.append(f"string_agg(int8send(t.{quote_ident(rid_column)}::int8), ''::bytea)")
+        dtypes.append(">i8")
+        names.append("__rid")
+    dictionaries = {}
+    null_terms = []
+    for j, c in enumerate(cols):
+        q = "t." + quote_ident(c.name)
+        kind = column_kind(c.base_type)
+        if kind == "category":
+            rows = db.query(
+                f"SELECT array_agg(v ORDER BY v) AS d FROM (SELECT DISTINCT ({q})::text AS v"
+                f" FROM {src} t WHERE {where}) s WHERE v IS NOT NULL",
+                params, ["text"] * len(params))
+            dictionary = rows[0]["d"] or []
+            dictionaries[c.name] = dictionary
+            params.append(dictionary)
+            alias = f"d{j}"
+            joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY AS {alias}(v, o)"
+                         f" ON {alias}.v = ({q})::text")
+            select.append(f"string_agg(int4send(coalesce({alias}.o::int4 - 1, {len(dictionary)})),"
+                          f" ''::bytea)")
+            dtypes.append(">i4")
+        else:
+            expr, dt = _value_expr(kind, c.base_type, q)
+            select.append(f"string_agg({expr}, ''::bytea)")
+            dtypes.append(dt)
+        names.append(c.name)
+        if not c.not_null:
+            null_terms.append(f"((({q}) IS NULL)::int::int8 << {j})")
+    if null_terms:
+        select.append("string_agg(int8send(" + " | ".join(null_terms) + "), ''::bytea)")
+        dtypes.append(">i8")
+        names.append("__null")
+    select = [f"{expr} AS c{i}" for i, expr in enumerate(select)] + ["count(*) AS n"]
+    sql = (f"SELECT {', '.join(select)} FROM {src} t{''.join(joins)} WHERE {where}")
+    types = ["text"] * len(params)
+    types[len(types) - len(dictionaries):] = ["text[]"] * len(dictionaries)
+    row = db.query(sql, params, types)[0]
+    n = int(row["n"])
+    arrays = {}
+    for i, (name, dt) in enumerate(zip(names, dtypes)):
+        buf = row[f"c{i}"]
+        wide = np.float64 if dt[1] == "f" else np.int64
+        arrays[name] = np.frombuffer(buf, dtype=dt).astype(wide) if n else np.zeros(0, wide)
+    nullbits = arrays.pop("__null", None)
+    out = {}
+    for j, c in enumerate(cols):
+        null = ((nullbits >> j) & 1).astype(bool) if nullbits is not None else np.zeros(n, bool)
+        out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), arrays[c.name], null,
+                                    dictionaries.get(c.name))
+    return Frame(n, arrays.get("__rid"), out)
+
+
+# ------------------------------------------------------------------ writing
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
+_COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
+_SQL_TYPES = {np.dtype("int64"): ("bigint", ">i8"), np.dtype("int32"): ("integer", ">i4"),
+              np.dtype("float64"): ("double precision", ">f8")}
+
+
+def binary_copy_bytes(arrays):
+    """PostgreSQL binary COPY image of equal-length, NULL-free numeric arrays."""
+    n = len(arrays[0])
+    fields = [("nf", ">i2")]
+    for j, a in enumerate(arrays):
+        fields += [(f"l{j}", ">i4"), (f"v{j}", _SQL_TYPES[a.dtype][1])]
+    rec = np.empty(n, dtype=np.dtype(fields))
+    rec["nf"] = len(arrays)
+    for j, a in enumerate(arrays):
+        rec[f"l{j}"] = rec.dtype[f"v{j}"].itemsize
+        rec[f"v{j}"] = a
+    return _COPY_HEADER + rec.tobytes() + _COPY_TRAILER
+
+
+_counter = itertools.count()
+
+
+def _temp_path(db):
+    base = os.path.join(db.value("SELECT current_setting('data_directory')"), "base", "pgsql_tmp")
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    # The pgsql_tmp prefix makes the server remove leftovers at restart.
+    return os.path.join(base, f"pgsql_tmpdeid{os.getpid()}.{next(_counter)}")
+
+
+def copy_into(db, table, column_names, arrays):
+    """Append numeric arrays to an existing table (`table` already quoted)."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    if not arrays or len(arrays[0]) == 0:
+        return 0
+    path = _temp_path(db)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(binary_copy_bytes(arrays))
+        cols = ", ".join(quote_ident(c) for c in column_names)
+        return db.execute(f"COPY {table} ({cols}) FROM {db.quote_literal(path)} WITH (FORMAT binary)")
+    finally:
+        os.unlink(path)
+
+
+def write_table(db, table, columns, temporary=False):
+    """Create `table` (already quoted) with columns [(name, ndarray)] and fill it."""
+    defs = ", ".join(f"{quote_ident(name)} {_SQL_TYPES[a.dtype][0]} NOT NULL" for name, a in columns)
+    db.execute(f"CREATE {'TEMPORARY ' if temporary else ''}TABLE {table} ({defs})")
+    return copy_into(db, table, [c for c, _ in columns], [a for _, a in columns])

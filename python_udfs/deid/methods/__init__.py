@@ -1,0 +1,1 @@
+"""The published algorithms, as pure Python + numpy (no plpy)."""

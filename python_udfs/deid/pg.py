@@ -1,0 +1,77 @@
+"""Database adapter: the only module that touches PL/Python's ``plpy``.
+
+Every SQL-callable function of deid is a thin PL/Python body that calls
+:func:`entry`, which runs the named API function with a :class:`Database`
+handle and turns a :class:`~deid.errors.DeidError` into a PostgreSQL error
+with its SQLSTATE, detail and hint.
+"""
+import importlib
+
+import plpy
+
+from .errors import DeidError
+
+
+class Database:
+    """SPI access with cached prepared plans. All SQL text passed here is
+    built from fixed fragments and quote_ident()'ed identifiers; values are
+    always bound parameters."""
+
+    def __init__(self):
+        self._plans = {}
+
+    def _plan(self, sql, types):
+        key = (sql, tuple(types))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = plpy.prepare(sql, list(types))
+            self._plans[key] = plan
+        return plan
+
+    def query(self, sql, params=(), types=None):
+        """Run a statement; return its rows as a list of dicts."""
+        if not params:
+            return list(plpy.execute(sql))
+        types = types or ["text"] * len(params)
+        return list(plpy.execute(self._plan(sql, types), list(params)))
+
+    def execute(self, sql, params=(), types=None):
+        """Run a statement for its effect; return the processed-row count."""
+        if not params:
+            return plpy.execute(sql).nrows()
+        types = types or ["text"] * len(params)
+        return plpy.execute(self._plan(sql, types), list(params)).nrows()
+
+    def value(self, sql, params=(), types=None):
+        rows = self.query(sql, params, types)
+        if not rows:
+            return None
+        return next(iter(rows[0].values()))
+
+    @staticmethod
+    def quote_ident(name):
+        return plpy.quote_ident(name)
+
+    @staticmethod
+    def quote_literal(value):
+        return plpy.quote_literal(value)
+
+    @staticmethod
+    def notice(message):
+        plpy.notice(message)
+
+    @staticmethod
+    def subtransaction():
+        return plpy.subtransaction()
+
+
+def entry(function, *args, **kwargs):
+    """Call ``deid.<module>.<function>`` (given as "module.function") with a
+    Database; translate DeidError into a PostgreSQL error."""
+    module_name, _, func_name = function.rpartition(".")
+    module = importlib.import_module("deid." + module_name)
+    try:
+        return getattr(module, func_name)(Database(), *args, **kwargs)
+    except DeidError as e:
+        extra = {k: v for k, v in (("detail", e.detail), ("hint", e.hint)) if v}
+        plpy.error(e.message, sqlstate=e.sqlstate, **extra)

@@ -1,0 +1,35 @@
+"""Data-path probe (superuser only): read columns into numpy and write
+(row id, group id) pairs back, timing each half. Used by bench/ and by the
+integration tests of the encodings."""
+import json
+import time
+
+import numpy as np
+
+from . import catalog, datapath
+
+
+def datapath_probe(db, relid, columns, rid_column, write):
+    rel = catalog.relation(db, relid)
+    rid = catalog.row_id_column(db, rel, rid_column)
+    t0 = time.perf_counter()
+    frame = datapath.read(db, rel, list(columns), rid_column=rid)
+    t1 = time.perf_counter()
+    written = 0
+    if write:
+        group = (np.arange(frame.n, dtype=np.int64) // 50).astype(np.int32)
+        db.execute("DROP TABLE IF EXISTS deid._probe_out")
+        written = datapath.write_table(db, "deid._probe_out",
+                                       [("rid", frame.rid), ("group_id", group)])
+    t2 = time.perf_counter()
+    db.execute("DROP TABLE IF EXISTS deid._probe_out")
+    summary = {}
+    for name, col in frame.columns.items():
+        summary[name] = {
+            "kind": col.kind, "dtype": str(col.values.dtype), "nulls": int(col.null.sum()),
+            "dictionary": col.dictionary, "first": col.values[:3].tolist(),
+            "labels": col.labels()[:3].tolist() if col.dictionary is not None else None,
+        }
+    return json.dumps({"rows": frame.n, "read_s": t1 - t0, "write_s": t2 - t1,
+                       "written": written, "rid_first": frame.rid[:3].tolist(),
+                       "columns": summary})

@@ -1,0 +1,14 @@
+"""SQL text helpers (pure): identifiers are always double-quoted."""
+
+
+def quote_ident(name):
+    """Quote an identifier like PostgreSQL's quote_ident, but always: "a""b"."""
+    if name is None:
+        raise ValueError("identifier is NULL")
+    if "\x00" in name:
+        raise ValueError("identifier contains a NUL byte")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def qualified(schema, name):
+    return quote_ident(schema) + "." + quote_ident(name)

@@ -1,0 +1,65 @@
+"""Help texts: SELECT deid.usage(); SELECT deid.usage('k_anonymity');"""
+
+TEXTS = {
+    "set_role": """deid.set_role(relation regclass, column name, role text,
+              hierarchy text DEFAULT NULL, source text DEFAULT NULL) -> text
+  Classify a column. role: identifier | quasi_identifier | sensitive | insensitive.
+  hierarchy binds a generalization hierarchy (every value of the column must be in it);
+  source names the source system the column comes from (k is enforced per source).
+  Needs deid_admin. Read back: SELECT * FROM deid.roles;
+  e.g. SELECT deid.set_role('registry.patients', 'age', 'quasi_identifier', hierarchy => 'age_5y');""",
+    "load_hierarchy": """deid.load_hierarchy(name text, rows text, info_loss float8[] DEFAULT NULL) -> text
+  Member hierarchy from ARX-style rows, one raw value a line: value;level1;level2;...;*
+  info_loss: one phi per level, 0 for level 0 ... 1 for '*' (default: even steps).
+  Rejected: a value with two parents, lines that skip a level, '*' below the top.
+  Needs deid_admin. Drop with deid.drop_hierarchy(name).""",
+    "interval_hierarchy": """deid.interval_hierarchy(name text, low numeric, high numeric, widths int[],
+                        info_loss float8[] DEFAULT NULL) -> text
+  Bands over [low, high) aligned at low: widths {5,10,20} give [15,20) -> [10,20) -> [0,20) -> *.
+  Each width must be a multiple of the one before. Needs deid_admin.""",
+    "drop_hierarchy": """deid.drop_hierarchy(name text) -> text
+  Remove a hierarchy that no column role uses. Needs deid_admin.""",
+    "allow_requests": """deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL) -> text
+  Let `role` request releases of `relation` without SELECT on it, for k >= min_k (and l >= min_l).
+  Only the relation's owner, or a deid_admin who may read it, can do this. Rows: deid.policy.""",
+    "k_anonymity": """deid.k_anonymity(relation regclass, quasi_identifiers text[] DEFAULT NULL) -> bigint
+  The smallest equivalence-class size over the quasi-identifiers (NULL: the columns whose
+  role is quasi_identifier). NULL for an empty relation. Caller needs SELECT on the columns.""",
+    "equivalence_classes": """deid.equivalence_classes(relation regclass, quasi_identifiers text[] DEFAULT NULL)
+  -> TABLE(class_id bigint, size bigint, qi_values jsonb)
+  Every equivalence class with its size, smallest first. Caller needs SELECT.""",
+    "l_diversity": """deid.l_diversity(relation regclass, quasi_identifiers text[] DEFAULT NULL,
+                 sensitive text[] DEFAULT NULL, exact boolean DEFAULT false)
+  -> TABLE(class_id bigint, size bigint, l int, exact_l int)
+  L of every class: with one sensitive attribute the number of distinct values; with several
+  the sound greedy certificate of 001 Fig. 6 (a lower bound on the number of sensitive values
+  that must be deleted to delete every row). exact => true also gives the exact minimum for
+  classes of up to 40 rows. NULL sensitive values are a value of their own. Caller needs SELECT.""",
+    "anonymize_request": """deid.anonymize_request(source regclass, method text, k int, l int DEFAULT NULL,
+                       columns text[] DEFAULT NULL, selection text DEFAULT NULL,
+                       options jsonb DEFAULT '{}', release text DEFAULT NULL)
+  -> TABLE(release_id bigint, relations text[], rows bigint, groups bigint,
+           discernibility float8, verified boolean)
+  methods: anatomy (001), generalization (002).
+  columns: the projection (NULL: every column with a role, identifiers excluded).
+  selection: a predicate on the source (columns, literals, = <> < > <= >=, IN, BETWEEN,
+  IS [NOT] NULL, AND, OR, NOT, parentheses). The release is a snapshot in schema release;
+  it is verified independently before it commits, and a failure leaves nothing behind.
+  options (anatomy): column_l {"attr": n}, model "kl" | "exponential_l", output "anatomy" |
+  "generalized", nulls "error" | "value", row_id, replace, seed.
+  options (generalization): priorities {"attr": 0..1}, limits {"attr": level},
+  search "greedy" | "optimal", replace, seed.
+  Caller needs SELECT on the source, or a policy from deid.allow_requests.""",
+    "drop_release": """deid.drop_release(release text) -> text
+  Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
+  or the role that requested it.""",
+}
+
+
+def usage(name=None):
+    if name is None or name not in TEXTS:
+        head = "" if name is None else f"no function named {name!r}; "
+        return (head + "deid functions (SELECT deid.usage('<name>') for one):\n  "
+                + "\n  ".join(sorted(TEXTS)) +
+                "\nCatalog: deid.roles, deid.hierarchies, deid.policy, deid.release.")
+    return TEXTS[name]

@@ -1,0 +1,188 @@
+-- =====================================================================
+-- deid catalog: roles, schemas, catalog tables, append-only release log
+-- =====================================================================
+
+-- The two roles shipped with deid are cluster-wide; create them once.
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'deid_admin') THEN
+        CREATE ROLE deid_admin NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'deid_reader') THEN
+        CREATE ROLE deid_reader NOLOGIN;
+    END IF;
+END
+$roles$;
+
+COMMENT ON SCHEMA deid IS 'deid: catalog and SQL API of the de-identification extension';
+REVOKE ALL ON SCHEMA deid FROM PUBLIC;
+GRANT USAGE ON SCHEMA deid TO PUBLIC;
+
+-- Releases: analysts read only this schema.
+CREATE SCHEMA release;
+COMMENT ON SCHEMA release IS 'deid releases: the only relations analysts (deid_reader) may read';
+REVOKE ALL ON SCHEMA release FROM PUBLIC;
+GRANT USAGE ON SCHEMA release TO deid_reader, deid_admin;
+
+-- ---------------------------------------------------------------------
+-- Column roles per relation
+-- ---------------------------------------------------------------------
+CREATE TABLE deid.hierarchy (
+    name        text PRIMARY KEY CHECK (name ~ '^[A-Za-z_][A-Za-z0-9_]*$'),
+    kind        text NOT NULL CHECK (kind IN ('member', 'interval')),
+    levels      int  NOT NULL CHECK (levels >= 2),   -- number of levels incl. 0 and '*'
+    low         numeric,                              -- interval hierarchies only
+    high        numeric,
+    widths      numeric[],
+    created_by  name NOT NULL DEFAULT current_user,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE deid.hierarchy IS
+  'Generalization hierarchies. Level 0 is the raw value, the top level is ''*'' (suppression).';
+
+-- Dimension hierarchy: the information loss phi of each level (002 Table 7).
+CREATE TABLE deid.hierarchy_level (
+    hierarchy  text NOT NULL REFERENCES deid.hierarchy ON DELETE CASCADE,
+    level      int  NOT NULL CHECK (level >= 0),
+    info_loss  float8 NOT NULL CHECK (info_loss >= 0 AND info_loss <= 1),
+    PRIMARY KEY (hierarchy, level)
+);
+
+-- Member hierarchy: each value at level i and its parent at level i+1 (002 Table 6).
+CREATE TABLE deid.hierarchy_member (
+    hierarchy  text NOT NULL REFERENCES deid.hierarchy ON DELETE CASCADE,
+    level      int  NOT NULL CHECK (level >= 0),
+    value      text NOT NULL,
+    parent     text,                      -- NULL only at the top level ('*')
+    PRIMARY KEY (hierarchy, level, value)
+);
+
+CREATE TABLE deid.column_role (
+    relation    regclass NOT NULL,
+    column_name name     NOT NULL,
+    role        text     NOT NULL CHECK (role IN ('identifier', 'quasi_identifier', 'sensitive', 'insensitive')),
+    hierarchy   text REFERENCES deid.hierarchy ON UPDATE CASCADE,
+    source      text,
+    set_by      name NOT NULL DEFAULT current_user,
+    set_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (relation, column_name)
+);
+COMMENT ON TABLE deid.column_role IS
+  'Role of each classified column: identifier, quasi_identifier, sensitive or insensitive; source = source system (002 sec. 2).';
+
+-- ---------------------------------------------------------------------
+-- Policy: who may request releases of a relation without SELECT on it
+-- ---------------------------------------------------------------------
+CREATE TABLE deid.policy (
+    grantee     regrole  NOT NULL,
+    relation    regclass NOT NULL,
+    min_k       int NOT NULL CHECK (min_k >= 1),
+    min_l       int CHECK (min_l >= 1),
+    granted_by  name NOT NULL DEFAULT current_user,
+    granted_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (grantee, relation)
+);
+COMMENT ON TABLE deid.policy IS
+  'deid.allow_requests(): a role may request releases of a relation it cannot read, with k >= min_k (and l >= min_l).';
+
+-- ---------------------------------------------------------------------
+-- Release log: append-only, one row per committed request
+-- ---------------------------------------------------------------------
+CREATE TABLE deid.release (
+    release_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text NOT NULL,
+    method        text NOT NULL,
+    source        regclass,
+    source_name   text NOT NULL,          -- survives a later DROP of the source
+    parameters    jsonb NOT NULL DEFAULT '{}',
+    seed          bigint,
+    requested_by  name NOT NULL,
+    started_at    timestamptz NOT NULL,
+    finished_at   timestamptz,
+    status        text NOT NULL CHECK (status IN ('committed', 'replaced', 'dropped')),
+    relations     text[] NOT NULL DEFAULT '{}',
+    metrics       jsonb NOT NULL DEFAULT '{}'
+);
+CREATE INDEX ON deid.release (name);
+COMMENT ON TABLE deid.release IS
+  'Append-only log of releases. A failed request leaves no row: the whole request is one transaction.';
+
+CREATE FUNCTION deid._release_append_only() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+BEGIN
+    -- Only the status of an existing row may move forward (committed -> replaced/dropped).
+    IF TG_OP = 'UPDATE'
+       AND (OLD.release_id, OLD.name, OLD.method, OLD.source_name, OLD.parameters, OLD.seed,
+            OLD.requested_by, OLD.started_at, OLD.finished_at, OLD.relations, OLD.metrics)
+           IS NOT DISTINCT FROM
+           (NEW.release_id, NEW.name, NEW.method, NEW.source_name, NEW.parameters, NEW.seed,
+            NEW.requested_by, NEW.started_at, NEW.finished_at, NEW.relations, NEW.metrics)
+       AND OLD.status = 'committed' AND NEW.status IN ('replaced', 'dropped') THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'deid.release is append-only'
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = 'Releases are never edited or deleted; a new request appends a new row.';
+END
+$fn$;
+CREATE TRIGGER release_append_only BEFORE UPDATE OR DELETE ON deid.release
+    FOR EACH ROW EXECUTE FUNCTION deid._release_append_only();
+
+-- ---------------------------------------------------------------------
+-- Intermediate results of the methods (audit trail; never for readers)
+-- ---------------------------------------------------------------------
+-- 001 Theorem 3: per group, sensitive attribute and value, the row ids holding it.
+CREATE TABLE deid.rid_set (
+    release_id  bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE,
+    group_id    int    NOT NULL,
+    attribute   name   NOT NULL,
+    value       text,
+    rids        bigint[] NOT NULL
+);
+CREATE INDEX ON deid.rid_set (release_id, group_id);
+
+-- 002: the equivalence classes of a release with their cardinality and generalized values.
+CREATE TABLE deid.equivalence_class (
+    release_id   bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE,
+    class_id     int    NOT NULL,
+    cardinality  bigint NOT NULL,
+    generalized  jsonb  NOT NULL,
+    PRIMARY KEY (release_id, class_id)
+);
+
+-- ---------------------------------------------------------------------
+-- Views and privileges
+-- ---------------------------------------------------------------------
+CREATE VIEW deid.roles AS
+SELECT r.relation, r.column_name, r.role, r.hierarchy, r.source,
+       format_type(a.atttypid, a.atttypmod) AS data_type, r.set_by, r.set_at
+  FROM deid.column_role r
+  LEFT JOIN pg_catalog.pg_attribute a
+         ON a.attrelid = r.relation AND a.attname = r.column_name AND NOT a.attisdropped;
+COMMENT ON VIEW deid.roles IS 'Column roles, readable by everyone who may read the catalog';
+
+CREATE VIEW deid.hierarchies AS
+SELECT h.name, h.kind, h.levels,
+       (SELECT array_agg(l.info_loss ORDER BY l.level) FROM deid.hierarchy_level l
+         WHERE l.hierarchy = h.name) AS info_loss,
+       (SELECT count(*) FROM deid.hierarchy_member m
+         WHERE m.hierarchy = h.name AND m.level = 0) AS leaf_values,
+       h.low, h.high, h.widths, h.created_by, h.created_at
+  FROM deid.hierarchy h;
+
+REVOKE ALL ON ALL TABLES IN SCHEMA deid FROM PUBLIC;
+GRANT SELECT ON deid.roles, deid.hierarchies, deid.hierarchy, deid.hierarchy_level,
+                deid.hierarchy_member TO deid_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON deid.column_role, deid.policy TO deid_admin;
+GRANT SELECT ON deid.release, deid.rid_set, deid.equivalence_class TO deid_admin;
+GRANT deid_reader TO deid_admin;
+
+-- The catalog is part of pg_dump output of the database.
+SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy_level', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy_member', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.column_role', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.policy', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.release', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.rid_set', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.equivalence_class', '');

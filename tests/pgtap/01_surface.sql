@@ -1,0 +1,53 @@
+-- pgTAP: the SQL surface of deid (run by pg_prove in make test).
+BEGIN;
+SELECT plan(32);
+
+SELECT has_extension('deid');
+SELECT has_schema('deid');
+SELECT has_schema('release');
+SELECT has_role('deid_admin');
+SELECT has_role('deid_reader');
+
+SELECT has_table('deid', 'column_role', 'column roles table');
+SELECT has_table('deid', 'hierarchy', 'hierarchy table');
+SELECT has_table('deid', 'hierarchy_level', 'dimension hierarchy table');
+SELECT has_table('deid', 'hierarchy_member', 'member hierarchy table');
+SELECT has_table('deid', 'policy', 'policy table');
+SELECT has_table('deid', 'release', 'release log');
+SELECT has_table('deid', 'rid_set', 'RID sets (001 Theorem 3)');
+SELECT has_table('deid', 'equivalence_class', 'equivalence classes (002)');
+SELECT has_view('deid', 'roles', 'roles can be read back');
+SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'group_id', 'attribute', 'value', 'rids']);
+
+SELECT has_function('deid', 'set_role', ARRAY['regclass', 'name', 'text', 'text', 'text']);
+SELECT has_function('deid', 'load_hierarchy', ARRAY['text', 'text', 'double precision[]']);
+SELECT has_function('deid', 'interval_hierarchy', ARRAY['text', 'numeric', 'numeric', 'integer[]', 'double precision[]']);
+SELECT has_function('deid', 'allow_requests', ARRAY['name', 'regclass', 'integer', 'integer']);
+SELECT has_function('deid', 'k_anonymity', ARRAY['regclass', 'text[]']);
+SELECT has_function('deid', 'equivalence_classes', ARRAY['regclass', 'text[]']);
+SELECT has_function('deid', 'l_diversity', ARRAY['regclass', 'text[]', 'text[]', 'boolean']);
+
+-- Implementations that read raw data are SECURITY DEFINER with a pinned search_path.
+SELECT is_definer('deid', '_k_anonymity', ARRAY['oid', 'text[]', 'name']);
+SELECT is_definer('deid', '_l_diversity', ARRAY['oid', 'text[]', 'text[]', 'boolean', 'name']);
+SELECT is(
+    (SELECT count(*)::int FROM pg_proc
+      WHERE pronamespace = 'deid'::regnamespace AND prosecdef
+        AND NOT coalesce(proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)),
+    0, 'every SECURITY DEFINER function pins search_path');
+SELECT ok(NOT has_function_privilege('deid_reader', 'deid._datapath_probe(oid, text[], text, boolean)', 'EXECUTE'),
+          'the data-path probe is superuser only');
+SELECT ok(NOT has_function_privilege('deid_reader', 'deid.set_role(regclass, name, text, text, text)', 'EXECUTE'),
+          'readers cannot classify columns');
+SELECT ok(NOT has_table_privilege('deid_reader', 'deid.rid_set', 'SELECT'), 'readers never see RID sets');
+
+-- Errors carry a SQLSTATE.
+CREATE TEMP TABLE t_pgtap (id int PRIMARY KEY, a int, s text);
+INSERT INTO t_pgtap SELECT i, i % 4, 'v' || (i % 3) FROM generate_series(1, 40) i;
+SELECT throws_ok($$SELECT deid.k_anonymity(NULL)$$, '22004');
+SELECT throws_ok($$SELECT deid.k_anonymity('t_pgtap', '{nope}')$$, '42703');
+SELECT is(deid.k_anonymity('t_pgtap', '{a}'), 10::bigint, 'k of a 4-class table of 40 rows');
+SELECT is((SELECT sum(size)::int FROM deid.equivalence_classes('t_pgtap', '{a}')), 40, 'classes cover every row');
+
+SELECT * FROM finish();
+ROLLBACK;
