@@ -22,7 +22,12 @@ GRANT USAGE ON SCHEMA deid TO PUBLIC;
 CREATE SCHEMA release;
 COMMENT ON SCHEMA release IS 'deid releases: the only relations analysts (deid_reader) may read';
 REVOKE ALL ON SCHEMA release FROM PUBLIC;
-GRANT USAGE ON SCHEMA release TO deid_reader, deid_admin;
+GRANT USAGE ON SCHEMA release TO deid_reader, deid_admin, PUBLIC;
+
+-- The stored tables of releases (views in schema release present them).
+CREATE SCHEMA deid_release;
+COMMENT ON SCHEMA deid_release IS 'deid: storage of release tables; read them through schema release';
+REVOKE ALL ON SCHEMA deid_release FROM PUBLIC;
 
 -- ---------------------------------------------------------------------
 -- Column roles per relation
@@ -133,7 +138,7 @@ CREATE TRIGGER release_append_only BEFORE UPDATE OR DELETE ON deid.release
 -- ---------------------------------------------------------------------
 -- 001 Theorem 3: per group, sensitive attribute and value, the row ids holding it.
 CREATE TABLE deid.rid_set (
-    release_id  bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE,
+    release_id  bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
     group_id    int    NOT NULL,
     attribute   name   NOT NULL,
     value       text,
@@ -143,7 +148,7 @@ CREATE INDEX ON deid.rid_set (release_id, group_id);
 
 -- 002: the equivalence classes of a release with their cardinality and generalized values.
 CREATE TABLE deid.equivalence_class (
-    release_id   bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE,
+    release_id   bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
     class_id     int    NOT NULL,
     cardinality  bigint NOT NULL,
     generalized  jsonb  NOT NULL,

@@ -117,9 +117,9 @@ def read(db, rel, columns, rid_column=None, selection=None):
             dictionaries[c.name] = dictionary
             params.append(dictionary)
             alias = f"d{j}"
-            joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY AS {alias}(v, o)"
-                         f" ON {alias}.v = ({q})::text")
-            select.append(f"string_agg(int4send(coalesce({alias}.o::int4 - 1, {len(dictionary)})),"
+            joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY AS {alias}(__deid_v, __deid_o)"
+                         f" ON {alias}.__deid_v = ({q})::text")
+            select.append(f"string_agg(int4send(coalesce({alias}.__deid_o::int4 - 1, {len(dictionary)})),"
                           f" ''::bytea)")
             dtypes.append(">i4")
         else:
@@ -205,3 +205,44 @@ def write_table(db, table, columns, temporary=False):
     defs = ", ".join(f"{quote_ident(name)} {_SQL_TYPES[a.dtype][0]} NOT NULL" for name, a in columns)
     db.execute(f"CREATE {'TEMPORARY ' if temporary else ''}TABLE {table} ({defs})")
     return copy_into(db, table, [c for c, _ in columns], [a for _, a in columns])
+
+
+# ------------------------------------------------------------ staging frames
+def encoded_array(col):
+    """The array that stores an encoded column in a staging table."""
+    if col.kind in ("int", "date", "category"):
+        return col.values.astype(np.int64)
+    return col.values.astype(np.float64)
+
+
+def stage(db, table, frame, extra, columns):
+    """Write rid, `extra` [(name, int array)] and the encoded `columns` of
+    `frame` to a new table (already quoted). Encoded columns are named c0, c1,
+    ... in the order of `columns`; NULL flags n0, n1, ... where any."""
+    arrays = [("rid", frame.rid)] + list(extra)
+    for j, name in enumerate(columns):
+        col = frame.columns[name]
+        arrays.append((f"c{j}", encoded_array(col)))
+        if col.null.any():
+            arrays.append((f"n{j}", col.null.astype(np.int32)))
+    write_table(db, table, arrays)
+    db.execute(f"ANALYZE {table}")
+
+
+def decode_expr(j, col, column, params):
+    """SQL expression rebuilding column `j` of a staging table (alias s) in the
+    source's own type; category dictionaries become bound parameters appended
+    to `params`."""
+    c = f"s.c{j}"
+    if col.kind == "category":
+        params.append(list(col.dictionary))
+        expr = f"(${len(params)}::text[])[{c} + 1]::{column.type}"
+    elif col.kind == "date":
+        expr = f"(DATE '1970-01-01' + {c}::int)::{column.type}"
+    elif col.kind == "time":
+        expr = f"to_timestamp({c})::{column.type}"
+    else:
+        expr = f"{c}::{column.type}"
+    if col.null.any() and col.kind != "category":
+        expr = f"CASE WHEN s.n{j} = 1 THEN NULL ELSE {expr} END"
+    return expr

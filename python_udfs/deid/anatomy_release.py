@@ -1,0 +1,268 @@
+"""method => 'anatomy': (K,L)-anonymity over several sensitive attributes,
+released as anatomy (paper 001, Def. 3 / Fig. 3), or as a generalized table.
+
+Flow: snapshot -> methods.anatomy.anatomize (001 Figs. 5-8) -> staging table
+-> QIT + one count table per sensitive attribute (set-based SQL) -> RID sets
+and classes into the catalog -> independent verification (verify.py) of the
+STORED RID sets and tables.
+"""
+import json
+import time
+
+import numpy as np
+
+from . import catalog, datapath, method_support as ms, metrics, verify
+from .errors import DeidError, INVALID_PARAMETER_VALUE
+from .release import Outcome, STORE_SCHEMA
+from .sqltext import qualified, quote_ident
+
+OPTIONS = {"column_l", "model", "output", "nulls"}
+
+
+def validate(k, l, opts):
+    if k < 2:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"K must be at least 2 for anatomy, got {k}",
+                        hint="K is the smallest group size; K = 1 would release every row alone.")
+    if l is not None and l < 1:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"L must be at least 1, got {l}",
+                        hint="L is the number of sensitive values an attacker must rule out.")
+    if opts.get("model", "kl") not in ("kl", "exponential_l"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown model {opts['model']!r}",
+                        hint="options.model is 'kl' (001 Def. 6) or 'exponential_l' (the baseline).")
+    if opts.get("output", "anatomy") not in ("anatomy", "generalized"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown output {opts['output']!r}",
+                        hint="options.output is 'anatomy' or 'generalized'.")
+    cl = opts.get("column_l")
+    if cl is not None:
+        if not isinstance(cl, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in cl.values()):
+            raise DeidError(INVALID_PARAMETER_VALUE, "options.column_l must map attributes to "
+                            "integers >= 1", hint='e.g. {"column_l": {"treatment": 2}}')
+        if l is None:
+            raise DeidError(INVALID_PARAMETER_VALUE, "options.column_l needs l",
+                            hint="Column-wise limits (001 Def. 7) refine an L requirement.")
+
+
+def run(db, req):
+    from .methods import anatomy
+    t0 = time.perf_counter()
+    qis = ms.columns_with_role(req, "quasi_identifier")
+    sas = ms.columns_with_role(req, "sensitive")
+    others = ms.columns_with_role(req, "insensitive")
+    if not qis:
+        raise DeidError(INVALID_PARAMETER_VALUE, "anatomy needs at least one quasi-identifier",
+                        hint="Project a column whose role is quasi_identifier.")
+    if req.l is not None and not sas:
+        raise DeidError(INVALID_PARAMETER_VALUE, "L needs at least one sensitive attribute",
+                        hint="Project a column whose role is sensitive, or leave l NULL.")
+    column_l = req.options.get("column_l") or {}
+    for a in column_l:
+        if a not in sas:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f"options.column_l names {a!r}, which is not a projected sensitive attribute",
+                            hint="Sensitive attributes: " + ", ".join(sas) + ".")
+    names = qis + sas + others
+    frame = ms.read_snapshot(db, req, names)
+    t_read = time.perf_counter()
+    ms.refuse_null_qis(frame, qis, req.options)
+    from .measure import sensitive_codes
+    qi = ms.qi_matrix(db, req, frame, qis)
+    sa = (np.stack([sensitive_codes(frame.columns[s]) for s in sas], axis=1) if sas
+          else np.zeros((frame.n, 0), np.int64))
+    result = anatomy.anatomize(qi, sa, req.k, req.l,
+                               column_l={sas.index(a): v for a, v in column_l.items()} or None,
+                               model=req.options.get("model", "kl"))
+    t_method = time.perf_counter()
+    group = result.group_id.astype(np.int64)
+
+    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
+    datapath.stage(db, stage, frame, [("group_id", group)], names)
+    params = []
+    dec = {name: datapath.decode_expr(j, frame.columns[name], req.rel.columns[name], params)
+           for j, name in enumerate(names)}
+    labels = group_labels(db, req, frame, qis, group, result.n_groups)
+    tables = []
+    if req.options.get("output", "anatomy") == "anatomy":
+        qit = f"{req.name}_qit"
+        cols = ", ".join(f"{dec[c]} AS {quote_ident(c)}" for c in qis + others)
+        db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, qit)} AS SELECT s.group_id, {cols}"
+                   f" FROM {stage} s ORDER BY s.group_id, s.rid", params, param_types(params))
+        tables.append(qit)
+        for s in sas:
+            t = table_name(req.name, s)
+            db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, t)} AS SELECT s.group_id,"
+                       f" {dec[s]} AS {quote_ident(s)}, count(*) AS count FROM {stage} s"
+                       f" GROUP BY 1, 2 ORDER BY 1, 2", params, param_types(params))
+            tables.append(t)
+    else:
+        t = req.name
+        gl = qualified(STORE_SCHEMA, f"_labels_{req.release_id}")
+        codes, dicts = zip(*[factorize(labels[q]) for q in qis])
+        datapath.write_table(db, gl, [("group_id", np.arange(result.n_groups, dtype=np.int64))] +
+                             [(f"l{j}", c) for j, c in enumerate(codes)])
+        lab = []
+        for j, q in enumerate(qis):
+            params.append(list(dicts[j]))
+            lab.append(f"(${len(params)}::text[])[g.l{j} + 1] AS {quote_ident(q)}")
+        rest = ", ".join([f"{dec[c]} AS {quote_ident(c)}" for c in sas + others])
+        db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, t)} AS SELECT s.group_id, "
+                   + ", ".join(lab) + (", " + rest if rest else "")
+                   + f" FROM {stage} s JOIN {gl} g ON g.group_id = s.group_id"
+                   " ORDER BY s.group_id, s.rid", params, param_types(params))
+        db.execute(f"DROP TABLE {gl}")
+        tables.append(t)
+    for s in sas:
+        db.execute(f"INSERT INTO deid.rid_set (release_id, group_id, attribute, value, rids)"
+                   f" SELECT {int(req.release_id)}, s.group_id, $1::name, ({dec[s]})::text,"
+                   f" array_agg(s.rid ORDER BY s.rid) FROM {stage} s GROUP BY 2, 4",
+                   [s] + params, ["text"] + param_types(params))
+    sizes = np.bincount(group, minlength=result.n_groups)
+    record_classes(db, req, sizes, labels, qis)
+    db.execute(f"DROP TABLE {stage}")
+    t_write = time.perf_counter()
+
+    verification = verify_release(db, req, frame.rid, tables, sas, column_l)
+    t_verify = time.perf_counter()
+    return Outcome(tables=tables, rows=frame.n, groups=int(result.n_groups),
+                   discernibility=float(metrics.discernibility(sizes)),
+                   verification=verification,
+                   metrics={"model": result.model, "min_group": int(sizes.min()),
+                            "min_certified_l": int(result.certified_l.min()) if sas else None,
+                            "quasi_identifiers": qis, "sensitive": sas,
+                            "seconds": {"read": t_read - t0, "method": t_method - t_read,
+                                        "write": t_write - t_method, "verify": t_verify - t_write}})
+
+
+def param_types(params):
+    return ["text[]"] * len(params)
+
+
+def table_name(release, attribute):
+    name = f"{release}_{attribute}"
+    if len(name.encode()) > 63:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"release table name {name!r} is too long",
+                        hint="Choose a shorter release name.")
+    return name
+
+
+def factorize(values):
+    uniq, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+    return codes.astype(np.int64), [str(u) for u in uniq]
+
+
+def _fmt(col, v):
+    if col.kind == "date":
+        return str(np.datetime64(int(v), "D"))
+    if col.kind in ("int",):
+        return str(int(v))
+    return f"{float(v):g}"
+
+
+def group_labels(db, req, frame, qis, group, n_groups):
+    """Per group and QI, the generalized value (001 Def. 2): a range for numbers,
+    the lowest common hierarchy ancestor or the value set for categories."""
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    out = {}
+    for q in qis:
+        col = frame.columns[q]
+        meta = req.rel.columns[q]
+        vals = col.values[order]
+        nulls = col.null[order]
+        labels = []
+        if col.kind == "category":
+            h = catalog.hierarchy(db, meta.hierarchy) if meta.hierarchy else None
+            for g in range(n_groups):
+                codes = np.unique(vals[bounds[g]:bounds[g + 1]])
+                labels.append(category_label(col, h, codes))
+        else:
+            lo = np.minimum.reduceat(np.where(nulls, np.inf, vals.astype(float)), bounds[:-1])
+            hi = np.maximum.reduceat(np.where(nulls, -np.inf, vals.astype(float)), bounds[:-1])
+            anynull = np.maximum.reduceat(nulls.astype(np.int8), bounds[:-1]) > 0
+            for g in range(n_groups):
+                if not np.isfinite(lo[g]):
+                    labels.append("NULL")
+                    continue
+                s = _fmt(col, lo[g]) if lo[g] == hi[g] else f"[{_fmt(col, lo[g])}-{_fmt(col, hi[g])}]"
+                labels.append(s + (" or NULL" if anynull[g] else ""))
+        out[q] = labels
+    return out
+
+
+def category_label(col, h, codes):
+    values = [col.dictionary[c] if c < len(col.dictionary) else None for c in codes]
+    if len(values) == 1:
+        return "NULL" if values[0] is None else values[0]
+    if h is not None and h.kind == "member" and None not in values:
+        level_vals = set(values)
+        for level in range(len(h.members) - 1):
+            level_vals = {h.members[level].get(v) for v in level_vals}
+            if len(level_vals) == 1:
+                return next(iter(level_vals))
+    return "{" + ",".join("NULL" if v is None else v for v in values) + "}"
+
+
+def record_classes(db, req, sizes, labels, qis):
+    gen = [json.dumps({q: labels[q][g] for q in qis}) for g in range(len(sizes))]
+    db.execute("INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized)"
+               " SELECT $1, g, c, j::jsonb FROM unnest($2::int[], $3::bigint[], $4::text[])"
+               " AS u(g, c, j)",
+               [req.release_id, list(range(len(sizes))), sizes.tolist(), gen],
+               ["bigint", "int[]", "bigint[]", "text[]"])
+
+
+def read_rid_sets(db, release_id):
+    """The stored RID sets, flattened (001 Theorem 3): per entry its group,
+    attribute, value code and RID count, and all RIDs concatenated."""
+    rows = db.query(
+        "SELECT attribute::text AS a, count(*) AS e,"
+        " string_agg(int4send(group_id), ''::bytea ORDER BY o) AS g,"
+        " string_agg(int4send(v), ''::bytea ORDER BY o) AS v,"
+        " string_agg(int4send(cardinality(rids)), ''::bytea ORDER BY o) AS n,"
+        " string_agg(array_send(rids), ''::bytea ORDER BY o) AS r"
+        " FROM (SELECT *, dense_rank() OVER (PARTITION BY attribute ORDER BY value)::int AS v,"
+        "              row_number() OVER () AS o"
+        "         FROM deid.rid_set WHERE release_id = $1) s GROUP BY attribute",
+        [release_id], ["bigint"])
+    groups, attrs, values, counts, flat = [], [], [], [], []
+    for r in rows:
+        n = np.frombuffer(r["n"], ">i4").astype(np.int64)
+        groups.append(np.frombuffer(r["g"], ">i4").astype(np.int64))
+        values.append(np.frombuffer(r["v"], ">i4").astype(np.int64))
+        attrs.append(np.full(len(n), r["a"], dtype=object))
+        counts.append(n)
+        flat.append(array_send_elements(r["r"], n))
+    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
+    return (cat(groups, np.int64), cat(attrs, object), cat(values, np.int64),
+            cat(counts, np.int64), cat(flat, np.int64))
+
+
+def array_send_elements(buf, counts):
+    """The int8 elements of concatenated 1-D array_send() images."""
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    sizes = 20 + 12 * counts                   # header + (length, value) per element
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    first = np.repeat(starts + 24, counts)
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    pos = first + 12 * within
+    return raw[pos[:, None] + np.arange(8)].copy().view(">i8").reshape(-1).astype(np.int64)
+
+
+def verify_release(db, req, all_rids, tables, sas, column_l):
+    """Independent checks on what was stored, before commit."""
+    out = {}
+    if sas:
+        g, a, v, n, flat = read_rid_sets(db, req.release_id)
+        out["kl"] = verify.check_kl(g, a, v, flat, req.k,
+                                    req.l if req.options.get("model", "kl") == "kl" else None,
+                                    column_l or None, rid_counts=n)
+        first = a == sas[0]
+        out["partition"] = verify.check_partition(flat[np.repeat(first, n)], all_rids)
+    counts = db.query(f"SELECT string_agg(int8send(c), ''::bytea) AS c FROM (SELECT count(*) AS c"
+                      f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY group_id) s")[0]["c"]
+    sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
+    out["sizes"] = verify.check_group_sizes(np.repeat(np.arange(len(sizes)), sizes), req.k)
+    if int(sizes.sum()) != len(all_rids):
+        raise DeidError("DE002", f"release table holds {int(sizes.sum())} rows, the snapshot "
+                                 f"{len(all_rids)}")
+    return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))

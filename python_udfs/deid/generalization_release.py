@@ -1,0 +1,240 @@
+"""method => 'generalization': request-driven, priority-weighted generalization
+over hierarchies with k per source system (paper 002, sec. 4.5).
+
+Flow: selection (whitelisted; a generalized value such as PT = '1' matches its
+leaves) -> snapshot of the projected QIs -> class table (002 step 1) ->
+methods.generalize.greedy (step 3; or the optimal lattice search) -> release
+table with the generalized values as hierarchy labels (step 4) -> verify k per
+source by GROUP BY on the released table.
+"""
+import json
+import time
+
+import numpy as np
+
+from . import catalog, datapath, hierarchies, method_support as ms, verify
+from .errors import DeidError, INVALID_PARAMETER_VALUE
+from .release import Outcome, STORE_SCHEMA
+from .sqltext import qualified, quote_ident
+
+OPTIONS = {"priorities", "limits", "search", "nulls"}
+
+
+def validate(k, l, opts):
+    if k < 2:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"k must be at least 2, got {k}",
+                        hint="k is the smallest equivalence-class size of the release.")
+    if l is not None:
+        raise DeidError(INVALID_PARAMETER_VALUE, "method generalization has no l",
+                        hint="Leave l NULL, or use method => 'anatomy' for (K,L)-anonymity.")
+    if opts.get("search", "greedy") not in ("greedy", "optimal"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown search {opts['search']!r}",
+                        hint="options.search is 'greedy' (002 sec. 4.5) or 'optimal'.")
+    pr = opts.get("priorities", {})
+    if not isinstance(pr, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in pr.values()):
+        raise DeidError(INVALID_PARAMETER_VALUE, "options.priorities must map attributes to numbers in [0,1]",
+                        hint='e.g. {"priorities": {"pt": 0.8, "r": 0.2}}')
+    lim = opts.get("limits", {})
+    if not isinstance(lim, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lim.values()):
+        raise DeidError(INVALID_PARAMETER_VALUE, "options.limits must map attributes to levels >= 0",
+                        hint='e.g. {"limits": {"pt": 1}}')
+
+
+def value_text(col):
+    """Text of each distinct level-0 value and the row codes into it."""
+    if col.kind == "category":
+        return list(col.dictionary) + ["NULL"], col.values
+    uniq, codes = np.unique(col.values, return_inverse=True)
+    if col.kind == "int":
+        text = [str(int(v)) for v in uniq]
+    elif col.kind == "date":
+        text = [str(np.datetime64(int(v), "D")) for v in uniq]
+    else:
+        text = [f"{float(v):g}" for v in uniq]
+    return text, codes.reshape(-1)
+
+
+def build_attribute(h, name, col, priority, limit, source):
+    """AttributeHierarchy over the values present (002 sec. 4.1-4.2) and the
+    level-0 code of every row."""
+    from .methods.generalize import AttributeHierarchy
+    if col.kind == "category":
+        leaves, codes = list(col.dictionary), col.values.copy()
+        if col.null.any():
+            leaves.append("NULL")
+    else:
+        leaves, codes = value_text(col)
+        if col.null.any():
+            leaves = leaves + ["NULL"]
+            codes = np.where(col.null, len(leaves) - 1, codes)
+    present = np.unique(codes)
+    leaves = [leaves[i] for i in present]
+    remap = np.full(int(codes.max()) + 1 if len(codes) else 1, -1, np.int64)
+    remap[present] = np.arange(len(present))
+    codes = remap[codes]
+    chains = []
+    for v in leaves:
+        if h.kind == "member":
+            if v not in h.members[0] and v != "NULL":
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f'value {v!r} of "{name}" is not in hierarchy "{h.name}"',
+                                hint="Add it to the hierarchy and load it again.")
+            chain, x = [v], v
+            for level in range(h.levels - 1):
+                x = h.members[level].get(x, "NULL" if level < h.levels - 2 else "*")
+                chain.append(x)
+        elif v == "NULL":
+            chain = [v] * (h.levels - 1) + ["*"]
+        else:
+            up = hierarchies.interval_chain(v, *hierarchies.check_interval(h.low, h.high, h.widths))
+            if up is None:
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f'value {v} of "{name}" is outside [{h.low}, {h.high}) of hierarchy "{h.name}"',
+                                hint="Widen the interval hierarchy.")
+            chain = [v] + up
+        chains.append(chain)
+    labels, parents = [], []
+    level_codes = np.arange(len(leaves))
+    labels.append(leaves)
+    for level in range(1, h.levels):
+        names = sorted({c[level] for c in chains})
+        index = {n: i for i, n in enumerate(names)}
+        parent_of = np.zeros(len(labels[-1]), np.int64)
+        for leaf_i, c in enumerate(chains):
+            parent_of[level_codes[leaf_i]] = index[c[level]]
+        parents.append(parent_of)
+        level_codes = parent_of[level_codes]
+        labels.append(names)
+    return AttributeHierarchy(name=name, parents=parents, labels=labels, info_loss=h.info_loss,
+                              priority=float(priority), limit=limit, source=source), codes
+
+
+def run(db, req):
+    from .methods import generalize
+    t0 = time.perf_counter()
+    qis = ms.columns_with_role(req, "quasi_identifier")
+    others = [c for c in req.columns if c not in qis]
+    if not qis:
+        raise DeidError(INVALID_PARAMETER_VALUE, "generalization needs at least one quasi-identifier",
+                        hint="Project a column whose role is quasi_identifier.")
+    hier = {}
+    for q in qis:
+        meta = req.rel.columns[q]
+        if not meta.hierarchy:
+            raise DeidError(INVALID_PARAMETER_VALUE, f'quasi-identifier "{q}" has no hierarchy',
+                            hint=f"SELECT deid.set_role('{req.rel.display}', '{q}', 'quasi_identifier', "
+                                 "hierarchy => '<name>');")
+        hier[q] = catalog.hierarchy(db, meta.hierarchy)
+    for opt in ("priorities", "limits"):
+        for a in req.options.get(opt, {}):
+            if a not in qis:
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f"options.{opt} names {a!r}, which is not a projected quasi-identifier",
+                                hint="Quasi-identifiers: " + ", ".join(qis) + ".")
+    # 002 sec. 4.5 step 2: a generalized value in the selection matches its leaves ...
+    selection = None
+    if req.selection is not None:
+        selection = req.selection.render(expand=lambda c, v: leaves_under(hier.get(c), v))
+    rid = catalog.row_id_column(db, req.rel, req.options.get("row_id"))
+    frame = datapath.read(db, req.rel, qis + others, rid_column=rid, selection=selection)
+    if frame.n == 0:
+        raise DeidError("DE001", "the selection matches no row", hint="Nothing to release.")
+    ms.refuse_null_qis(frame, qis, req.options)
+    t_read = time.perf_counter()
+    # ... and caps the attribute at that value's level; the smaller limit wins.
+    pinned = req.selection.equalities() if req.selection is not None else {}
+    attrs, codes = [], []
+    for q in qis:
+        user_limit = req.options.get("limits", {}).get(q)
+        a, c = build_attribute(hier[q], q, frame.columns[q],
+                               req.options.get("priorities", {}).get(q, 1.0), user_limit,
+                               req.rel.columns[q].source or req.rel.display)
+        if q in pinned:
+            sel_limit = generalize.selection_limit(a, pinned[q])
+            a.limit = sel_limit if user_limit is None else min(user_limit, sel_limit)
+        attrs.append(a)
+        codes.append(c)
+    rows = np.stack(codes, axis=1)
+    classes, counts = np.unique(rows, axis=0, return_counts=True)     # 002 step 1
+    search = req.options.get("search", "greedy")
+    solve = generalize.optimal if search == "optimal" else generalize.greedy
+    result = solve(classes, counts.astype(np.int64), attrs, req.k)
+    t_method = time.perf_counter()
+
+    final = generalize.apply_levels(rows, attrs, result.levels)
+    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
+    datapath.stage(db, stage, frame, [(f"g{j}", final[:, j]) for j in range(len(qis))], others)
+    params, cols = [], []
+    for j, (q, a) in enumerate(zip(qis, attrs)):
+        params.append(a.labels[result.levels[j]])
+        cols.append(f"(${len(params)}::text[])[s.g{j} + 1] AS {quote_ident(q)}")
+    for j, o in enumerate(others):
+        cols.append(f"{datapath.decode_expr(j, frame.columns[o], req.rel.columns[o], params)}"
+                    f" AS {quote_ident(o)}")
+    table = req.name
+    db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, table)} AS SELECT {', '.join(cols)}"
+               f" FROM {stage} s ORDER BY {', '.join(f's.g{j}' for j in range(len(qis)))}, s.rid",
+               params, ["text[]"] * len(params))
+    db.execute(f"DROP TABLE {stage}")
+    record_classes(db, req, qis, attrs, result)
+    t_write = time.perf_counter()
+    verification = verify_release(db, req, table, qis, attrs)
+    sizes = result.class_counts
+    return Outcome(tables=[table], rows=frame.n, groups=int(len(sizes)),
+                   discernibility=float((sizes.astype(float) ** 2).sum() / frame.n),
+                   verification=verification,
+                   metrics={"search": search, "steps": result.steps,
+                            "levels": {q: int(lv) for q, lv in zip(qis, result.levels)},
+                            "level_labels": {q: level_name(a, lv) for q, a, lv in
+                                             zip(qis, attrs, result.levels)},
+                            "limits": {a.name: a.limit for a in attrs},
+                            "loss": float(result.loss), "suppressed": [
+                                a.name for a, lv in zip(attrs, result.levels)
+                                if lv == len(a.labels) - 1],
+                            "seconds": {"read": t_read - t0, "method": t_method - t_read,
+                                        "write": t_write - t_method}})
+
+
+def level_name(a, level):
+    return "*" if level == len(a.labels) - 1 else f"level {level}"
+
+
+def leaves_under(h, value):
+    """Leaves of a member hierarchy below a generalized value (None for a leaf
+    or an unknown value: the literal then stands for itself)."""
+    if h is None or h.kind != "member" or value in h.members[0]:
+        return None
+    frontier = {value}
+    for level in range(h.levels - 2, -1, -1):
+        below = {v for v, p in h.members[level].items() if p in frontier}
+        if level == 0:
+            return sorted(below) if below else None
+        frontier = below | ({value} if value in h.members[level] else set())
+    return None
+
+
+def record_classes(db, req, qis, attrs, result):
+    gen = [json.dumps({q: a.labels[lv][c] for q, a, lv, c in zip(qis, attrs, result.levels, row)})
+           for row in result.class_codes.tolist()]
+    db.execute("INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized)"
+               " SELECT $1, g - 1, c, j::jsonb FROM unnest($2::bigint[], $3::text[])"
+               " WITH ORDINALITY AS u(c, j, g)",
+               [req.release_id, result.class_counts.tolist(), gen], ["bigint", "bigint[]", "text[]"])
+
+
+def verify_release(db, req, table, qis, attrs):
+    """002 sec. 2: every source system is k-anonymous on its own projected
+    attributes -- checked by GROUP BY on the stored release table."""
+    by_source = {}
+    for q, a in zip(qis, attrs):
+        by_source.setdefault(a.source, []).append(q)
+    counts = {}
+    for source, cols in by_source.items():
+        keys = ", ".join(quote_ident(c) for c in cols)
+        buf = db.query(f"SELECT string_agg(int8send(n), ''::bytea) AS c FROM (SELECT count(*) AS n"
+                       f" FROM {qualified(STORE_SCHEMA, table)} GROUP BY {keys}) s")[0]["c"]
+        counts[source] = np.frombuffer(buf or b"", ">i8").astype(np.int64)
+    out = verify.check_k_per_source(counts, req.k)
+    return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))

@@ -1,0 +1,82 @@
+"""Pieces shared by the method adapters (anatomy_release, generalization_release):
+reading the request's snapshot, hierarchy-ordered codes, per-source QI sets."""
+import numpy as np
+
+from . import catalog, datapath
+from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
+
+
+def read_snapshot(db, req, names):
+    """Read `names` (+ the row id) of the selected rows of the source."""
+    rid = catalog.row_id_column(db, req.rel, req.options.get("row_id"))
+    selection = req.selection.render() if req.selection is not None else None
+    return datapath.read(db, req.rel, names, rid_column=rid, selection=selection)
+
+
+def columns_with_role(req, role):
+    return [c for c in req.columns if req.rel.columns[c].role == role]
+
+
+def refuse_null_qis(frame, qis, options):
+    """NULL quasi-identifiers need options.nulls = 'value' (NULL is then a value
+    of its own); otherwise the request is refused."""
+    nulls = options.get("nulls", "error")
+    if nulls not in ("error", "value"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"options.nulls must be 'error' or 'value', not {nulls!r}")
+    for q in qis:
+        n = int(frame.columns[q].null.sum())
+        if n and nulls == "error":
+            raise DeidError(NULL_VALUE_NOT_ALLOWED,
+                            f'quasi-identifier "{q}" is NULL in {n} selected row(s)',
+                            hint='Filter them out with selection => \'... AND '
+                                 f'{q} IS NOT NULL\', or pass options => \'{{"nulls": "value"}}\' '
+                                 "to treat NULL as a value of its own.")
+
+
+def hierarchy_rank(h, dictionary):
+    """Rank of each dictionary label in hierarchy order: leaves sorted by their
+    chain of ancestors from the top down (so siblings are adjacent)."""
+    if h is None or h.kind != "member":
+        return np.arange(len(dictionary))
+
+    def chain(v):
+        out = [v]
+        for level in range(len(h.members) - 1):
+            v = h.members[level].get(v)
+            if v is None:
+                break
+            out.append(v)
+        return tuple(reversed(out))
+    order = sorted(range(len(dictionary)), key=lambda i: chain(dictionary[i]))
+    rank = np.empty(len(dictionary), dtype=np.int64)
+    rank[order] = np.arange(len(dictionary))
+    return rank
+
+
+def qi_matrix(db, req, frame, qis):
+    """float64 (n, d) matrix of the QIs for the k-d split: numbers as they are,
+    categories as codes in hierarchy (or sort) order; NULL after every value."""
+    cols = []
+    for q in qis:
+        col = frame.columns[q]
+        meta = req.rel.columns[q]
+        if col.kind == "category":
+            h = catalog.hierarchy(db, meta.hierarchy) if meta.hierarchy else None
+            rank = np.append(hierarchy_rank(h, col.dictionary), len(col.dictionary))
+            v = rank[col.values].astype(np.float64)
+        else:
+            v = col.values.astype(np.float64)
+            if col.null.any():
+                top = v[~col.null].max() + 1 if (~col.null).any() else 0
+                v = np.where(col.null, top, v)
+        cols.append(v)
+    return np.stack(cols, axis=1) if cols else np.zeros((frame.n, 0))
+
+
+def sources_of(req, qis):
+    """{source system: [QI names]} (002 sec. 2); columns without a source form one
+    source named after the relation."""
+    out = {}
+    for q in qis:
+        out.setdefault(req.rel.columns[q].source or req.rel.display, []).append(q)
+    return out

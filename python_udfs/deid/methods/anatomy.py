@@ -1,0 +1,168 @@
+"""Anatomy release under the (K,L) model for several sensitive attributes (paper 001).
+
+:func:`anatomize` is 001 Fig. 5 ``Anonymize``: partition the rows with the k-d median split
+(:mod:`.mondrian`, Fig. 5 ``Split``) so that every group satisfies the privacy model, then
+anatomize (001 Def. 3, Fig. 3): the quasi-identifier table keeps each row's QIs plus its group id,
+and one table per sensitive attribute holds (group id, value, count) -- :func:`sensitive_counts`.
+
+Models (``model=``):
+
+* ``"kl"`` -- 001 Def. 6: every group has >= K rows and needs >= L value deletions to delete
+  all its rows; with ``column_l`` it is Def. 7 (at most L_i deletions from attribute i).  Checked
+  with the sound greedy of 001 Fig. 6 / Figs. 7-8 (:mod:`.diversity`).  ``L=None`` is plain
+  K-anonymity (Def. 4).
+* ``"exponential_l"`` -- the Exponential-L baseline of 001's experiments (Machanavajjhala et al.
+  2006): in each group, every sensitive attribute has >= L distinct values among the rows that
+  share any one combination of the other sensitive attributes' values (so a group needs >= L^s
+  rows).  001 runs the same Split with this check instead of Fig. 6.
+
+Deviations: see :mod:`.mondrian` (row-preserving, tie-safe split) and :mod:`.diversity`.
+``certified_l`` of the result is the greedy certificate of each final group (Fig. 6/7); in
+column-wise mode it is capped at L (the limits L_i of Def. 7 are defined relative to L); for
+"exponential_l" it is the group's Exponential-L level.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import (DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE,
+                      VERIFICATION_FAILED)
+from . import diversity, mondrian
+
+MODELS = ("kl", "exponential_l")
+
+
+@dataclass
+class AnatomyResult:
+    group_id: np.ndarray      # int64 (n,): group of each input row, 0..n_groups-1
+    n_groups: int
+    certified_l: np.ndarray   # int64 (n_groups,): L certificate of each group
+    model: str                # "kl" or "exponential_l"
+
+
+def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl"):
+    """001 Fig. 5 Anonymize: partition the rows into groups satisfying the model.
+
+    ``qi``: float64 (n, d) quasi-identifiers (categorical ones as codes in sort order);
+    ``sensitive``: int64 (n, s) sensitive codes; ``K`` >= 2; ``L`` >= 1 or None (K-anonymity
+    only); ``column_l``: {attribute index: L_i} with 0 <= L_i <= L (001 Def. 7, model "kl").
+    Raises DeidError: INVALID_PARAMETER_VALUE for bad arguments or an L no group can reach
+    (more than the distinct values of a fully deletable attribute); PRIVACY_MODEL_UNSATISFIABLE
+    when n < K or the whole table is not certified.
+    """
+    if model not in MODELS:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown anatomy model {model!r}",
+                        hint="use 'kl' (001 Def. 6/7) or 'exponential_l' (001 baseline)")
+    K = _check_k(K)
+    qi = mondrian.as_qi(qi)
+    codes = diversity.as_codes(sensitive)
+    n, s = codes.shape
+    if qi.shape[0] != n:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f"qi has {qi.shape[0]} rows but sensitive has {n}",
+                        hint="pass the quasi-identifiers and sensitive codes of the same rows")
+    if L is not None:
+        L = diversity._check_l(L)
+    caps = _check_column_l(column_l, L, s, model)
+    if n < K:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
+                        f"the table has {n} rows, fewer than K = {K}",
+                        hint="lower K or release more rows")
+    dense, sizes = diversity.dense_columns(codes)
+    if L is not None:
+        _check_reachable(dense, sizes, L, caps, model)
+
+    accept_groups = None
+    if L is not None and L > 1:
+        def accept_groups(rows, child, n_children):
+            cols = [c[rows] for c in dense]
+            return _level(child, cols, sizes, n_children, caps, model, L) >= L
+
+        whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]
+        if whole < L:
+            raise DeidError(
+                PRIVACY_MODEL_UNSATISFIABLE,
+                f"the whole table does not satisfy the {model} model with L = {L} "
+                f"(certified L = {whole})",
+                hint="lower L" + (
+                    " (Exponential-L needs every combination of the other sensitive values "
+                    "to have L values of each attribute)" if model == "exponential_l" else
+                    " or relax column_l; the greedy check of 001 Figs. 6-7 is sound but not "
+                    "complete, so a table may be L-diverse without being certified"))
+
+    group_id = mondrian.partition(qi, K, accept_groups=accept_groups)
+    n_groups = int(group_id.max()) + 1
+    max_l = L if (caps is not None and model == "kl") else None
+    cert = _level(group_id, dense, sizes, n_groups, caps, model, max_l)
+    sizes_g = np.bincount(group_id, minlength=n_groups)
+    if sizes_g.min() < K or (L is not None and cert.min() < L):
+        raise DeidError(VERIFICATION_FAILED, "anatomy produced a group violating (K,L)",
+                        hint="this is a bug in deid; please report it")
+    return AnatomyResult(group_id=group_id, n_groups=n_groups, certified_l=cert, model=model)
+
+
+def sensitive_counts(group_id, values):
+    """001 Fig. 3 / Def. 3 sensitive table of one attribute: (groups, values, counts), one
+    entry per distinct (group, value), sorted by group then value."""
+    gid = np.asarray(group_id).ravel()
+    vals = np.asarray(values).ravel()
+    if gid.size != vals.size:
+        raise DeidError(INVALID_PARAMETER_VALUE, "group_id and values have different lengths",
+                        hint="pass one value per row")
+    if gid.size == 0:
+        return gid[:0].astype(np.int64), vals[:0], np.zeros(0, dtype=np.int64)
+    order = np.lexsort((vals, gid))
+    g, v = gid[order], vals[order]
+    new = np.ones(g.size, dtype=bool)
+    new[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, g.size))
+    return g[starts].astype(np.int64), v[starts], counts.astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+
+def _level(gid, dense, sizes, n_groups, caps, model, max_l):
+    if model == "exponential_l":
+        return diversity.exponential_l_dense(gid, dense, sizes, n_groups)
+    return diversity.certify_dense(gid, dense, sizes, n_groups, caps, max_l)
+
+
+def _check_k(K):
+    if isinstance(K, (bool, np.bool_)) or not isinstance(K, (int, np.integer)) or K < 2:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"K must be an integer >= 2, got {K!r}",
+                        hint="K is the minimum group size of K-anonymity (001 Def. 4)")
+    return int(K)
+
+
+def _check_column_l(column_l, L, s, model):
+    if not column_l:
+        return None
+    if L is None or model != "kl":
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        "column_l needs L and the 'kl' model",
+                        hint="column-wise limits L_i refine L-diversity (001 Def. 7)")
+    caps = diversity.column_caps(column_l, s)
+    for a, cap in dict(column_l).items():
+        if cap > L:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f"column_l[{a}] = {cap} exceeds L = {L}",
+                            hint="001 Def. 7 requires 0 <= L_i <= L")
+    return caps
+
+
+def _check_reachable(dense, sizes, L, caps, model):
+    """Reject an L that no group can reach: a group never needs more deletions than the
+    distinct values of an attribute it may delete entirely."""
+    bound, which = None, None
+    for a in range(len(dense)):
+        distinct = int(np.count_nonzero(np.bincount(dense[a], minlength=int(sizes[a]))))
+        if model == "exponential_l" or caps is None or caps[a] >= distinct:
+            if bound is None or distinct < bound:
+                bound, which = distinct, a
+    if bound is not None and L > bound:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f"L = {L} exceeds the {bound} distinct values of sensitive attribute "
+                        f"{which}; no group can be {L}-diverse",
+                        hint=f"choose L <= {bound}")
