@@ -113,9 +113,9 @@ def run(db, req):
         tables.append(t)
     for s in sas:
         db.execute(f"INSERT INTO deid.rid_set (release_id, group_id, attribute, value, rids)"
-                   f" SELECT {int(req.release_id)}, s.group_id, $1::name, ({dec[s]})::text,"
-                   f" array_agg(s.rid ORDER BY s.rid) FROM {stage} s GROUP BY 2, 4",
-                   [s] + params, ["text"] + param_types(params))
+                   f" SELECT {int(req.release_id)}, s.group_id, ${len(params) + 1}::name,"
+                   f" ({dec[s]})::text, array_agg(s.rid ORDER BY s.rid) FROM {stage} s GROUP BY 2, 4",
+                   params + [s], param_types(params) + ["text"])
     sizes = np.bincount(group, minlength=result.n_groups)
     record_classes(db, req, sizes, labels, qis)
     db.execute(f"DROP TABLE {stage}")
