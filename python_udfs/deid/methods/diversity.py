@@ -44,6 +44,8 @@ Deviations from / additions to the paper (all keep the check sound):
 
 import numpy as np
 
+from .segments import ranges
+
 from ..errors import DeidError, INVALID_PARAMETER_VALUE
 
 UNBOUNDED_L = 2**31 - 1          # certificate when no allowed deletion set deletes the group
@@ -128,21 +130,6 @@ def _code_dtype(size):
 
 def _index_dtype(top):
     return np.int32 if top < 2**31 - 1 else np.int64
-
-
-def _ranges(starts, lengths):
-    """Concatenation of arange(s, s + l) for every (s, l)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    keep = lengths > 0
-    starts = np.asarray(starts, dtype=np.int64)[keep]
-    lengths = lengths[keep]
-    if lengths.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    step = np.ones(int(ends[-1]), dtype=np.int64)
-    step[0] = starts[0]
-    step[ends[:-1]] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
-    return np.cumsum(step)
 
 
 def _pair_index(gid, col, n_groups, size):
@@ -299,7 +286,7 @@ def _independent_rows(srt, npairs, gstart, gsize, G, target):
         if groups.size == 0:
             break
         hi = lo + width
-        pos = _ranges(gstart[groups] + lo, np.minimum(gsize[groups], hi) - lo)
+        pos = ranges(gstart[groups] + lo, np.minimum(gsize[groups], hi) - lo)
         keys = srt.keys(pos)
         alive = np.ones(pos.size, dtype=bool)
         for a, key in enumerate(keys):
@@ -405,7 +392,7 @@ def _grow_column_wise(groups, G, srt, npairs, gstart, gsize, picked, t, caps, wi
     # candidates against the same C and keeps the first one that passes (the rows before it
     # are exactly the ones the sequential loop rejects).  Batches double while nothing passes.
     take = np.minimum(gsize[groups], c1 + PHASE2_MAX_SCAN)
-    pos = _ranges(gstart[groups], take)
+    pos = ranges(gstart[groups], take)
     pos = pos[~picked[pos]]
     bpos = gmap[srt.group(pos)]
     count = np.bincount(bpos, minlength=B)
@@ -421,7 +408,7 @@ def _grow_column_wise(groups, G, srt, npairs, gstart, gsize, picked, t, caps, wi
             break
         k = np.minimum(batch[bs], rlen[bs] - cursor[bs])
         flat_b = np.repeat(bs, k)
-        offs = _ranges(cursor[bs], k)
+        offs = ranges(cursor[bs], k)
         x_new, new_p, nt_p, nt_a, nt_c = evaluate(flat_b, pos[rstart[flat_b] + offs])
         ok = np.flatnonzero(x_new >= x[flat_b])
         first = ok[np.unique(flat_b[ok], return_index=True)[1]] if ok.size else ok

@@ -32,6 +32,8 @@ Deviations from 001 Fig. 5 (see also papers/README.md "Known pitfalls"):
 
 import numpy as np
 
+from .segments import ranges
+
 from ..errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
                       PRIVACY_MODEL_UNSATISFIABLE)
 
@@ -56,21 +58,6 @@ def check_k(K):
         raise DeidError(INVALID_PARAMETER_VALUE, f"K must be a positive integer, got {K!r}",
                         hint="K is the minimum number of rows per group")
     return int(K)
-
-
-def _ranges(starts, lengths):
-    """Concatenation of arange(s, s + l) for every (s, l)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    keep = lengths > 0
-    starts = np.asarray(starts, dtype=np.int64)[keep]
-    lengths = lengths[keep]
-    if lengths.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    step = np.ones(int(ends[-1]), dtype=np.int64)
-    step[0] = starts[0]
-    step[ends[:-1]] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
-    return np.cumsum(step)
 
 
 def _first_not_below(values, lst, lo, hi, bound, strict):
@@ -144,7 +131,7 @@ def partition(qi, K, accept=None, *, accept_groups=None):
         split = cut > 0
         leaf = np.flatnonzero(~split)
         if leaf.size:                                  # Fig. 5 line 10: add the group to P
-            pos = _ranges(start[leaf], size[leaf])
+            pos = ranges(start[leaf], size[leaf])
             group[lists[d][pos]] = np.repeat(np.arange(n_leaves, n_leaves + leaf.size),
                                              size[leaf])
             n_leaves += leaf.size
@@ -213,7 +200,7 @@ def _positions(start, size, idx_t, n_active):
     total = int(size.sum())
     if total == n_active and start.size and start[0] == 0:
         return np.arange(total, dtype=idx_t)            # the nodes cover every position
-    return _ranges(start, size).astype(idx_t, copy=False)
+    return ranges(start, size).astype(idx_t, copy=False)
 
 
 def _children(lists, dims, start, size, cut):
