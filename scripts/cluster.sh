@@ -10,8 +10,12 @@ PGROOT="${DEID_PGDATA:-$here/.pgdata}"
 PORT="${DEID_PGPORT:-54329}"
 OSUSER="${DEID_OS_USER:-deid}"
 BINDIR="${PG_BINDIR:-$(pg_config --bindir)}"
-DATA="$PGROOT/data"
-SOCK="$PGROOT/run"
+resolve() {   # the server's paths never go through the (maybe private) checkout
+    [ -L "$PGROOT" ] && PGROOT=$(readlink -f "$PGROOT")
+    DATA="$PGROOT/data"
+    SOCK="$PGROOT/run"
+}
+resolve
 DB="${DEID_DB:-deid}"
 
 as_owner() {
@@ -26,9 +30,18 @@ ensure_user() {
 
 init() {
     ensure_user
+    if [ ! -e "$PGROOT" ] && [ "$(id -u)" = 0 ] && ! runuser -u "$OSUSER" -- test -x "$(dirname "$PGROOT")"; then
+        # The checkout is not reachable by the unprivileged server user (e.g. a
+        # clone in a mode-0700 directory): keep the cluster in a directory of its
+        # own and link it from the project.
+        real="/var/tmp/deid-cluster-$(printf '%s' "$PGROOT" | md5sum | cut -c1-12)"
+        mkdir -p "$real"
+        ln -s "$real" "$PGROOT"
+        resolve
+    fi
     mkdir -p "$PGROOT"
-    if [ "$(id -u)" = 0 ]; then chown "$OSUSER": "$PGROOT"; fi
-    chmod 0755 "$PGROOT"
+    if [ "$(id -u)" = 0 ]; then chown "$OSUSER": "$PGROOT/"; fi
+    chmod 0755 "$PGROOT/"
     if [ ! -f "$DATA/PG_VERSION" ]; then
         as_owner "$BINDIR/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 \
             --locale=C.UTF-8 >"$PGROOT/initdb.log" 2>&1 || { cat "$PGROOT/initdb.log" >&2; exit 1; }
