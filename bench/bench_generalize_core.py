@@ -34,22 +34,22 @@ def zipf(rng, n, m, a=1.1, shift=5.0):
 
 def make_data(n, seed, profile="unique"):
     rng = np.random.default_rng(seed)
-    if profile == "moderate":  # coarser, skewed domains: a few hundred thousand classes per 1M rows
+    if profile == "moderate":  # coarser, skewed domains: ~10^5 classes per 10^6 rows
         attrs = [
             hierarchy("age", [100, 20, 10, 5], [0, 0.2, 0.4, 0.7, 1], 0.8),
             hierarchy("zip", [100, 10, 2], [0, 0.3, 0.6, 1], 0.4),
-            hierarchy("diagnosis", [200, 20, 5], [0, 0.4, 0.7, 1], 1.0),
-            hierarchy("admitted", [48, 12, 4, 2], [0, 0.3, 0.5, 0.8, 1], 0.6),   # week, month, qtr, half
-            hierarchy("ethnicity", [12, 4], [0, 0.5, 1], 0.2),
-            hierarchy("education", [20, 6, 2], [0, 0.3, 0.6, 1], 0.3),
+            hierarchy("diagnosis", [60, 12, 4], [0, 0.4, 0.7, 1], 1.0),
+            hierarchy("admitted", [24, 12, 4, 2], [0, 0.3, 0.5, 0.8, 1], 0.6),   # half-month .. half-year
+            hierarchy("ethnicity", [6, 2], [0, 0.5, 1], 0.2),
+            hierarchy("education", [8, 4, 2], [0, 0.3, 0.6, 1], 0.3),
         ]
         cols = [
-            np.clip(rng.normal(52, 18, n).round(), 0, 99).astype(np.int64),
-            zipf(rng, n, 100, a=1.2),
-            zipf(rng, n, 200, a=1.5),
-            rng.integers(0, 48, n),
-            zipf(rng, n, 12, a=2.0, shift=1.0),
-            zipf(rng, n, 20, a=1.5, shift=1.0),
+            np.clip(rng.normal(52, 8, n).round(), 0, 99).astype(np.int64),
+            zipf(rng, n, 100, a=2.0, shift=1.0),
+            zipf(rng, n, 60, a=2.0, shift=1.0),
+            rng.integers(0, 24, n),
+            zipf(rng, n, 6, a=2.5, shift=1.0),
+            zipf(rng, n, 8, a=2.0, shift=1.0),
         ]
         return np.stack(cols, axis=1), attrs
     attrs = [

@@ -19,7 +19,7 @@ resolve
 DB="${DEID_DB:-deid}"
 
 as_owner() {
-    if [ "$(id -un)" = "$OSUSER" ]; then "$@"; else runuser -u "$OSUSER" -- "$@"; fi
+    if [ "$(id -un)" = "$OSUSER" ]; then "$@"; else (cd / && runuser -u "$OSUSER" -- "$@"); fi
 }
 
 ensure_user() {
