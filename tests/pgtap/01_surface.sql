@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(32);
+SELECT plan(40);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -48,6 +48,28 @@ SELECT throws_ok($$SELECT deid.k_anonymity(NULL)$$, '22004');
 SELECT throws_ok($$SELECT deid.k_anonymity('t_pgtap', '{nope}')$$, '42703');
 SELECT is(deid.k_anonymity('t_pgtap', '{a}'), 10::bigint, 'k of a 4-class table of 40 rows');
 SELECT is((SELECT sum(size)::int FROM deid.equivalence_classes('t_pgtap', '{a}')), 40, 'classes cover every row');
+
+
+-- The front door.
+SELECT has_function('deid', 'anonymize_request',
+                    ARRAY['regclass', 'text', 'integer', 'integer', 'text[]', 'text', 'jsonb', 'text']);
+SELECT has_function('deid', 'drop_release', ARRAY['text']);
+SELECT is_definer('deid', '_anonymize_request',
+                  ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text', 'name']);
+CREATE TABLE public.t_pgtap_src (id int PRIMARY KEY, a int, s text);
+INSERT INTO t_pgtap_src SELECT i, i % 10, 'v' || (i % 4) FROM generate_series(1, 200) i;
+SELECT deid.set_role('t_pgtap_src', 'a', 'quasi_identifier');
+SELECT deid.set_role('t_pgtap_src', 's', 'sensitive');
+SELECT throws_ok($$SELECT * FROM deid.anonymize_request('t_pgtap_src', 'anatomy', k => 1)$$, '22023');
+SELECT throws_ok($$SELECT * FROM deid.anonymize_request('t_pgtap_src', 'magic', k => 5)$$, '22023');
+SELECT throws_ok($$SELECT * FROM deid.anonymize_request('t_pgtap_src', 'anatomy', k => 5, l => 9)$$, '22023');
+SELECT results_eq(
+    $$SELECT relations, rows, verified FROM deid.anonymize_request('t_pgtap_src', 'anatomy', k => 20, l => 3,
+          options => '{"seed": 1}', release => 'pgtap_rel')$$,
+    $$VALUES ('{release.pgtap_rel_qit,release.pgtap_rel_s}'::text[], 200::bigint, true)$$,
+    'an anatomy release of 200 rows');
+SELECT ok((SELECT min(n) >= 20 FROM (SELECT count(*) n FROM release.pgtap_rel_qit GROUP BY group_id) g),
+          'every group of the release has at least K rows');
 
 SELECT * FROM finish();
 ROLLBACK;
