@@ -63,5 +63,6 @@ bench: start venv
 
 clean:
 	-$(CLUSTER) stop
+	if [ -L .pgdata ]; then rm -rf "$$(readlink -f .pgdata)"; fi
 	rm -rf .pgdata $(VENV)
 	$(MAKE) -C extension clean PG_CONFIG=$(PG_CONFIG)
