@@ -138,7 +138,7 @@ CREATE TRIGGER release_append_only BEFORE UPDATE OR DELETE ON deid.release
 -- ---------------------------------------------------------------------
 -- 001 Theorem 3: per group, sensitive attribute and value, the row ids holding it.
 CREATE TABLE deid.rid_set (
-    release_id  bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+    release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
     group_id    int    NOT NULL,
     attribute   name   NOT NULL,
     value       text,
@@ -148,7 +148,7 @@ CREATE INDEX ON deid.rid_set (release_id, group_id);
 
 -- 002: the equivalence classes of a release with their cardinality and generalized values.
 CREATE TABLE deid.equivalence_class (
-    release_id   bigint NOT NULL REFERENCES deid.release ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+    release_id   bigint NOT NULL,          -- deid.release
     class_id     int    NOT NULL,
     cardinality  bigint NOT NULL,
     generalized  jsonb  NOT NULL,

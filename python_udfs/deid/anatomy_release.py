@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from . import catalog, datapath, method_support as ms, metrics, verify
+from . import catalog, copybin, datapath, method_support as ms, metrics, verify
 from .errors import DeidError, INVALID_PARAMETER_VALUE
 from .release import Outcome, STORE_SCHEMA
 from .sqltext import qualified, quote_ident
@@ -65,60 +65,28 @@ def run(db, req):
     frame = ms.read_snapshot(db, req, names)
     t_read = time.perf_counter()
     ms.refuse_null_qis(frame, qis, req.options)
-    from .measure import sensitive_codes
+    sa_dicts = [datapath.value_dictionary(frame.columns[s]) for s in sas]
     qi = ms.qi_matrix(db, req, frame, qis)
-    sa = (np.stack([sensitive_codes(frame.columns[s]) for s in sas], axis=1) if sas
+    sa = (np.stack([codes for codes, _ in sa_dicts], axis=1) if sas
           else np.zeros((frame.n, 0), np.int64))
     result = anatomy.anatomize(qi, sa, req.k, req.l,
                                column_l={sas.index(a): v for a, v in column_l.items()} or None,
                                model=req.options.get("model", "kl"))
     t_method = time.perf_counter()
     group = result.group_id.astype(np.int64)
-
-    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
-    datapath.stage(db, stage, frame, [("group_id", group)], names)
-    params = []
-    dec = {name: datapath.decode_expr(j, frame.columns[name], req.rel.columns[name], params)
-           for j, name in enumerate(names)}
-    labels = group_labels(db, req, frame, qis, group, result.n_groups)
+    order = np.lexsort((frame.rid, group))           # rows by group, then row id
+    labels = group_labels(db, req, frame, qis, group, result.n_groups, order)
     tables = []
     if req.options.get("output", "anatomy") == "anatomy":
-        qit = f"{req.name}_qit"
-        cols = ", ".join(f"{dec[c]} AS {quote_ident(c)}" for c in qis + others)
-        db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, qit)} AS SELECT s.group_id, {cols}"
-                   f" FROM {stage} s ORDER BY s.group_id, s.rid", params, param_types(params))
-        tables.append(qit)
-        for s in sas:
-            t = table_name(req.name, s)
-            db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, t)} AS SELECT s.group_id,"
-                       f" {dec[s]} AS {quote_ident(s)}, count(*) AS count FROM {stage} s"
-                       f" GROUP BY 1, 2 ORDER BY 1, 2", params, param_types(params))
-            tables.append(t)
+        tables.append(write_qit(db, req, frame, group, order, qis + others))
+        for s, (codes, dictionary) in zip(sas, sa_dicts):
+            tables.append(write_counts(db, req, s, group, codes, dictionary))
     else:
-        t = req.name
-        gl = qualified(STORE_SCHEMA, f"_labels_{req.release_id}")
-        codes, dicts = zip(*[factorize(labels[q]) for q in qis])
-        datapath.write_table(db, gl, [("group_id", np.arange(result.n_groups, dtype=np.int64))] +
-                             [(f"l{j}", c) for j, c in enumerate(codes)])
-        lab = []
-        for j, q in enumerate(qis):
-            params.append(list(dicts[j]))
-            lab.append(f"(${len(params)}::text[])[g.l{j} + 1] AS {quote_ident(q)}")
-        rest = ", ".join([f"{dec[c]} AS {quote_ident(c)}" for c in sas + others])
-        db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, t)} AS SELECT s.group_id, "
-                   + ", ".join(lab) + (", " + rest if rest else "")
-                   + f" FROM {stage} s JOIN {gl} g ON g.group_id = s.group_id"
-                   " ORDER BY s.group_id, s.rid", params, param_types(params))
-        db.execute(f"DROP TABLE {gl}")
-        tables.append(t)
-    for s in sas:
-        db.execute(f"INSERT INTO deid.rid_set (release_id, group_id, attribute, value, rids)"
-                   f" SELECT {int(req.release_id)}, s.group_id, ${len(params) + 1}::name,"
-                   f" ({dec[s]})::text, array_agg(s.rid ORDER BY s.rid) FROM {stage} s GROUP BY 2, 4",
-                   params + [s], param_types(params) + ["text"])
+        tables.append(write_generalized(db, req, frame, group, order, labels, qis, sas + others))
+    for s, (codes, dictionary) in zip(sas, sa_dicts):
+        write_rid_sets(db, req.release_id, s, group, codes, dictionary, frame.rid)
     sizes = np.bincount(group, minlength=result.n_groups)
     record_classes(db, req, sizes, labels, qis)
-    db.execute(f"DROP TABLE {stage}")
     t_write = time.perf_counter()
 
     verification = verify_release(db, req, frame.rid, tables, sas, column_l)
@@ -133,8 +101,91 @@ def run(db, req):
                                         "write": t_write - t_method, "verify": t_verify - t_write}})
 
 
-def param_types(params):
-    return ["text[]"] * len(params)
+def column_defs(req, names):
+    return ", ".join(f"{quote_ident(c)} {req.rel.columns[c].type}" for c in names)
+
+
+def write_qit(db, req, frame, group, order, names):
+    """The quasi-identifier table (001 Def. 3): group_id + the QIs in their own
+    types, one row per source row, by group. Written with one binary COPY when
+    every column has a direct binary form, else through a staging table."""
+    name = f"{req.name}_qit"
+    target = qualified(STORE_SCHEMA, name)
+    fields = [datapath.binary_field(frame.columns[c], req.rel.columns[c], order) for c in names]
+    if all(f is not None for f in fields):
+        db.execute(f"CREATE TABLE {target} (group_id integer NOT NULL, {column_defs(req, names)})")
+        datapath.copy_fields(db, target, ["group_id"] + names,
+                             [copybin.Fixed(group[order], ">i4")] + fields)
+        return name
+    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
+    datapath.stage(db, stage, frame, [("group_id", group)], names)
+    params = []
+    cols = ", ".join(f"{datapath.decode_expr(j, frame.columns[c], req.rel.columns[c], params)}"
+                     f" AS {quote_ident(c)}" for j, c in enumerate(names))
+    db.execute(f"CREATE TABLE {target} AS SELECT s.group_id, {cols} FROM {stage} s"
+               " ORDER BY s.group_id, s.rid", params, ["text[]"] * len(params))
+    db.execute(f"DROP TABLE {stage}")
+    return name
+
+
+def pair_counts(group, codes, width):
+    """Distinct (group, code) pairs and how many rows hold each."""
+    key, counts = np.unique(group * width + codes, return_counts=True)
+    return key // width, key % width, counts
+
+
+def write_counts(db, req, attribute, group, codes, dictionary):
+    """One sensitive table (001 Def. 3): group_id, value, count -- counted in
+    numpy, written in the attribute's own type."""
+    name = table_name(req.name, attribute)
+    g, c, n = pair_counts(group, codes, len(dictionary) + 1)
+    small = qualified(STORE_SCHEMA, f"_counts_{req.release_id}")
+    datapath.write_table(db, small, [("group_id", g.astype(np.int32)), ("code", c),
+                                     ("count", n.astype(np.int64))])
+    db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, name)} AS SELECT s.group_id,"
+               f" ($1::text[])[s.code + 1]::{req.rel.columns[attribute].type} AS {quote_ident(attribute)},"
+               f" s.count FROM {small} s ORDER BY 1, 2", [dictionary], ["text[]"])
+    db.execute(f"DROP TABLE {small}")
+    return name
+
+
+def write_rid_sets(db, release_id, attribute, group, codes, dictionary, rid):
+    """deid.rid_set rows (001 Theorem 3): per group and value the sorted RIDs,
+    one binary COPY."""
+    order = np.lexsort((rid, codes, group))
+    g, c, n = pair_counts(group, codes, len(dictionary) + 1)
+    pairs = len(g)
+    fields = [copybin.Fixed(np.full(pairs, release_id, np.int64), ">i8"),
+              copybin.Fixed(g, ">i4"),
+              copybin.Text(np.zeros(pairs, np.int64), [attribute]),
+              copybin.Text(c, dictionary),
+              copybin.Int8Array(n, rid[order])]
+    datapath.copy_fields(db, "deid.rid_set", ["release_id", "group_id", "attribute", "value", "rids"],
+                         fields)
+
+
+def write_generalized(db, req, frame, group, order, labels, qis, rest):
+    """options.output = 'generalized': one table, QIs replaced by their group's
+    generalized value (001 Def. 2), next to the sensitive values."""
+    name = req.name
+    gl = qualified(STORE_SCHEMA, f"_labels_{req.release_id}")
+    codes, dicts = zip(*[factorize(labels[q]) for q in qis])
+    datapath.write_table(db, gl, [("group_id", np.arange(len(codes[0]), dtype=np.int64))] +
+                         [(f"l{j}", c) for j, c in enumerate(codes)])
+    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
+    datapath.stage(db, stage, frame, [("group_id", group)], rest)
+    params, lab = [], []
+    for j, q in enumerate(qis):
+        params.append(list(dicts[j]))
+        lab.append(f"(${len(params)}::text[])[g.l{j} + 1] AS {quote_ident(q)}")
+    lab += [f"{datapath.decode_expr(j, frame.columns[c], req.rel.columns[c], params)} AS {quote_ident(c)}"
+            for j, c in enumerate(rest)]
+    db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, name)} AS SELECT s.group_id, {', '.join(lab)}"
+               f" FROM {stage} s JOIN {gl} g ON g.group_id = s.group_id ORDER BY s.group_id, s.rid",
+               params, ["text[]"] * len(params))
+    db.execute(f"DROP TABLE {stage}")
+    db.execute(f"DROP TABLE {gl}")
+    return name
 
 
 def table_name(release, attribute):
@@ -158,24 +209,24 @@ def _fmt(col, v):
     return f"{float(v):g}"
 
 
-def group_labels(db, req, frame, qis, group, n_groups):
+def group_labels(db, req, frame, qis, group, n_groups, order):
     """Per group and QI, the generalized value (001 Def. 2): a range for numbers,
-    the lowest common hierarchy ancestor or the value set for categories."""
-    order = np.argsort(group, kind="stable")
+    the lowest common hierarchy ancestor or the value set for categories.
+    `order` sorts the rows by group."""
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
     out = {}
     for q in qis:
         col = frame.columns[q]
         meta = req.rel.columns[q]
-        vals = col.values[order]
-        nulls = col.null[order]
-        labels = []
         if col.kind == "category":
             h = catalog.hierarchy(db, meta.hierarchy) if meta.hierarchy else None
-            for g in range(n_groups):
-                codes = np.unique(vals[bounds[g]:bounds[g + 1]])
-                labels.append(category_label(col, h, codes))
+            g, c, _ = pair_counts(group, col.values, len(col.dictionary) + 1)
+            first = np.searchsorted(g, np.arange(n_groups))
+            distinct = np.bincount(g, minlength=n_groups)
+            labels = [category_label(col, h, c[first[i]:first[i] + distinct[i]])
+                      for i in range(n_groups)]
         else:
+            vals, nulls, labels = col.values[order], col.null[order], []
             lo = np.minimum.reduceat(np.where(nulls, np.inf, vals.astype(float)), bounds[:-1])
             hi = np.maximum.reduceat(np.where(nulls, -np.inf, vals.astype(float)), bounds[:-1])
             anynull = np.maximum.reduceat(nulls.astype(np.int8), bounds[:-1]) > 0
@@ -214,14 +265,15 @@ def record_classes(db, req, sizes, labels, qis):
 def read_rid_sets(db, release_id):
     """The stored RID sets, flattened (001 Theorem 3): per entry its group,
     attribute, value code and RID count, and all RIDs concatenated."""
+    # All aggregates of one group see its rows in the same order, so the
+    # packed columns line up without an ORDER BY.
     rows = db.query(
         "SELECT attribute::text AS a, count(*) AS e,"
-        " string_agg(int4send(group_id), ''::bytea ORDER BY o) AS g,"
-        " string_agg(int4send(v), ''::bytea ORDER BY o) AS v,"
-        " string_agg(int4send(cardinality(rids)), ''::bytea ORDER BY o) AS n,"
-        " string_agg(array_send(rids), ''::bytea ORDER BY o) AS r"
-        " FROM (SELECT *, dense_rank() OVER (PARTITION BY attribute ORDER BY value)::int AS v,"
-        "              row_number() OVER () AS o"
+        " string_agg(int4send(group_id), ''::bytea) AS g,"
+        " string_agg(int4send(v), ''::bytea) AS v,"
+        " string_agg(int4send(cardinality(rids)), ''::bytea) AS n,"
+        " string_agg(array_send(rids), ''::bytea) AS r"
+        " FROM (SELECT *, dense_rank() OVER (PARTITION BY attribute ORDER BY value)::int AS v"
         "         FROM deid.rid_set WHERE release_id = $1) s GROUP BY attribute",
         [release_id], ["bigint"])
     groups, attrs, values, counts, flat = [], [], [], [], []

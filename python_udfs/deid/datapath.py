@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import copybin
 from .errors import DeidError, INVALID_PARAMETER_VALUE
 from .sqltext import quote_ident
 
@@ -88,6 +89,26 @@ def _value_expr(kind, base_type, col):
     raise AssertionError(kind)
 
 
+def _dictionaries(db, src, where, params, cols):
+    """Distinct non-NULL text values of every categorical column, in sort
+    order, from ONE scan (GROUPING SETS)."""
+    if not cols:
+        return {}
+    m = len(cols)
+    vs = [f"v{i}" for i in range(m)]
+    inner = ", ".join(f"(t.{quote_ident(c.name)})::text AS v{i}" for i, c in enumerate(cols))
+    rows = db.query(
+        f"SELECT GROUPING({', '.join(vs)}) AS g, {', '.join(vs)} FROM (SELECT {inner}"
+        f" FROM {src} t WHERE {where}) s GROUP BY GROUPING SETS ({', '.join(f'({v})' for v in vs)})"
+        f" ORDER BY 1, {', '.join(vs)}", params, ["text"] * len(params))
+    out = {c.name: [] for c in cols}
+    for r in rows:
+        i = next(i for i in range(m) if not (r["g"] >> (m - 1 - i)) & 1)
+        if r[f"v{i}"] is not None:
+            out[cols[i].name].append(r[f"v{i}"])
+    return out
+
+
 def read(db, rel, columns, rid_column=None, selection=None):
     """Read `columns` (names of rel's columns) of the rows of `rel` that match
     `selection` ((sql, params) from request.Selection.render, or None)."""
@@ -103,24 +124,20 @@ def read(db, rel, columns, rid_column=None, selection=None):
         select.append(f"string_agg(int8send(t.{quote_ident(rid_column)}::int8), ''::bytea)")
         dtypes.append(">i8")
         names.append("__rid")
-    dictionaries = {}
+    dictionaries = _dictionaries(db, src, where, params,
+                                 [c for c in cols if column_kind(c.base_type) == "category"])
     null_terms = []
     for j, c in enumerate(cols):
         q = "t." + quote_ident(c.name)
         kind = column_kind(c.base_type)
         if kind == "category":
-            rows = db.query(
-                f"SELECT array_agg(v ORDER BY v) AS d FROM (SELECT DISTINCT ({q})::text AS v"
-                f" FROM {src} t WHERE {where}) s WHERE v IS NOT NULL",
-                params, ["text"] * len(params))
-            dictionary = rows[0]["d"] or []
-            dictionaries[c.name] = dictionary
+            dictionary = dictionaries[c.name]
             params.append(dictionary)
             alias = f"d{j}"
-            joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY AS {alias}(__deid_v, __deid_o)"
-                         f" ON {alias}.__deid_v = ({q})::text")
-            select.append(f"string_agg(int4send(coalesce({alias}.__deid_o::int4 - 1, {len(dictionary)})),"
-                          f" ''::bytea)")
+            joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
+                         f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
+            select.append(f"string_agg(int4send(coalesce({alias}.__deid_o::int4 - 1,"
+                          f" {len(dictionary)})), ''::bytea)")
             dtypes.append(">i4")
         else:
             expr, dt = _value_expr(kind, c.base_type, q)
@@ -154,26 +171,8 @@ def read(db, rel, columns, rid_column=None, selection=None):
 
 
 # ------------------------------------------------------------------ writing
-_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
-_COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
 _SQL_TYPES = {np.dtype("int64"): ("bigint", ">i8"), np.dtype("int32"): ("integer", ">i4"),
               np.dtype("float64"): ("double precision", ">f8")}
-
-
-def binary_copy_bytes(arrays):
-    """PostgreSQL binary COPY image of equal-length, NULL-free numeric arrays."""
-    n = len(arrays[0])
-    fields = [("nf", ">i2")]
-    for j, a in enumerate(arrays):
-        fields += [(f"l{j}", ">i4"), (f"v{j}", _SQL_TYPES[a.dtype][1])]
-    rec = np.empty(n, dtype=np.dtype(fields))
-    rec["nf"] = len(arrays)
-    for j, a in enumerate(arrays):
-        rec[f"l{j}"] = rec.dtype[f"v{j}"].itemsize
-        rec[f"v{j}"] = a
-    return _COPY_HEADER + rec.tobytes() + _COPY_TRAILER
-
-
 _counter = itertools.count()
 
 
@@ -184,20 +183,29 @@ def _temp_path(db):
     return os.path.join(base, f"pgsql_tmpdeid{os.getpid()}.{next(_counter)}")
 
 
-def copy_into(db, table, column_names, arrays):
-    """Append numeric arrays to an existing table (`table` already quoted)."""
-    arrays = [np.ascontiguousarray(a) for a in arrays]
-    if not arrays or len(arrays[0]) == 0:
+def copy_fields(db, table, column_names, fields):
+    """COPY copybin fields into an existing table (`table` already quoted)
+    through a private server-side file (mode 0600, removed in finally)."""
+    if not fields or len(fields[0]) == 0:
         return 0
+    order = copybin.field_order(fields)
+    fields = [fields[i] for i in order]
+    column_names = [column_names[i] for i in order]
     path = _temp_path(db)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(binary_copy_bytes(arrays))
+            f.write(copybin.records(fields))
         cols = ", ".join(quote_ident(c) for c in column_names)
         return db.execute(f"COPY {table} ({cols}) FROM {db.quote_literal(path)} WITH (FORMAT binary)")
     finally:
         os.unlink(path)
+
+
+def copy_into(db, table, column_names, arrays):
+    """Append NULL-free numeric arrays to an existing table."""
+    fields = [copybin.Fixed(np.ascontiguousarray(a), _SQL_TYPES[a.dtype][1]) for a in arrays]
+    return copy_fields(db, table, column_names, fields)
 
 
 def write_table(db, table, columns, temporary=False):
@@ -205,6 +213,46 @@ def write_table(db, table, columns, temporary=False):
     defs = ", ".join(f"{quote_ident(name)} {_SQL_TYPES[a.dtype][0]} NOT NULL" for name, a in columns)
     db.execute(f"CREATE {'TEMPORARY ' if temporary else ''}TABLE {table} ({defs})")
     return copy_into(db, table, [c for c, _ in columns], [a for _, a in columns])
+
+
+_BINARY_TEXT = {"text", "varchar", "bpchar", "name"}
+_BINARY_NUMBER = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8"}
+
+
+def binary_field(col, column, order=None):
+    """A copybin field writing `col` back in the source column's own type, or
+    None when that type has no direct binary form here (numeric, timestamps,
+    non-text categories): then use stage() + decode_expr()."""
+    take = (lambda a: a) if order is None else (lambda a: a[order])
+    null = take(col.null) if col.null.any() else None
+    if col.kind == "category":
+        return copybin.Text(take(col.values), col.dictionary) if column.base_type in _BINARY_TEXT else None
+    if col.kind == "date":
+        return copybin.Fixed.date(take(col.values), null)
+    if column.base_type in _BINARY_NUMBER:
+        return copybin.Fixed(take(col.values), _BINARY_NUMBER[column.base_type], null)
+    return None
+
+
+def value_dictionary(col):
+    """(codes, labels): every row's code into the text labels of the distinct
+    values (sort order); NULL has the code len(labels). The labels cast back to
+    the column's type."""
+    if col.kind == "category":
+        return col.values, list(col.dictionary)
+    vals = col.values[~col.null]
+    uniq = np.unique(vals)
+    codes = np.searchsorted(uniq, col.values).astype(np.int64)
+    codes[col.null] = len(uniq)
+    if col.kind == "int":
+        labels = [str(int(v)) for v in uniq]
+    elif col.kind == "date":
+        labels = [str(np.datetime64(int(v), "D")) for v in uniq]
+    elif col.kind == "time":
+        labels = [str(np.datetime64(int(round(v * 1e6)), "us")) + "+00" for v in uniq]
+    else:
+        labels = [repr(float(v)) for v in uniq]
+    return codes, labels
 
 
 # ------------------------------------------------------------ staging frames

@@ -42,33 +42,12 @@ def validate(k, l, opts):
                         hint='e.g. {"limits": {"pt": 1}}')
 
 
-def value_text(col):
-    """Text of each distinct level-0 value and the row codes into it."""
-    if col.kind == "category":
-        return list(col.dictionary) + ["NULL"], col.values
-    uniq, codes = np.unique(col.values, return_inverse=True)
-    if col.kind == "int":
-        text = [str(int(v)) for v in uniq]
-    elif col.kind == "date":
-        text = [str(np.datetime64(int(v), "D")) for v in uniq]
-    else:
-        text = [f"{float(v):g}" for v in uniq]
-    return text, codes.reshape(-1)
-
-
 def build_attribute(h, name, col, priority, limit, source):
     """AttributeHierarchy over the values present (002 sec. 4.1-4.2) and the
     level-0 code of every row."""
     from .methods.generalize import AttributeHierarchy
-    if col.kind == "category":
-        leaves, codes = list(col.dictionary), col.values.copy()
-        if col.null.any():
-            leaves.append("NULL")
-    else:
-        leaves, codes = value_text(col)
-        if col.null.any():
-            leaves = leaves + ["NULL"]
-            codes = np.where(col.null, len(leaves) - 1, codes)
+    codes, leaves = datapath.value_dictionary(col)
+    leaves = list(leaves) + ["NULL"]          # the code of NULL (used with options.nulls)
     present = np.unique(codes)
     leaves = [leaves[i] for i in present]
     remap = np.full(int(codes.max()) + 1 if len(codes) else 1, -1, np.int64)

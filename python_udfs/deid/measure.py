@@ -93,7 +93,7 @@ def l_diversity(db, relid, quasi_identifiers, sensitive, exact, caller):
     if frame.n == 0:
         return []
     group, sizes = classes_of(frame, qis)
-    codes = np.stack([sensitive_codes(frame.columns[c]) for c in sas], axis=1)
+    codes = np.stack([datapath.value_dictionary(frame.columns[c])[0] for c in sas], axis=1)
     ls = diversity.certified_l_per_group(group, codes)
     exact_l = [None] * len(sizes)
     if exact:
@@ -102,12 +102,3 @@ def l_diversity(db, relid, quasi_identifiers, sensitive, exact, caller):
         for g in np.nonzero(sizes <= EXACT_MAX_ROWS)[0]:
             exact_l[g] = int(diversity.exact_min_deletions(codes[order[bounds[g]:bounds[g + 1]]]))
     return [(g + 1, int(sizes[g]), int(ls[g]), exact_l[g]) for g in range(len(sizes))]
-
-
-def sensitive_codes(col):
-    """Integer codes of a sensitive column; NULL is a value of its own."""
-    if col.kind == "category":
-        return col.values
-    _, codes = np.unique(np.where(col.null, np.nan, col.values.astype(np.float64)),
-                         return_inverse=True)
-    return codes.reshape(-1).astype(np.int64)
