@@ -77,14 +77,15 @@ def run(db, req):
     order = np.lexsort((frame.rid, group))           # rows by group, then row id
     labels = group_labels(db, req, frame, qis, group, result.n_groups, order)
     tables = []
+    pairs = [ValuePairs(group, codes, len(dictionary) + 1, order) for codes, dictionary in sa_dicts]
     if req.options.get("output", "anatomy") == "anatomy":
         tables.append(write_qit(db, req, frame, group, order, qis + others))
-        for s, (codes, dictionary) in zip(sas, sa_dicts):
-            tables.append(write_counts(db, req, s, group, codes, dictionary))
+        for s, p, (_, dictionary) in zip(sas, pairs, sa_dicts):
+            tables.append(write_counts(db, req, s, p, dictionary))
     else:
         tables.append(write_generalized(db, req, frame, group, order, labels, qis, sas + others))
-    for s, (codes, dictionary) in zip(sas, sa_dicts):
-        write_rid_sets(db, req.release_id, s, group, codes, dictionary, frame.rid)
+    for s, p, (_, dictionary) in zip(sas, pairs, sa_dicts):
+        write_rid_sets(db, req.release_id, s, p, dictionary, frame.rid)
     sizes = np.bincount(group, minlength=result.n_groups)
     record_classes(db, req, sizes, labels, qis)
     t_write = time.perf_counter()
@@ -128,20 +129,36 @@ def write_qit(db, req, frame, group, order, names):
     return name
 
 
+class ValuePairs:
+    """The distinct (group, value) pairs of one sensitive attribute, the rows
+    holding each (001 Theorem 3's RID sets) and their counts.
+
+    `order` sorts the rows by (group, row id); a stable sort on the combined
+    key then orders them by (group, value, row id)."""
+
+    def __init__(self, group, codes, width, order):
+        key = group[order] * width + codes[order]
+        s = np.argsort(key, kind="stable")
+        self.rows = order[s]
+        key = key[s]
+        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
+        self.group, self.code = key[start] // width, key[start] % width
+        self.count = np.diff(np.r_[start, len(key)])
+
+
 def pair_counts(group, codes, width):
     """Distinct (group, code) pairs and how many rows hold each."""
     key, counts = np.unique(group * width + codes, return_counts=True)
     return key // width, key % width, counts
 
 
-def write_counts(db, req, attribute, group, codes, dictionary):
+def write_counts(db, req, attribute, pairs, dictionary):
     """One sensitive table (001 Def. 3): group_id, value, count -- counted in
     numpy, written in the attribute's own type."""
     name = table_name(req.name, attribute)
-    g, c, n = pair_counts(group, codes, len(dictionary) + 1)
     small = qualified(STORE_SCHEMA, f"_counts_{req.release_id}")
-    datapath.write_table(db, small, [("group_id", g.astype(np.int32)), ("code", c),
-                                     ("count", n.astype(np.int64))])
+    datapath.write_table(db, small, [("group_id", pairs.group.astype(np.int32)), ("code", pairs.code),
+                                     ("count", pairs.count.astype(np.int64))])
     db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, name)} AS SELECT s.group_id,"
                f" ($1::text[])[s.code + 1]::{req.rel.columns[attribute].type} AS {quote_ident(attribute)},"
                f" s.count FROM {small} s ORDER BY 1, 2", [dictionary], ["text[]"])
@@ -149,17 +166,15 @@ def write_counts(db, req, attribute, group, codes, dictionary):
     return name
 
 
-def write_rid_sets(db, release_id, attribute, group, codes, dictionary, rid):
+def write_rid_sets(db, release_id, attribute, pairs, dictionary, rid):
     """deid.rid_set rows (001 Theorem 3): per group and value the sorted RIDs,
     one binary COPY."""
-    order = np.lexsort((rid, codes, group))
-    g, c, n = pair_counts(group, codes, len(dictionary) + 1)
-    pairs = len(g)
-    fields = [copybin.Fixed(np.full(pairs, release_id, np.int64), ">i8"),
-              copybin.Fixed(g, ">i4"),
-              copybin.Text(np.zeros(pairs, np.int64), [attribute]),
-              copybin.Text(c, dictionary),
-              copybin.Int8Array(n, rid[order])]
+    n = len(pairs.group)
+    fields = [copybin.Fixed(np.full(n, release_id, np.int64), ">i8"),
+              copybin.Fixed(pairs.group, ">i4"),
+              copybin.Text(np.zeros(n, np.int64), [attribute]),
+              copybin.Text(pairs.code, dictionary),
+              copybin.Int8Array(pairs.count, rid[pairs.rows])]
     datapath.copy_fields(db, "deid.rid_set", ["release_id", "group_id", "attribute", "value", "rids"],
                          fields)
 
