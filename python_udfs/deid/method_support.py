@@ -7,10 +7,11 @@ from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
 
 
 def read_snapshot(db, req, names):
-    """Read `names` (+ the row id) of the selected rows of the source."""
+    """Read `names` (+ the row id) of the selected rows of the source, ordered
+    by row id (the join of the dictionary encoding scrambles the scan order)."""
     rid = catalog.row_id_column(db, req.rel, req.options.get("row_id"))
     selection = req.selection.render() if req.selection is not None else None
-    return datapath.read(db, req.rel, names, rid_column=rid, selection=selection)
+    return datapath.read(db, req.rel, names, rid_column=rid, selection=selection).sorted_by_rid()
 
 
 def columns_with_role(req, role):

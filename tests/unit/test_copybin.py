@@ -78,3 +78,12 @@ def test_ranges(n):
     starts, lens = rng.integers(0, 100, n), rng.integers(0, 5, n)
     want = np.concatenate([np.arange(s, s + l) for s, l in zip(starts, lens)] or [np.zeros(0, int)])
     assert np.array_equal(cb.ranges(starts, lens), want)
+
+
+def test_frame_sorted_by_rid():
+    from deid.datapath import EncodedColumn, Frame
+    col = EncodedColumn("a", "category", np.array([0, 1, 2]), np.array([False, True, False]), ["x", "y"])
+    f = Frame(3, np.array([30, 10, 20]), {"a": col}).sorted_by_rid()
+    assert f.rid.tolist() == [10, 20, 30]
+    assert f.columns["a"].values.tolist() == [1, 2, 0]
+    assert f.columns["a"].null.tolist() == [True, False, False]

@@ -204,6 +204,9 @@ def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None):
         npairs.append(npair)
         pgroups.append(pgroup)
         counts.append(cnt)
+    if caps is None:                                  # Fig. 6 only: count the rows of C
+        count = _independent_count(gid, f, pks, npairs, gsize, G, max_l, s)
+        return count if max_l is None else np.minimum(count, int(max_l))
     order = _order_by_group_then(gid, f, G)          # Fig. 6 line 3 (stable)
     srt = _Sorted(order, gid, pks)
     gstart = np.cumsum(gsize) - gsize
@@ -264,18 +267,124 @@ class _Sorted:
         return [pk[rows] for pk in self.pks]
 
 
-def _independent_rows(srt, npairs, gstart, gsize, G, target):
+def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
+    """001 Fig. 6 for all groups without column limits: the number of rows of C per group,
+    stopping at ``max_l`` (None: no limit).  Same result as :func:`_independent_rows`.
+
+    The greedy scans each group's rows by increasing total frequency f (ties: input order).
+    With a limit it usually stops after a few dozen rows, so each large group first scans only
+    its rows of lowest f: rows are bucketed by f relative to their group's size (the bucket is
+    non-decreasing in f inside a group) and a group takes its lowest buckets holding >= W rows
+    -- an exact prefix of its Fig. 6 order, so the greedy's state after it is the sequential
+    greedy's.  Groups that neither reach the limit nor run out of rows then scan the rest of
+    their rows (same order) from that state.
+    """
+    limit = _NO_LIMIT if max_l is None else int(max_l)
+    target = np.full(G, limit, dtype=np.int64)
+    used = [np.zeros(p, dtype=bool) for p in npairs]
+    count = np.zeros(G, dtype=np.int64)
+    if limit <= 0:
+        return count
+    sel = None
+    if max_l is not None:
+        W = 6 * limit + 8
+        B = 64
+        big = gsize > 2 * W
+        if big.any():
+            inv = np.where(big, B / (s * gsize + 1.0), 0.0)   # f <= s * size: bucket < B
+            q = f * inv[gid]
+            q = q.astype(np.int32)
+            key = gid.astype(_index_dtype(G * B)) * B
+            key += q
+            cum = np.cumsum(np.bincount(key, minlength=G * B).reshape(G, B), axis=1)
+            last = (cum < W).sum(axis=1)                    # first bucket reaching W rows
+            sel = q <= last[gid]
+    rows = None if sel is None else np.flatnonzero(sel)
+    scanned = _scan_sorted(rows, gid, f, pks, npairs, G, target, used, count)
+    if sel is not None:
+        more = (count < target) & (scanned < gsize)
+        if more.any():
+            sel = ~sel
+            sel &= more[gid]
+            _scan_sorted(np.flatnonzero(sel), gid, f, pks, npairs, G, target, used, count)
+    return count
+
+
+LOCKSTEP_STEPS = 256
+
+
+def _scan_sorted(rows, gid, f, pks, npairs, G, target, used, count):
+    """Continue Fig. 6 over ``rows`` (None: all rows; ascending), sorted by (group, f, row):
+    the first LOCKSTEP_STEPS rows of every group in lockstep, the rest by windows.  Updates
+    ``used`` and ``count``; returns the number of rows given per group."""
+    if rows is None:
+        g_sub, f_sub = gid, f
+    else:
+        g_sub, f_sub = gid[rows], f[rows]
+    order = _order_by_group_then(g_sub, f_sub, G)
+    if rows is not None:
+        order = rows[order]
+    size = np.bincount(g_sub, minlength=G).astype(np.int64)
+    start = np.cumsum(size) - size
+    steps = _lockstep(order, gid, pks, start, size, target, used, count)
+    more = (count < target) & (size > steps)
+    if more.any():
+        srt = _Sorted(order, gid, pks)
+        rest = np.where(more, size - steps, 0)
+        count[:], _ = _independent_rows(srt, npairs, start + steps, rest, G, target,
+                                        used=used, count=count)
+    return size
+
+
+def _lockstep(order, gid, pks, start, size, target, used, count):
+    """Fig. 6 on the first rows of the sorted segments, one row of every active group per
+    step (rows of distinct groups never share a (group, value) pair).  Returns the number of
+    steps taken (every group's rows before that position have been scanned)."""
+    act = np.flatnonzero((size > 0) & (count < target))
+    if act.size == 0:
+        return 0
+    act = act[np.argsort(-size[act], kind="stable")]
+    depth = min(LOCKSTEP_STEPS, int(size[act[0]]))
+    finite = bool((target[act] < _NO_LIMIT).any())
+    st, neg = start[act], -size[act]
+    for t in range(depth):
+        if finite and t and t % 4 == 0:
+            keep = count[act] < target[act]
+            if not keep.all():
+                act, st, neg = act[keep], st[keep], neg[keep]
+                if act.size == 0:
+                    return depth
+        A = int(np.searchsorted(neg, -t, "left"))          # groups with more than t rows
+        if A == 0:
+            return depth
+        g = act[:A]
+        r = order[st[:A] + t]
+        keys = [pk[r] for pk in pks]
+        free = ~used[0][keys[0]]
+        for a in range(1, len(keys)):
+            free &= ~used[a][keys[a]]
+        if finite:
+            free &= count[g] < target[g]
+        for a, k in enumerate(keys):
+            used[a][k[free]] = True
+        count[g[free]] += 1
+    return depth
+
+
+def _independent_rows(srt, npairs, gstart, gsize, G, target, used=None, count=None):
     """001 Fig. 6 for all groups: rows (in sorted order) sharing no value, up to ``target``.
 
     Rows are scanned in windows of each group's sorted order.  Inside a window, every alive row
     whose values do not occur in any earlier alive row of its group is certainly picked by the
     sequential greedy, so all of them are taken at once; rows conflicting with the picks die.
-    Returns (count per group, picked mask over sorted positions).
+    Returns (count per group, picked mask over sorted positions).  ``used`` (values taken, per
+    attribute, updated in place) and ``count`` continue an earlier scan of the same groups.
     """
     n = srt.order.size
-    count = np.zeros(G, dtype=np.int64)
+    count = np.zeros(G, dtype=np.int64) if count is None else count.copy()
     picked = np.zeros(n, dtype=bool)
-    used = [np.zeros(p, dtype=bool) for p in npairs]
+    if used is None:
+        used = [np.zeros(p, dtype=bool) for p in npairs]
     first_at = [np.empty(p, dtype=np.int32) for p in npairs]
     finite = bool((target < _NO_LIMIT).any())
     active = (gsize > 0) & (target > 0)

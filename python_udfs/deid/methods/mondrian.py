@@ -60,38 +60,24 @@ def check_k(K):
     return int(K)
 
 
-def _first_not_below(values, lst, lo, hi, bound, strict):
-    """Vectorised binary search: first position p in [lo, hi) of ``lst`` (sorted by value inside
-    each segment) with values[lst[p]] >= bound (> bound if strict); hi if none."""
-    lo = lo.copy()
-    hi = hi.copy()
-    while True:
-        open_ = lo < hi
-        if not open_.any():
-            return lo
-        mid = (lo + hi) // 2
-        v = values[lst[np.minimum(mid, lst.size - 1)]]
-        below = (v <= bound) if strict else (v < bound)
-        go_right = open_ & below
-        go_left = open_ & ~below
-        lo = np.where(go_right, mid + 1, lo)
-        hi = np.where(go_left, mid, hi)
+def _dense_ranks(col):
+    """Dense rank (int32, 0..R-1, in value order) of every entry and the R distinct values.
 
-
-def _argsort_column(col):
-    """Stable argsort of one quasi-identifier; integral columns use numpy's uint16 radix sort
-    on 16-bit digits of (value - min), others a stable comparison sort."""
-    n = col.size
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
+    Integral columns with a moderate range are ranked by counting; others by np.unique."""
+    col = np.ascontiguousarray(col)
     lo, hi = col.min(), col.max()
-    if hi - lo < 2.0**48 and np.array_equal(col, np.floor(col)):
-        key = (col - lo).astype(np.int64)
-        perm = np.argsort(key.astype(np.uint16), kind="stable")
-        for shift in range(16, int(hi - lo).bit_length(), 16):
-            perm = perm[np.argsort((key[perm] >> shift).astype(np.uint16), kind="stable")]
-        return perm
-    return np.argsort(col, kind="stable")
+    if hi - lo < _COUNT_RANGE and max(abs(lo), abs(hi)) < 2.0**52 \
+            and np.array_equal(col, np.floor(col)):
+        off = (col - lo).astype(np.int64)
+        present = np.bincount(off, minlength=int(hi - lo) + 1) > 0
+        remap = (np.cumsum(present) - 1).astype(np.int32)
+        return remap[off], lo + np.flatnonzero(present).astype(np.float64)
+    vals, rk = np.unique(col, return_inverse=True)
+    return rk.astype(np.int32), vals
+
+
+_COUNT_RANGE = 1 << 22
+_NO_CUT = np.iinfo(np.int32).max        # threshold of a node that is not split on an attribute
 
 
 def partition(qi, K, accept=None, *, accept_groups=None):
@@ -112,34 +98,12 @@ def partition(qi, K, accept=None, *, accept_groups=None):
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         f"{n} rows cannot form a group of K = {K} rows",
                         hint="lower K or release more rows")
-    std = qi.std(axis=0) if n else np.zeros(d)
+    if d == 0 or n < 2 * K:
+        return np.zeros(n, dtype=np.int64)
+    std = qi.std(axis=0)
     scale = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 0.0)
-    cols = [np.ascontiguousarray(qi[:, j]) for j in range(d)]
-    idx_t = np.int32 if n < 2**31 - 1 else np.int64
-    # lists[j] (j < d): rows of every node sorted by attribute j; lists[d]: in input order.
-    lists = np.empty((d + 1, n), dtype=idx_t)
-    for j in range(d):
-        lists[j] = _argsort_column(cols[j])
-    lists[d] = np.arange(n, dtype=idx_t)
-    group = np.full(n, -1, dtype=np.int64)
-    n_leaves = 0
-    start = np.zeros(1, dtype=np.int64)
-    size = np.full(1, n, dtype=np.int64)
-    while start.size:
-        cut, dim, width = _choose_splits(cols, lists, scale, start, size, K, accept,
-                                         accept_groups)
-        split = cut > 0
-        leaf = np.flatnonzero(~split)
-        if leaf.size:                                  # Fig. 5 line 10: add the group to P
-            pos = ranges(start[leaf], size[leaf])
-            group[lists[d][pos]] = np.repeat(np.arange(n_leaves, n_leaves + leaf.size),
-                                             size[leaf])
-            n_leaves += leaf.size
-        node = np.flatnonzero(split)
-        if node.size == 0:
-            break
-        lists, start, size = _apply_splits(lists, start[node], size[node], cut[node],
-                                           dim[node], width[node], n)
+    tree = _Tree(qi, scale, K, accept, accept_groups)
+    group, n_leaves = tree.run()
     first = np.full(n_leaves, n, dtype=np.int64)
     first[group[::-1]] = np.arange(n - 1, -1, -1)      # last write wins: first appearance
     relabel = np.empty(n_leaves, dtype=np.int64)
@@ -147,147 +111,239 @@ def partition(qi, K, accept=None, *, accept_groups=None):
     return relabel[group]
 
 
-def _choose_splits(cols, lists, scale, start, size, K, accept, accept_groups):
-    """For every node: left-child size of the chosen cut (0 = leaf) and the split attribute."""
-    nn = start.size
-    d = len(cols)
-    end = start + size
-    width = np.zeros((nn, d))
-    for j in range(d):
-        width[:, j] = (cols[j][lists[j][end - 1]] - cols[j][lists[j][start]]) * scale[j]
-    order = np.argsort(-width, axis=1, kind="stable")  # Fig. 5 line 1: widest range first
-    cut = np.zeros(nn, dtype=np.int64)
-    dim = np.full(nn, -1, dtype=np.int64)
-    pending = size >= 2 * K
-    rows_idx = np.arange(nn)
-    for rank in range(d):
-        j_r = order[:, rank]
-        live = pending & (width[rows_idx, j_r] > 0)
-        if not live.any():
-            break
-        for variant in (0, 1):                         # 0: <= median (paper), 1: < median
-            cand = np.zeros(nn, dtype=np.int64)
-            for j in range(d):
-                nodes = np.flatnonzero(live & pending & (j_r == j))
-                if nodes.size:
-                    cand[nodes] = _median_cut(cols[j], lists[j], start[nodes], size[nodes],
-                                              variant)
-            nodes = np.flatnonzero(pending & live & (cand >= K) & (size - cand >= K))
-            if nodes.size == 0:
-                continue
-            good = _accepted(lists, j_r[nodes], start[nodes], size[nodes], cand[nodes],
-                             accept, accept_groups, cols[0].size)
-            won = nodes[good]
-            cut[won] = cand[won]
-            dim[won] = j_r[won]
-            pending[won] = False
-    return cut, dim, width
+class _Tree:
+    """Level-by-level state: the active rows (input order) with their node and the rank of
+    each of their quasi-identifier values; per node its size and the rank range [lo, hi] of
+    each attribute (a superset of its values, made exact when the node is examined).
 
+    Rows of nodes that became groups point to a sink node (index N) until they are compacted
+    away."""
 
-def _median_cut(values, lst, start, size, variant):
-    """Left-child size of the cut at the (lower) median: rows <= median (variant 0) or rows
-    strictly below the median value (variant 1)."""
-    mid = start + (size - 1) // 2
-    med = values[lst[mid]]
-    end = start + size
-    if variant == 0:
-        return _first_not_below(values, lst, mid, end, med, strict=True) - start
-    return _first_not_below(values, lst, start, mid, med, strict=False) - start
+    def __init__(self, qi, scale, K, accept, accept_groups):
+        n, d = qi.shape
+        self.K, self.d, self.scale = K, d, scale
+        self.accept, self.accept_groups = accept, accept_groups
+        self.idx_t = np.int32 if n < 2**31 - 1 else np.int64
+        self.rk, self.vals = [], []
+        for j in range(d):
+            r, v = _dense_ranks(qi[:, j])
+            self.rk.append(r)
+            self.vals.append(v)
+        self.R = np.array([v.size for v in self.vals], dtype=np.int64)
+        self.rid = np.arange(n, dtype=self.idx_t)
+        self.lab = np.zeros(n, dtype=self.idx_t)
+        self.group = np.empty(n, dtype=np.int64)
+        self.n_leaves = 0
+        self.n_sink = 0
+        self.size = np.array([n], dtype=np.int64)
+        self.lo = np.zeros((1, d), dtype=np.int64)
+        self.hi = (self.R - 1).reshape(1, d)
 
+    # ---------------------------------------------------------------------------------------
+    def run(self):
+        while self.size.size:
+            self._level()
+        return self.group, self.n_leaves
 
-def _positions(start, size, idx_t, n_active):
-    """Positions (in every list) of the given nodes' segments, concatenated in node order."""
-    total = int(size.sum())
-    if total == n_active and start.size and start[0] == 0:
-        return np.arange(total, dtype=idx_t)            # the nodes cover every position
-    return ranges(start, size).astype(idx_t, copy=False)
+    def _level(self):
+        N, d, K = self.size.size, self.d, self.K
+        size = self.size
+        start = np.cumsum(size) - size
+        width = np.zeros((N, d))
+        med = np.zeros((N, d), dtype=np.int64)
+        c0 = np.zeros((N, d), dtype=np.int64)
+        c1 = np.zeros((N, d), dtype=np.int64)
+        for j in range(d):
+            if np.array_equal(self.lo[:, j], self.hi[:, j]):
+                continue                                   # constant in every node
+            mn, mx, med[:, j], c0[:, j], c1[:, j] = self._stats(j, start)
+            self.lo[:, j], self.hi[:, j] = mn, mx
+            width[:, j] = (self.vals[j][mx] - self.vals[j][mn]) * self.scale[j]
+        order = np.argsort(-width, axis=1, kind="stable")  # Fig. 5 line 1: widest range first
+        cut = np.zeros(N, dtype=np.int64)
+        dim = np.zeros(N, dtype=np.int64)
+        thr = np.full(N, _NO_CUT, dtype=np.int64)
+        pending = np.ones(N, dtype=bool)
+        rows_idx = np.arange(N)
+        for rank in range(d):
+            j_r = order[:, rank]
+            live = pending & (width[rows_idx, j_r] > 0)
+            if not live.any():
+                break
+            for variant in (0, 1):                         # 0: <= median (paper), 1: < median
+                cand = (c0 if variant == 0 else c1)[rows_idx, j_r]
+                nodes = np.flatnonzero(pending & live & (cand >= K) & (size - cand >= K))
+                if nodes.size == 0:
+                    continue
+                t = med[nodes, j_r[nodes]] - variant
+                good = self._accepted(nodes, j_r[nodes], t, cand[nodes])
+                won = nodes[good]
+                cut[won] = cand[won]
+                dim[won] = j_r[won]
+                thr[won] = t[good]
+                pending[won] = False
+        self._apply(cut, dim, thr)
 
+    # ---------------------------------------------------------------------------------------
+    def _stats(self, j, start):
+        """Per node, for attribute j: min rank, max rank, lower-median rank, rows <= median,
+        rows < median (from a histogram of (node, rank), or from the sorted keys)."""
+        N = self.size.size
+        size = self.size
+        R = int(self.R[j])
+        na = self.lab.size
+        budget = 2 * na + (1 << 16)
+        lo, hi = self.lo[:, j], self.hi[:, j]
+        if (N + 1) * R <= budget:
+            key = self.lab * _int_t(N + 1, R)(R)
+            key += self.rk[j]
+            base = np.arange(N, dtype=np.int64) * R
+            total = N * R
+            n_bins = (N + 1) * R
+        else:
+            w = hi - lo + 1
+            off = np.cumsum(w) - w
+            total = int(off[-1] + w[-1])
+            base_t = np.empty(N + 1, dtype=np.int64)
+            base_t[:N] = off - lo
+            base_t[N] = total
+            base = base_t[:N]
+            key = base_t.astype(_int_t(total + R, 1), copy=False)[self.lab]
+            key += self.rk[j]
+            n_bins = total + R
+        m0 = (size - 1) // 2
+        if n_bins <= budget:
+            h = np.bincount(key, minlength=n_bins)[:total]
+            c = np.cumsum(h)
+            mn = np.searchsorted(c, start, "right")
+            mx = np.searchsorted(c, start + size, "left")
+            mb = np.searchsorted(c, start + m0, "right")
+            k0 = c[mb] - start
+            k1 = k0 - h[mb]
+            return mn - base, mx - base, mb - base, k0, k1
+        s = np.sort(key)
+        mk = s[start + m0]
+        k0 = np.searchsorted(s, mk, "right") - start
+        k1 = np.searchsorted(s, mk, "left") - start
+        return s[start] - base, s[start + size - 1] - base, mk - base, k0, k1
 
-def _children(lists, dims, start, size, cut):
-    """For the nodes' segments: positions, the row at each position of the node's split list,
-    and the child of that row (2i: rows <= cut of node i, 2i+1: the others)."""
-    pos = _positions(start, size, lists.dtype, lists.shape[1])
-    first = np.cumsum(size) - size
-    marks = np.zeros(pos.size, dtype=lists.dtype)
-    marks[first[1:]] = 1
-    marks[first + cut] += 1
-    child = np.cumsum(marks, dtype=lists.dtype)        # along each node's split list
-    if np.all(dims == dims[0]):
-        src = lists[int(dims[0])][pos]
-    else:
-        src = lists[np.repeat(dims.astype(np.intp), size), pos]
-    return pos, src, child
+    def _right(self, lab, rk_of, dim, thr, N):
+        """For rows with nodes ``lab``: whether the row goes to the right child, given each
+        node's split attribute and threshold (``_NO_CUT``: not split)."""
+        dims = np.unique(dim[thr != _NO_CUT])
+        right = None
+        for j in dims.tolist():
+            t = np.full(N + 1, _NO_CUT, dtype=np.int32)
+            sel = (dim == j) & (thr != _NO_CUT)
+            t[:N][sel] = thr[sel]
+            r = rk_of(j) > t[lab]
+            right = r if right is None else (right | r)
+        if right is None:
+            right = np.zeros(lab.size, dtype=bool)
+        return right
 
+    def _accepted(self, nodes, dims, thr, cut):
+        """Which candidate splits both children pass."""
+        k = nodes.size
+        good = np.ones(k, dtype=bool)
+        if self.accept is None and self.accept_groups is None:
+            return good
+        N = self.size.size
+        pos = np.full(N + 1, -1, dtype=self.idx_t)
+        pos[nodes] = np.arange(k, dtype=self.idx_t)
+        if k == N and self.n_sink == 0:
+            lab, rows = self.lab, self.rid
 
-def _accepted(lists, dims, start, size, cut, accept, accept_groups, n):
-    """Which candidate splits (node segments, split attribute, left size) both children pass."""
-    k = start.size
-    good = np.ones(k, dtype=bool)
-    if accept is None and accept_groups is None:
+            def rk_of(j):
+                return self.rk[j]
+        else:
+            idx = np.flatnonzero(pos[self.lab] >= 0)
+            lab, rows = self.lab[idx], self.rid[idx]
+
+            def rk_of(j):
+                return self.rk[j][idx]
+        dim_t = np.zeros(N, dtype=np.int64)
+        thr_t = np.full(N, _NO_CUT, dtype=np.int64)
+        dim_t[nodes] = dims
+        thr_t[nodes] = thr
+        right = self._right(lab, rk_of, dim_t, thr_t, N)
+        child = pos[lab]
+        child += child
+        child += right
+        # children's rows in input order (the greedy L check breaks ties by row order)
+        if self.accept_groups is not None:
+            ok = np.asarray(self.accept_groups(rows, child, 2 * k), dtype=bool)
+            good &= ok[0::2] & ok[1::2]
+        if self.accept is not None:
+            o = np.argsort(child, kind="stable")
+            rows, child = rows[o].astype(np.int64), child[o]
+            bounds = np.searchsorted(child, np.arange(2 * k + 1))
+            for i in np.flatnonzero(good):
+                for c in (2 * i, 2 * i + 1):
+                    if not self.accept(rows[bounds[c]:bounds[c + 1]]):
+                        good[i] = False
+                        break
         return good
-    # children's rows in input order (the greedy L check breaks ties by row order, so the
-    # certificate of a child must not depend on the attribute it was split on)
-    pos, src, child_along = _children(lists, dims, start, size, cut)
-    child_of = np.empty(n, dtype=lists.dtype)
-    child_of[src] = child_along
-    rows = lists[-1][pos]
-    child = child_of[rows]
-    if accept_groups is not None:
-        ok = np.asarray(accept_groups(rows, child, 2 * k), dtype=bool)
-        good &= ok[0::2] & ok[1::2]
-    if accept is not None:
-        o = np.argsort(child, kind="stable")
-        rows, child = rows[o].astype(np.int64), child[o]
-        bounds = np.searchsorted(child, np.arange(2 * k + 1))
-        for i in np.flatnonzero(good):
-            for c in (2 * i, 2 * i + 1):
-                if not accept(rows[bounds[c]:bounds[c + 1]]):
-                    good[i] = False
-                    break
-    return good
+
+    def _apply(self, cut, dim, thr):
+        """Split the nodes with a cut, turn the others (and children below 2K rows) into
+        groups, and move the rows to their new nodes."""
+        N, K, d = self.size.size, self.K, self.d
+        size = self.size
+        split = np.flatnonzero(cut > 0)
+        S = split.size
+        csize = np.empty(2 * S, dtype=np.int64)
+        csize[0::2] = cut[split]
+        csize[1::2] = size[split] - cut[split]
+        keep = csize >= 2 * K
+        P = int(np.count_nonzero(keep))
+        # codes: 0..P-1 new node, P sink, P+1+i group i of this level
+        cleaf = np.flatnonzero(~keep)
+        code_child = np.empty(2 * S, dtype=np.int64)
+        code_child[keep] = np.arange(P)
+        code_child[cleaf] = P + 1 + np.arange(cleaf.size)
+        leaf_nodes = np.flatnonzero(cut == 0)
+        n_new_leaves = cleaf.size + leaf_nodes.size
+        code = np.full(2 * (N + 1), P, dtype=self.idx_t)
+        code[2 * split] = code_child[0::2]
+        code[2 * split + 1] = code_child[1::2]
+        code[2 * leaf_nodes] = P + 1 + cleaf.size + np.arange(leaf_nodes.size)
+
+        def rk_of(j):
+            return self.rk[j]
+        right = self._right(self.lab, rk_of, dim, thr, N)
+        newlab = self.lab + self.lab
+        newlab += right
+        newlab = code[newlab]
+        if n_new_leaves:
+            rows = np.flatnonzero(newlab > P)
+            self.group[self.rid[rows]] = newlab[rows] + (self.n_leaves - P - 1)
+            newlab[rows] = P
+            self.n_leaves += n_new_leaves
+            self.n_sink += rows.size
+        self.lab = newlab
+        # the new nodes: sizes and rank bounds
+        parent = np.repeat(split, 2)[keep]
+        side = np.tile(np.array([0, 1]), S)[keep]
+        self.size = csize[keep]
+        lo = self.lo[parent]
+        hi = self.hi[parent]
+        pj = dim[parent]
+        pt = thr[parent]
+        r = np.arange(P)
+        left = side == 0
+        hi[r[left], pj[left]] = pt[left]
+        lo[r[~left], pj[~left]] = pt[~left] + 1
+        self.lo, self.hi = lo, hi
+        if P == 0:
+            return
+        if self.n_sink * 4 > self.lab.size:                # compact the active rows
+            live = np.flatnonzero(self.lab != P)
+            self.lab = self.lab[live]
+            self.rid = self.rid[live]
+            self.rk = [r_[live] for r_ in self.rk]
+            self.n_sink = 0
 
 
-def _apply_splits(lists, start, size, cut, dim, width, n):
-    """Stable-partition every attribute's list so that each split node becomes two nodes.
-
-    Positions are compacted to the split nodes; a node keeps its extent, its left child comes
-    first.  With L_s = left rows in earlier nodes (the sum of their cuts), a left row at
-    compacted position p goes to (its rank among left rows) + (right rows in earlier nodes), a
-    right row to p + cut_s + L_s - (left rows before p); both offsets are per node and shared
-    by all lists.  An attribute that is constant in every split node is never read again below
-    them (its range stays 0; any row gives its value), so its list just copies the input-order
-    list.
-    """
-    idx_t = lists.dtype
-    pos, src, child_along = _children(lists, dim, start, size, cut)
-    total = pos.size
-    contiguous = total == lists.shape[1]
-    first_pos = np.cumsum(size) - size
-    left_before = np.cumsum(cut) - cut
-    # target = right_target + left * (left_target - right_target), all int arithmetic
-    right_base = np.arange(total, dtype=idx_t)
-    right_base += np.repeat((cut + left_before).astype(idx_t), size)
-    delta_base = np.repeat((first_pos - left_before - 1).astype(idx_t), size)
-    delta_base -= right_base
-    is_left = np.empty(n, dtype=bool)
-    is_left[src] = (child_along & 1) == 0
-    out = np.empty((lists.shape[0], total), dtype=idx_t)
-    cs = np.empty(total, dtype=idx_t)
-    tmp = np.empty(total, dtype=idx_t)
-    d = lists.shape[0] - 1
-    constant = [k for k in range(d) if not np.any(width[:, k] > 0)]
-    for k in [k for k in range(d + 1) if k not in constant]:
-        rows = lists[k] if contiguous else lists[k][pos]
-        left = is_left[rows]
-        np.cumsum(left, dtype=idx_t, out=cs)
-        np.add(cs, cs, out=tmp)
-        tmp += delta_base
-        tmp *= left
-        tmp += right_base
-        tmp -= cs
-        out[k][tmp] = rows
-    for k in constant:
-        out[k] = out[d]
-    new_size = np.stack([cut, size - cut], axis=1).ravel()
-    new_start = np.cumsum(new_size) - new_size
-    return out, new_start, new_size
+def _int_t(a, b):
+    return np.int32 if a * b < 2**31 - 1 else np.int64
