@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from . import catalog, datapath, hierarchies, method_support as ms, verify
+from . import catalog, copybin, datapath, hierarchies, method_support as ms, verify
 from .errors import DeidError, INVALID_PARAMETER_VALUE
 from .release import Outcome, STORE_SCHEMA
 from .sqltext import qualified, quote_ident
@@ -143,20 +143,8 @@ def run(db, req):
     t_method = time.perf_counter()
 
     final = generalize.apply_levels(rows, attrs, result.levels)
-    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
-    datapath.stage(db, stage, frame, [(f"g{j}", final[:, j]) for j in range(len(qis))], others)
-    params, cols = [], []
-    for j, (q, a) in enumerate(zip(qis, attrs)):
-        params.append(a.labels[result.levels[j]])
-        cols.append(f"(${len(params)}::text[])[s.g{j} + 1] AS {quote_ident(q)}")
-    for j, o in enumerate(others):
-        cols.append(f"{datapath.decode_expr(j, frame.columns[o], req.rel.columns[o], params)}"
-                    f" AS {quote_ident(o)}")
     table = req.name
-    db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, table)} AS SELECT {', '.join(cols)}"
-               f" FROM {stage} s ORDER BY {', '.join(f's.g{j}' for j in range(len(qis)))}, s.rid",
-               params, ["text[]"] * len(params))
-    db.execute(f"DROP TABLE {stage}")
+    write_release(db, req, table, frame, qis, attrs, result.levels, final, others)
     record_classes(db, req, qis, attrs, result)
     t_write = time.perf_counter()
     verification = verify_release(db, req, table, qis, attrs)
@@ -174,6 +162,33 @@ def run(db, req):
                                 if lv == len(a.labels) - 1],
                             "seconds": {"read": t_read - t0, "method": t_method - t_read,
                                         "write": t_write - t_method}})
+
+
+def write_release(db, req, table, frame, qis, attrs, levels, final, others):
+    """002 sec. 4.5 step 4: the projected rows with each QI as its hierarchy
+    label at the chosen level (text), the other columns as they are. One
+    binary COPY when every other column has a direct binary form."""
+    target = qualified(STORE_SCHEMA, table)
+    labels = [copybin.Text(final[:, j], list(a.labels[lv])) for j, (a, lv) in enumerate(zip(attrs, levels))]
+    rest = [datapath.binary_field(frame.columns[o], req.rel.columns[o]) for o in others]
+    defs = ", ".join([f"{quote_ident(q)} text" for q in qis] +
+                     [f"{quote_ident(o)} {req.rel.columns[o].type}" for o in others])
+    if all(f is not None for f in rest):
+        db.execute(f"CREATE TABLE {target} ({defs})")
+        datapath.copy_fields(db, target, qis + others, labels + rest)
+        return
+    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
+    datapath.stage(db, stage, frame, [(f"g{j}", final[:, j]) for j in range(len(qis))], others)
+    params, cols = [], []
+    for j, (q, a) in enumerate(zip(qis, attrs)):
+        params.append(a.labels[levels[j]])
+        cols.append(f"(${len(params)}::text[])[s.g{j} + 1] AS {quote_ident(q)}")
+    for j, o in enumerate(others):
+        cols.append(f"{datapath.decode_expr(j, frame.columns[o], req.rel.columns[o], params)}"
+                    f" AS {quote_ident(o)}")
+    db.execute(f"CREATE TABLE {target} AS SELECT {', '.join(cols)} FROM {stage} s",
+               params, ["text[]"] * len(params))
+    db.execute(f"DROP TABLE {stage}")
 
 
 def level_name(a, level):

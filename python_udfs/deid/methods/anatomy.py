@@ -75,8 +75,16 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl"):
 
     accept_groups = None
     if L is not None and L > 1:
+        gathered = [None, None]                   # (rows, their sensitive columns)
+
         def accept_groups(rows, child, n_children):
-            cols = [c[rows] for c in dense]
+            if rows.size == n:                    # every row, in input order
+                cols = dense
+            elif gathered[0] is rows:             # the same active rows as last time
+                cols = gathered[1]
+            else:
+                cols = [np.take(c, rows) for c in dense]
+                gathered[:] = rows, cols
             return _level(child, cols, sizes, n_children, caps, model, L) >= L
 
         whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]

@@ -138,7 +138,7 @@ def _pair_index(gid, col, n_groups, size):
     size = max(int(size), 1)
     bins = n_groups * size
     if bins <= max(4 * gid.size, 1 << 20):
-        it = _index_dtype(bins)
+        it = np.intp if gid.dtype == np.intp else _index_dtype(bins)
         key = gid.astype(it, copy=False) * it(size)
         key += col
         return key, bins, None
@@ -196,10 +196,11 @@ def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None):
     gsize = np.bincount(gid, minlength=G).astype(np.int64)
     pks, npairs, pgroups, counts = [], [], [], []
     f = np.zeros(n, dtype=_index_dtype(n * s))
+    gid_p = gid.astype(np.intp, copy=False)
     for a in range(s):
-        pk, npair, pgroup = _pair_index(gid, dense[a], G, sizes[a])
+        pk, npair, pgroup = _pair_index(gid_p, dense[a], G, sizes[a])
         cnt = np.bincount(pk, minlength=npair)
-        f += cnt[pk]                                  # Fig. 6 lines 1-2
+        f += np.take(cnt.astype(f.dtype, copy=False), pk)   # Fig. 6 lines 1-2
         pks.append(pk)
         npairs.append(npair)
         pgroups.append(pgroup)

@@ -86,8 +86,9 @@ def partition(qi, K, accept=None, *, accept_groups=None):
     ``qi``: float64 (n, d), categorical attributes as integer codes in hierarchy/sort order.
     ``accept(child_row_indices) -> bool`` is called for each candidate child (rows in input
     order); ``accept_groups(rows, child_id, n_children) -> bool array`` is the vectorised
-    variant (``rows``: integer row indices of all candidate children of one round, in input
-    order within each child; ``child_id``: integer child of each row, 0..n_children-1).  A
+    variant (``rows``: integer row indices of all candidate children of one round, ascending
+    -- so in input order within each child; ``child_id``: integer child of each row,
+    0..n_children-1).  A
     split is taken only if both children have >= K rows and every given acceptor agrees.
     Every row lands in exactly one group and every group has >= K rows.
     """
