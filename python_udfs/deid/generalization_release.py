@@ -136,7 +136,7 @@ def run(db, req):
         attrs.append(a)
         codes.append(c)
     rows = np.stack(codes, axis=1)
-    classes, counts = np.unique(rows, axis=0, return_counts=True)     # 002 step 1
+    classes, counts = class_table(rows, [len(a.labels[0]) for a in attrs])     # 002 step 1
     search = req.options.get("search", "greedy")
     solve = generalize.optimal if search == "optimal" else generalize.greedy
     result = solve(classes, counts.astype(np.int64), attrs, req.k)
@@ -162,6 +162,16 @@ def run(db, req):
                                 if lv == len(a.labels) - 1],
                             "seconds": {"read": t_read - t0, "method": t_method - t_read,
                                         "write": t_write - t_method}})
+
+
+def class_table(rows, sizes):
+    """Distinct rows (level-0 code vectors) with their counts; the codes are
+    packed into one int64 key when they fit (far faster than unique(axis=0))."""
+    if np.prod(np.asarray(sizes, dtype=float)) < 2.0 ** 62:
+        key = np.ravel_multi_index(tuple(rows.T), sizes)
+        uniq, counts = np.unique(key, return_counts=True)
+        return np.stack(np.unravel_index(uniq, sizes), axis=1).astype(np.int64), counts
+    return np.unique(rows, axis=0, return_counts=True)
 
 
 def write_release(db, req, table, frame, qis, attrs, levels, final, others):
