@@ -273,12 +273,11 @@ def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
     stopping at ``max_l`` (None: no limit).  Same result as :func:`_independent_rows`.
 
     The greedy scans each group's rows by increasing total frequency f (ties: input order).
-    With a limit it usually stops after a few dozen rows, so each large group first scans only
-    its rows of lowest f: rows are bucketed by f relative to their group's size (the bucket is
-    non-decreasing in f inside a group) and a group takes its lowest buckets holding >= W rows
-    -- an exact prefix of its Fig. 6 order, so the greedy's state after it is the sequential
-    greedy's.  Groups that neither reach the limit nor run out of rows then scan the rest of
-    their rows (same order) from that state.
+    With a limit it usually stops long before the end of a large group, so large groups scan
+    their rows in rounds: the rows with below < f <= top (thresholds per group; the first one
+    estimated from a 1/16 sample, then doubled while the group needs more rows).  Each round is
+    an exact slice of the group's Fig. 6 order and continues from the greedy's state, so the
+    result is the sequential greedy's.
     """
     limit = _NO_LIMIT if max_l is None else int(max_l)
     target = np.full(G, limit, dtype=np.int64)
@@ -286,13 +285,13 @@ def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
     count = np.zeros(G, dtype=np.int64)
     if limit <= 0:
         return count
-    sel = None
+    top = None
     if max_l is not None:
         W = 6 * limit + 8
         big = gsize > 4 * W
         if big.any():
-            # threshold per group from a 1/16 sample of the rows: the lowest buckets of f
-            # (relative to the group's size) holding about 2W sampled-and-scaled rows
+            # first threshold per big group from a 1/16 sample of the rows: the lowest buckets
+            # of f (relative to the group's size) holding about 2W sampled-and-scaled rows
             B = 256
             gs, fs = gid[::16], f[::16]
             nb = int(np.count_nonzero(big))
@@ -303,18 +302,26 @@ def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
             key += (fs * np.take(inv, gs)).astype(np.intp)
             cum = np.cumsum(np.bincount(key, minlength=(nb + 1) * B).reshape(nb + 1, B), axis=1)
             last = (cum[:nb] * 16 < 2 * W).sum(axis=1)
-            top = np.full(G, _NO_LIMIT, dtype=f.dtype)
+            top = np.full(G, _NO_LIMIT, dtype=np.int64)
             top[big] = np.ceil((last + 1) * (s * gsize[big] + 1.0) / B)
-            sel = f <= (top[0] if G == 1 else np.take(top, gid))
-    rows = None if sel is None else np.flatnonzero(sel)
-    scanned = _scan_sorted(rows, gid, f, pks, npairs, G, target, used, count)
-    if sel is not None:
+    if top is None:
+        _scan_sorted(None, gid, f, pks, npairs, G, target, used, count)
+        return count
+    # rows with below < f <= top, in rounds; a group's threshold doubles while it needs more
+    below = np.full(G, -1, dtype=np.int64)
+    scanned = np.zeros(G, dtype=np.int64)
+    while True:
+        if G == 1:
+            sel = (f > below[0]) & (f <= top[0])
+        else:
+            sel = f > np.take(below, gid)
+            sel &= f <= np.take(top, gid)
+        scanned += _scan_sorted(np.flatnonzero(sel), gid, f, pks, npairs, G, target, used, count)
         more = (count < target) & (scanned < gsize)
-        if more.any():
-            sel = ~sel
-            sel &= more[gid]
-            _scan_sorted(np.flatnonzero(sel), gid, f, pks, npairs, G, target, used, count)
-    return count
+        if not more.any():
+            return count
+        below = np.where(more, top, _NO_LIMIT)
+        top = np.where(more, np.minimum(2 * top, _NO_LIMIT), _NO_LIMIT)
 
 
 LOCKSTEP_STEPS = 256

@@ -5,10 +5,11 @@
 widest normalised range in the current group, split at the median (left = values <= median,
 right = values > median) and recurse while the children satisfy the model.
 
-The tree is built level by level for all nodes at once: every quasi-identifier keeps a list of
-the active rows sorted by that attribute inside each node (one argsort per attribute at the
-start), and each split stably partitions those lists, so medians and ranges are read off the
-lists without sorting again.  One more list keeps each node's rows in input order: acceptors
+The tree is built level by level for all nodes at once.  Every quasi-identifier is replaced by
+its dense rank (value order) once; the active rows stay in input order, each labelled with its
+node.  Per level and attribute, one histogram of (node, rank) over each node's known rank range
+(or, when that would be too large, one sort of those keys) gives every node's minimum, maximum,
+lower median and the sizes of both cuts; a split just relabels the rows.  Acceptors therefore
 always see a child's rows in input order, so an order-sensitive check (the greedy L check
 breaks ties by row order) gives the same answer whichever attribute produced the child.
 
