@@ -157,6 +157,20 @@ class Int8Array:
         elems["len"], elems["v"] = 8, self.flat
         buf[ranges(starts + 24, 12 * self.counts.astype(np.int64))] = elems.view(np.uint8)
 
+    def chunks(self, idx, length):
+        """(m, length) bytes of records `idx`, which all hold (length - 24) / 12 elements."""
+        n = (length - 24) // 12
+        if not hasattr(self, "_first"):
+            self._first = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+        rec = np.empty(len(idx), dtype=[("len", ">i4"), ("ndim", ">i4"), ("flags", ">i4"),
+                                        ("type", ">i4"), ("dim", ">i4"), ("lbound", ">i4"),
+                                        ("e", [("len", ">i4"), ("v", ">i8")], (n,))])
+        rec["len"], rec["ndim"], rec["flags"], rec["type"], rec["dim"], rec["lbound"] = \
+            length - 4, 1, 0, INT8OID, n, 1
+        rec["e"]["len"] = 8
+        rec["e"]["v"] = self.flat[self._first[idx][:, None] + np.arange(n)]
+        return rec.view(np.uint8).reshape(len(idx), length)
+
 
 def field_order(fields):
     """Constant-width fields first: they form one fixed-size record prefix."""
@@ -198,7 +212,7 @@ def records(fields):
     return buf.tobytes()
 
 
-def _by_layout(prefix, fields, lens, max_layouts=256):
+def _by_layout(prefix, fields, lens, max_layouts=4096):
     """Records grouped by layout (the tuple of their variable chunk lengths):
     within a layout every record has the same size, so a block is one
     structured array -- no per-byte scatter. Records keep their relative order

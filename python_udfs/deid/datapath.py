@@ -101,22 +101,39 @@ def _value_expr(kind, base_type, col):
 
 def _dictionaries(db, src, where, params, cols):
     """Distinct non-NULL text values of every categorical column, in sort
-    order, from ONE scan (GROUPING SETS)."""
+    order, with their hashtext() -- from ONE scan (GROUPING SETS)."""
     if not cols:
         return {}
     m = len(cols)
     vs = [f"v{i}" for i in range(m)]
     inner = ", ".join(f"(t.{quote_ident(c.name)})::text AS v{i}" for i, c in enumerate(cols))
     rows = db.query(
-        f"SELECT GROUPING({', '.join(vs)}) AS g, {', '.join(vs)} FROM (SELECT {inner}"
-        f" FROM {src} t WHERE {where}) s GROUP BY GROUPING SETS ({', '.join(f'({v})' for v in vs)})"
-        f" ORDER BY 1, {', '.join(vs)}", params, ["text"] * len(params))
-    out = {c.name: [] for c in cols}
+        f"SELECT GROUPING({', '.join(vs)}) AS g, {', '.join(f'{v}, hashtext({v}) AS h{v}' for v in vs)}"
+        f" FROM (SELECT {inner} FROM {src} t WHERE {where}) s"
+        f" GROUP BY GROUPING SETS ({', '.join(f'({v})' for v in vs)}) ORDER BY 1, {', '.join(vs)}",
+        params, ["text"] * len(params))
+    out = {c.name: ([], []) for c in cols}
     for r in rows:
         i = next(i for i in range(m) if not (r["g"] >> (m - 1 - i)) & 1)
         if r[f"v{i}"] is not None:
-            out[cols[i].name].append(r[f"v{i}"])
+            out[cols[i].name][0].append(r[f"v{i}"])
+            out[cols[i].name][1].append(r[f"hv{i}"])
     return out
+
+
+def _codes_from_hashes(name, hashes, dictionary_hashes, null):
+    """Dictionary codes of the rows from their hashtext() values."""
+    dh = np.asarray(dictionary_hashes, dtype=np.int64)
+    order = np.argsort(dh, kind="stable")
+    pos = np.searchsorted(dh[order], hashes)
+    pos = np.minimum(pos, max(len(dh) - 1, 0))
+    found = (dh[order][pos] == hashes) if len(dh) else np.zeros(len(hashes), bool)
+    if not np.all(found | null):
+        raise DeidError("40001", f'the values of "{name}" changed while the request read them',
+                        hint="Run the request again (the source was written to concurrently).")
+    codes = order[pos].astype(np.int64) if len(dh) else np.zeros(len(hashes), np.int64)
+    codes[null] = len(dh)
+    return codes
 
 
 def read(db, rel, columns, rid_column=None, selection=None):
@@ -136,18 +153,22 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append("__rid")
     dictionaries = _dictionaries(db, src, where, params,
                                  [c for c in cols if column_kind(c.base_type) == "category"])
-    null_terms = []
+    null_terms, hashed = [], set()
     for j, c in enumerate(cols):
         q = "t." + quote_ident(c.name)
         kind = column_kind(c.base_type)
         if kind == "category":
-            dictionary = dictionaries[c.name]
-            params.append(dictionary)
-            alias = f"d{j}"
-            joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
-                         f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
-            select.append(f"string_agg(int4send(coalesce({alias}.__deid_o::int4 - 1,"
-                          f" {len(dictionary)})), ''::bytea)")
+            dictionary, hashes = dictionaries[c.name]
+            if len(set(hashes)) == len(hashes):      # codes from hashtext(): no join
+                select.append(f"string_agg(int4send(coalesce(hashtext(({q})::text), 0)), ''::bytea)")
+                hashed.add(c.name)
+            else:                                    # a hash collision: join the dictionary
+                params.append(dictionary)
+                alias = f"d{j}"
+                joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
+                             f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
+                select.append(f"string_agg(int4send(coalesce({alias}.__deid_o::int4 - 1,"
+                              f" {len(dictionary)})), ''::bytea)")
             dtypes.append(">i4")
         else:
             expr, dt = _value_expr(kind, c.base_type, q)
@@ -162,8 +183,9 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append("__null")
     select = [f"{expr} AS c{i}" for i, expr in enumerate(select)] + ["count(*) AS n"]
     sql = (f"SELECT {', '.join(select)} FROM {src} t{''.join(joins)} WHERE {where}")
+    joined = len(dictionaries) - len(hashed)
     types = ["text"] * len(params)
-    types[len(types) - len(dictionaries):] = ["text[]"] * len(dictionaries)
+    types[len(types) - joined:] = ["text[]"] * joined
     row = db.query(sql, params, types)[0]
     n = int(row["n"])
     arrays = {}
@@ -175,8 +197,11 @@ def read(db, rel, columns, rid_column=None, selection=None):
     out = {}
     for j, c in enumerate(cols):
         null = ((nullbits >> j) & 1).astype(bool) if nullbits is not None else np.zeros(n, bool)
-        out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), arrays[c.name], null,
-                                    dictionaries.get(c.name))
+        values = arrays[c.name]
+        dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
+        if c.name in hashed:
+            values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
+        out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
 
 

@@ -37,7 +37,7 @@ def test_mixed_fields_roundtrip():
               cb.Text(np.array([0, 2, 1]), ["ab", "c"]),
               cb.Fixed(np.array([1.5, 0, -2]), ">f8", null=np.array([False, True, False])),
               cb.Int8Array(np.array([1, 2, 1]), np.array([7, 8, 9, 10]))]
-    rows = parse(cb.records(fields))
+    rows = sorted(parse(cb.records(fields)), key=lambda r: struct.unpack(">i", r[0])[0])
     assert [struct.unpack(">i", r[0])[0] for r in rows] == [1, 2, 3]
     assert [r[1] for r in rows] == [b"ab", None, b"c"]
     assert [None if r[2] is None else struct.unpack(">d", r[2])[0] for r in rows] == [1.5, None, -2.0]
