@@ -279,7 +279,10 @@ def record_classes(db, req, sizes, labels, qis):
 
 def read_rid_sets(db, release_id):
     """The stored RID sets, flattened (001 Theorem 3): per entry its group,
-    attribute, value code and RID count, and all RIDs concatenated."""
+    attribute, value code and RID count, and all RIDs concatenated. Values are
+    identified by hashtext(): a collision can only merge two values, which
+    makes the verifier stricter (a smaller certificate, or a duplicate entry
+    it refuses), never more lenient."""
     # All aggregates of one group see its rows in the same order, so the
     # packed columns line up without an ORDER BY.
     rows = db.query(
@@ -288,7 +291,7 @@ def read_rid_sets(db, release_id):
         " string_agg(int4send(v), ''::bytea) AS v,"
         " string_agg(int4send(cardinality(rids)), ''::bytea) AS n,"
         " string_agg(array_send(rids), ''::bytea) AS r"
-        " FROM (SELECT *, dense_rank() OVER (PARTITION BY attribute ORDER BY value)::int AS v"
+        " FROM (SELECT *, coalesce(hashtext(value), -2147483648) AS v"
         "         FROM deid.rid_set WHERE release_id = $1) s GROUP BY attribute",
         [release_id], ["bigint"])
     groups, attrs, values, counts, flat = [], [], [], [], []
