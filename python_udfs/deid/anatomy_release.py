@@ -81,7 +81,7 @@ def run(db, req):
     if req.options.get("output", "anatomy") == "anatomy":
         tables.append(write_qit(db, req, frame, group, order, qis + others))
         for s, p, (_, dictionary) in zip(sas, pairs, sa_dicts):
-            tables.append(write_counts(db, req, s, p, dictionary))
+            tables.append(write_counts(db, req, s, p, frame.columns[s], dictionary))
     else:
         tables.append(write_generalized(db, req, frame, group, order, labels, qis, sas + others))
     for s, p, (_, dictionary) in zip(sas, pairs, sa_dicts):
@@ -152,15 +152,26 @@ def pair_counts(group, codes, width):
     return key // width, key % width, counts
 
 
-def write_counts(db, req, attribute, pairs, dictionary):
+def write_counts(db, req, attribute, pairs, col, dictionary):
     """One sensitive table (001 Def. 3): group_id, value, count -- counted in
-    numpy, written in the attribute's own type."""
+    numpy, written in the attribute's own type (one binary COPY, or through a
+    small staging table for types without a direct binary form)."""
     name = table_name(req.name, attribute)
+    target = qualified(STORE_SCHEMA, name)
+    meta = req.rel.columns[attribute]
+    value = datapath.dictionary_field(col, meta, pairs.code, dictionary)
+    if value is not None:
+        db.execute(f"CREATE TABLE {target} (group_id integer NOT NULL,"
+                   f" {quote_ident(attribute)} {meta.type}, count bigint NOT NULL)")
+        datapath.copy_fields(db, target, ["group_id", attribute, "count"],
+                             [copybin.Fixed(pairs.group, ">i4"), value,
+                              copybin.Fixed(pairs.count, ">i8")])
+        return name
     small = qualified(STORE_SCHEMA, f"_counts_{req.release_id}")
     datapath.write_table(db, small, [("group_id", pairs.group.astype(np.int32)), ("code", pairs.code),
                                      ("count", pairs.count.astype(np.int64))])
-    db.execute(f"CREATE TABLE {qualified(STORE_SCHEMA, name)} AS SELECT s.group_id,"
-               f" ($1::text[])[s.code + 1]::{req.rel.columns[attribute].type} AS {quote_ident(attribute)},"
+    db.execute(f"CREATE TABLE {target} AS SELECT s.group_id,"
+               f" ($1::text[])[s.code + 1]::{meta.type} AS {quote_ident(attribute)},"
                f" s.count FROM {small} s ORDER BY 1, 2", [dictionary], ["text[]"])
     db.execute(f"DROP TABLE {small}")
     return name

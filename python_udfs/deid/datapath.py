@@ -269,6 +269,21 @@ def binary_field(col, column, order=None):
     return None
 
 
+def dictionary_field(col, column, codes, dictionary):
+    """A copybin field writing dictionary `codes` (from value_dictionary) back
+    in the column's own type, or None when that type has no direct binary form."""
+    null = codes >= len(dictionary)
+    if col.kind == "category":
+        return copybin.Text(codes, dictionary) if column.base_type in _BINARY_TEXT else None
+    uniq = np.unique(col.values[~col.null])
+    values = uniq[np.minimum(codes, max(len(uniq) - 1, 0))] if len(uniq) else np.zeros(len(codes))
+    if col.kind == "date":
+        return copybin.Fixed.date(values, null)
+    if column.base_type in _BINARY_NUMBER:
+        return copybin.Fixed(values, _BINARY_NUMBER[column.base_type], null)
+    return None
+
+
 def value_dictionary(col):
     """(codes, labels): every row's code into the text labels of the distinct
     values (sort order); NULL has the code len(labels). The labels cast back to

@@ -186,3 +186,29 @@ def test_no_single_column_key(classified):
     r = classified.execute("SELECT * FROM deid.anonymize_request('t_nokey', 'anatomy', k => 20,"
                            " options => '{\"row_id\": \"patient_id\"}')").fetchone()
     assert r[5]
+
+
+def test_numeric_and_date_sensitive_attributes(classified):
+    """Count tables and RID sets keep the sensitive attribute's own type."""
+    classified.execute("DROP TABLE IF EXISTS public.t_numsa")
+    classified.execute("CREATE TABLE public.t_numsa AS SELECT patient_id, sex, race,"
+                       " (age % 9)::smallint AS stage_code, birth_date AS dx_date,"
+                       " CASE WHEN patient_id % 7 = 0 THEN NULL ELSE age % 5 END AS grade FROM registry.patients")
+    classified.execute("ALTER TABLE t_numsa ADD PRIMARY KEY (patient_id)")
+    for col, role in [("sex", "quasi_identifier"), ("race", "quasi_identifier"),
+                      ("stage_code", "sensitive"), ("dx_date", "sensitive"), ("grade", "sensitive")]:
+        classified.execute("SELECT deid.set_role('t_numsa', %s, %s)", [col, role])
+    r = classified.execute("SELECT * FROM deid.anonymize_request('t_numsa', 'anatomy', k => 40, l => 3,"
+                           " release => 't_num')").fetchone()
+    assert r[5]
+    for col, typ in [("stage_code", "smallint"), ("dx_date", "date"), ("grade", "integer")]:
+        assert classified.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE"
+                                  " attrelid = %s::regclass AND attname = %s",
+                                  [f"release.t_num_{col}", col]).fetchone()[0] == typ
+        released = classified.execute(
+            f"SELECT array_agg((v, n) ORDER BY v NULLS LAST)::text FROM (SELECT {col} v, sum(count) n"
+            f" FROM release.t_num_{col} GROUP BY 1) s").fetchone()[0]
+        source = classified.execute(
+            f"SELECT array_agg((v, n) ORDER BY v NULLS LAST)::text FROM (SELECT {col} v, count(*)::numeric n"
+            f" FROM t_numsa GROUP BY 1) s").fetchone()[0]
+        assert released == source
