@@ -140,11 +140,13 @@ CREATE TRIGGER release_append_only BEFORE UPDATE OR DELETE ON deid.release
 CREATE TABLE deid.rid_set (
     release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
     group_id    int    NOT NULL,
-    attribute   name   NOT NULL,
+    attribute   text   NOT NULL,
     value       text,
     rids        bigint[] NOT NULL
 );
-CREATE INDEX ON deid.rid_set (release_id, group_id);
+-- Rows arrive release after release: a BRIN index finds a release's rows and
+-- costs next to nothing to maintain while a request writes millions of them.
+CREATE INDEX ON deid.rid_set USING brin (release_id);
 
 -- 002: the equivalence classes of a release with their cardinality and generalized values.
 CREATE TABLE deid.equivalence_class (
