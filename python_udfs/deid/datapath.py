@@ -177,16 +177,25 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append(c.name)
         if not c.not_null:
             null_terms.append(f"((({q}) IS NULL)::int::int8 << {j})")
-    if null_terms:
-        select.append("string_agg(int8send(" + " | ".join(null_terms) + "), ''::bytea)")
-        dtypes.append(">i8")
-        names.append("__null")
-    select = [f"{expr} AS c{i}" for i, expr in enumerate(select)] + ["count(*) AS n"]
-    sql = (f"SELECT {', '.join(select)} FROM {src} t{''.join(joins)} WHERE {where}")
     joined = len(dictionaries) - len(hashed)
     types = ["text"] * len(params)
     types[len(types) - joined:] = ["text[]"] * joined
-    row = db.query(sql, params, types)[0]
+    base = f" FROM {src} t{''.join(joins)} WHERE {where}"
+    exprs = [f"{expr} AS c{i}" for i, expr in enumerate(select)] + ["count(*) AS n"]
+    if null_terms:
+        # Most reads have no NULL at all: count them in the same pass and pack
+        # NULL flags (a second pass) only when there are some.
+        any_null = " OR ".join(f"({quote_ident(c.name)}) IS NULL" for c in cols if not c.not_null)
+        row = db.query(f"SELECT {', '.join(exprs)}, count(*) FILTER (WHERE {any_null}) AS nulls{base}",
+                       params, types)[0]
+        if row["nulls"]:      # read again, flags in the same pass as the values they mark
+            flags = "string_agg(int8send(" + " | ".join(null_terms) + "), ''::bytea)"
+            exprs.insert(len(select), f"{flags} AS c{len(select)}")
+            row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
+            dtypes.append(">i8")
+            names.append("__null")
+    else:
+        row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
     n = int(row["n"])
     arrays = {}
     for i, (name, dt) in enumerate(zip(names, dtypes)):
