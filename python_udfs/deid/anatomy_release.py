@@ -227,12 +227,13 @@ def factorize(values):
     return codes.astype(np.int64), [str(u) for u in uniq]
 
 
-def _fmt(col, v):
+def _fmt_array(col, v):
+    """Text of numbers (vectorised): dates as ISO dates, integers without a point."""
     if col.kind == "date":
-        return str(np.datetime64(int(v), "D"))
-    if col.kind in ("int",):
-        return str(int(v))
-    return f"{float(v):g}"
+        return np.datetime_as_string(v.astype(np.int64).astype("datetime64[D]")).tolist()
+    if col.kind == "int":
+        return v.astype(np.int64).astype(str).tolist()
+    return [f"{x:g}" for x in v.tolist()]
 
 
 def group_labels(db, req, frame, qis, group, n_groups, order):
@@ -247,21 +248,28 @@ def group_labels(db, req, frame, qis, group, n_groups, order):
         if col.kind == "category":
             h = catalog.hierarchy(db, meta.hierarchy) if meta.hierarchy else None
             g, c, _ = pair_counts(group, col.values, len(col.dictionary) + 1)
-            first = np.searchsorted(g, np.arange(n_groups))
-            distinct = np.bincount(g, minlength=n_groups)
-            labels = [category_label(col, h, c[first[i]:first[i] + distinct[i]])
-                      for i in range(n_groups)]
+            first = np.searchsorted(g, np.arange(n_groups)).tolist()
+            distinct = np.bincount(g, minlength=n_groups).tolist()
+            texts, codes = list(col.dictionary) + ["NULL"], c.tolist()
+            labels = []
+            for f, d in zip(first, distinct):
+                seg = codes[f:f + d]
+                if d == 1:
+                    labels.append(texts[seg[0]])
+                elif h is not None:
+                    labels.append(category_label(col, h, seg))
+                else:
+                    labels.append("{" + ",".join(texts[x] for x in seg) + "}")
         else:
-            vals, nulls, labels = col.values[order], col.null[order], []
-            lo = np.minimum.reduceat(np.where(nulls, np.inf, vals.astype(float)), bounds[:-1])
-            hi = np.maximum.reduceat(np.where(nulls, -np.inf, vals.astype(float)), bounds[:-1])
-            anynull = np.maximum.reduceat(nulls.astype(np.int8), bounds[:-1]) > 0
-            for g in range(n_groups):
-                if not np.isfinite(lo[g]):
-                    labels.append("NULL")
-                    continue
-                s = _fmt(col, lo[g]) if lo[g] == hi[g] else f"[{_fmt(col, lo[g])}-{_fmt(col, hi[g])}]"
-                labels.append(s + (" or NULL" if anynull[g] else ""))
+            vals, nulls = col.values[order].astype(float), col.null[order]
+            lo = np.minimum.reduceat(np.where(nulls, np.inf, vals), bounds[:-1])
+            hi = np.maximum.reduceat(np.where(nulls, -np.inf, vals), bounds[:-1])
+            anynull = (np.maximum.reduceat(nulls.astype(np.int8), bounds[:-1]) > 0).tolist()
+            finite = np.isfinite(lo)
+            lo_s = _fmt_array(col, np.where(finite, lo, 0))
+            hi_s = _fmt_array(col, np.where(finite, hi, 0))
+            labels = [("NULL" if not ok else a if a == b else f"[{a}-{b}]") + (" or NULL" if nn and ok else "")
+                      for ok, a, b, nn in zip(finite.tolist(), lo_s, hi_s, anynull)]
         out[q] = labels
     return out
 
