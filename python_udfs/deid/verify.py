@@ -99,7 +99,7 @@ def _int_array(x, name):
             _bad(f"{name} must not contain NULL")
         try:
             b = np.asarray(a.tolist())
-        except Exception:
+        except (TypeError, ValueError):   # ragged or mixed objects: keep as they are
             b = a
         if b.dtype.kind in "iuf":
             return _int_array(b, name)
