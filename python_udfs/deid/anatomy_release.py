@@ -62,6 +62,12 @@ def run(db, req):
                             f"options.column_l names {a!r}, which is not a projected sensitive attribute",
                             hint="Sensitive attributes: " + ", ".join(sas) + ".")
     names = qis + sas + others
+    reserved = {"group_id"} | ({"count"} & set(sas))
+    clash = sorted(reserved & set(names))
+    if clash:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f'column "{clash[0]}" clashes with a column of the anatomy tables',
+                        hint="Release it under another name: a view over the source that renames it.")
     frame = ms.read_snapshot(db, req, names)
     t_read = time.perf_counter()
     ms.refuse_null_qis(frame, qis, req.options)
