@@ -308,39 +308,39 @@ def read_rid_sets(db, release_id):
     identified by hashtext(): a collision can only merge two values, which
     makes the verifier stricter (a smaller certificate, or a duplicate entry
     it refuses), never more lenient."""
-    # All aggregates of one group see its rows in the same order, so the
-    # packed columns line up without an ORDER BY.
+    # One packed record per entry: group (int4), value hash (int4), array_send(rids).
+    # Both aggregates of one group see its rows in the same order.
     rows = db.query(
-        "SELECT attribute::text AS a, count(*) AS e,"
-        " string_agg(int4send(group_id), ''::bytea) AS g,"
-        " string_agg(int4send(v), ''::bytea) AS v,"
-        " string_agg(int4send(cardinality(rids)), ''::bytea) AS n,"
-        " string_agg(array_send(rids), ''::bytea) AS r"
-        " FROM (SELECT *, coalesce(hashtext(value), -2147483648) AS v"
-        "         FROM deid.rid_set WHERE release_id = $1) s GROUP BY attribute",
-        [release_id], ["bigint"])
+        "SELECT attribute AS a, string_agg(int4send(cardinality(rids)), ''::bytea) AS n,"
+        " string_agg(int4send(group_id) || int4send(coalesce(hashtext(value), -2147483648))"
+        "            || array_send(rids), ''::bytea) AS r"
+        " FROM deid.rid_set WHERE release_id = $1 GROUP BY attribute", [release_id], ["bigint"])
     groups, attrs, values, counts, flat = [], [], [], [], []
     for r in rows:
         n = np.frombuffer(r["n"], ">i4").astype(np.int64)
-        groups.append(np.frombuffer(r["g"], ">i4").astype(np.int64))
-        values.append(np.frombuffer(r["v"], ">i4").astype(np.int64))
+        g, v, elems = unpack_entries(r["r"], n)
+        groups.append(g)
+        values.append(v)
         attrs.append(np.full(len(n), r["a"], dtype=object))
         counts.append(n)
-        flat.append(array_send_elements(r["r"], n))
+        flat.append(elems)
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     return (cat(groups, np.int64), cat(attrs, object), cat(values, np.int64),
             cat(counts, np.int64), cat(flat, np.int64))
 
 
-def array_send_elements(buf, counts):
-    """The int8 elements of concatenated 1-D array_send() images."""
+def unpack_entries(buf, counts):
+    """Split concatenated records ``int4 group, int4 value, array_send(int8[])``
+    (array header 20 bytes, then (int4 length, int8 value) per element)."""
     raw = np.frombuffer(buf, dtype=np.uint8)
-    sizes = 20 + 12 * counts                   # header + (length, value) per element
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    first = np.repeat(starts + 24, counts)
+    sizes = 8 + 20 + 12 * counts
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    word = lambda off: raw[(starts + off)[:, None] + np.arange(4)].copy().view(">i4").reshape(-1)
+    first = np.repeat(starts + 8 + 20 + 4, counts)
     within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
     pos = first + 12 * within
-    return raw[pos[:, None] + np.arange(8)].copy().view(">i8").reshape(-1).astype(np.int64)
+    elems = raw[pos[:, None] + np.arange(8)].copy().view(">i8").reshape(-1)
+    return word(0).astype(np.int64), word(4).astype(np.int64), elems.astype(np.int64)
 
 
 def verify_release(db, req, all_rids, tables, sas, column_l):

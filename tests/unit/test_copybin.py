@@ -87,3 +87,16 @@ def test_frame_sorted_by_rid():
     assert f.rid.tolist() == [10, 20, 30]
     assert f.columns["a"].values.tolist() == [1, 2, 0]
     assert f.columns["a"].null.tolist() == [True, False, False]
+
+
+def test_unpack_stored_rid_set_records():
+    """anatomy_release.unpack_entries reads int4 group || int4 value || array_send(int8[])."""
+    from deid.anatomy_release import unpack_entries
+
+    def array_send(xs):
+        return struct.pack(">5i", 1, 0, 20, len(xs), 1) + b"".join(struct.pack(">iq", 8, x) for x in xs)
+    recs = [(3, -7, [10, 11]), (4, 9, [5]), (4, 2**31 - 1, [1, 2, 3])]
+    buf = b"".join(struct.pack(">ii", g, v) + array_send(r) for g, v, r in recs)
+    g, v, e = unpack_entries(buf, np.array([len(r) for *_, r in recs]))
+    assert g.tolist() == [3, 4, 4] and v.tolist() == [-7, 9, 2**31 - 1]
+    assert e.tolist() == [10, 11, 5, 1, 2, 3]
