@@ -16,15 +16,17 @@ all: install
 
 ## deps: Debian packages (root; idempotent)
 deps:
-	sh scripts/install-deps.sh
+	@sh scripts/install-deps.sh
 
 ## install: build and install the extension (PGXS; works against any server)
 install: deps
-	$(MAKE) -C extension install PG_CONFIG=$(PG_CONFIG) SERVER_PYTHON=$(SERVER_PYTHON)
+	@$(MAKE) -s --no-print-directory -C extension install PG_CONFIG=$(PG_CONFIG) SERVER_PYTHON=$(SERVER_PYTHON)
+	@echo "deid installed into $$($(PG_CONFIG) --sharedir)"
+
 
 ## start/stop/url/psql: the private cluster in ./.pgdata
 start: install
-	$(CLUSTER) start
+	@$(CLUSTER) start
 
 stop:
 	@$(CLUSTER) stop
@@ -37,7 +39,7 @@ psql: start
 
 ## demo: install, start, load a generated sample, print a report
 demo: start
-	$(PSQL) "$$($(CLUSTER) url)" -q -f scripts/demo.sql
+	@$(PSQL) "$$($(CLUSTER) url)" -q -f scripts/demo.sql
 
 ## test: unit tests (no server), integration tests (psycopg), pgTAP (pg_prove)
 $(VENV)/.stamp: tests/requirements.txt
