@@ -299,10 +299,7 @@ def value_dictionary(col):
     the column's type."""
     if col.kind == "category":
         return col.values, list(col.dictionary)
-    vals = col.values[~col.null]
-    uniq = np.unique(vals)
-    codes = np.searchsorted(uniq, col.values).astype(np.int64)
-    codes[col.null] = len(uniq)
+    uniq, codes = _sorted_codes(col.values, col.null)
     if col.kind == "int":
         labels = [str(int(v)) for v in uniq]
     elif col.kind == "date":
@@ -312,6 +309,33 @@ def value_dictionary(col):
     else:
         labels = [repr(float(v)) for v in uniq]
     return codes, labels
+
+
+def _sorted_codes(values, null):
+    """(sorted distinct non-NULL values, every row's rank among them; NULL
+    rows get len(distinct)). Integers spanning a compact range are ranked
+    with a presence table (O(n)), anything else by sorting."""
+    n = len(values)
+    if values.dtype.kind in "iu" and n:
+        anynull = bool(null.any())
+        vals = values[~null] if anynull else values
+        if vals.size:
+            lo, hi = int(vals.min()), int(vals.max())
+            if hi - lo < 2 * n + 1024:
+                present = np.zeros(hi - lo + 1, dtype=bool)
+                present[vals - lo] = True
+                rank = np.cumsum(present, dtype=np.int64) - 1
+                uniq = (np.flatnonzero(present) + lo).astype(values.dtype)
+                if anynull:
+                    codes = np.full(n, uniq.size, dtype=np.int64)
+                    codes[~null] = rank[vals - lo]
+                else:
+                    codes = rank[vals - lo]
+                return uniq, codes
+    uniq = np.unique(values[~null])
+    codes = np.searchsorted(uniq, values).astype(np.int64)
+    codes[null] = len(uniq)
+    return uniq, codes
 
 
 # ------------------------------------------------------------ staging frames

@@ -263,6 +263,8 @@ def check_partition(group_rids, all_rids, group_id=None):
         gid = _int_array(group_id, "group_id")
         if gid.size != g.size:
             _bad(f"group_id has {gid.size} entries but group_rids has {g.size}")
+    if _same_rids_dense(g, a):
+        return {"rows": int(a.size), "memberships": int(g.size)}
     sa = np.sort(a)
     if sa.size > 1 and np.any(sa[1:] == sa[:-1]):
         dup = np.unique(sa[1:][sa[1:] == sa[:-1]])
@@ -295,6 +297,38 @@ def check_partition(group_rids, all_rids, group_id=None):
     _fail(f"row id {missing[0]} of the source is in no group (001 Def. 1: each record "
           f"belongs to exactly one group; a split must not drop rows)",
           detail=f"{missing.size} missing row ids: {_examples(missing)}")
+
+
+def _same_rids_dense(g, a):
+    """True when ``g`` and ``a`` hold the same rids, each once, decided in
+    O(n) by counting when the rids span a compact range; False means "not
+    shown" (the sorting path then decides and names the problem)."""
+    if a.size == 0 or g.size != a.size:
+        return False
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo >= 2 * a.size + 1024 or int(g.min()) < lo or int(g.max()) > hi:
+        return False
+    ca = np.bincount(a - lo, minlength=hi - lo + 1)
+    if ca.max() > 1:
+        return False
+    return bool(np.array_equal(np.bincount(g - lo, minlength=hi - lo + 1), ca))
+
+
+def _stable_argsort(key, top):
+    """np.argsort(key, kind="stable") for integer keys in [0, top): a least
+    significant digit radix sort over 16-bit digits (numpy sorts uint16
+    stably by radix, in linear time).  Each pass is stable, so the result is
+    the same permutation."""
+    if key.size < 4096 or top > 2 ** 48:
+        return np.argsort(key, kind="stable")
+    o = None
+    shift = 0
+    while shift == 0 or (top - 1) >> shift:
+        k = key if o is None else key[o]
+        s = np.argsort(((k >> shift) & 0xFFFF).astype(np.uint16), kind="stable")
+        o = s if o is None else o[s]
+        shift += 16
+    return o
 
 
 def check_group_sizes(group_id, k):
@@ -499,7 +533,15 @@ def _parse_rid_set(rid_group, rid_attribute, rid_value, rids, rid_counts=None):
     akeys, acode = _factorize(rid_attribute, "rid_attribute", e)
     if any(a is None for a in akeys):
         _bad("rid_attribute must not contain NULL")
-    vkeys, vcode = _factorize(rid_value, "rid_value", e)
+    # integer values (codes, hashes) need no factorizing: the key below
+    # orders them as they are
+    vint = (isinstance(rid_value, np.ndarray) and rid_value.ndim == 1 and rid_value.size == e
+            and (rid_value.dtype.kind == "i"
+                 or (rid_value.dtype.kind == "u" and rid_value.dtype.itemsize < 8)))
+    if vint:
+        vall = rid_value.astype(np.int64, copy=False)
+    else:
+        vkeys, vcode = _factorize(rid_value, "rid_value", e)
     lens, flat = _flat_rids(rids, rid_counts, e)
     # attribute codes in the order of the sorted names
     anames = [str(a) for a in akeys]
@@ -518,11 +560,21 @@ def _parse_rid_set(rid_group, rid_attribute, rid_value, rids, rid_counts=None):
     gvals, gcode = _dense_codes(grp)
     G = gvals.size
 
+    if vint:
+        vlo = int(vall.min())
+        V = int(vall.max()) - vlo + 1
+        if G * m * V < 2 ** 62:
+            vcode = vall - vlo
+        else:
+            vkeys, vcode = _dense_codes(vall)
+            V = vkeys.size
+
     def value_at(i):
-        return _show(vkeys[vcode[i]])
+        return _show(vall[i] if vint else vkeys[vcode[i]])
 
     # 1. one entry per (group, attribute, value); no empty RID set
-    V = len(vkeys)
+    if not vint:
+        V = len(vkeys)
     if G * m * V < 2 ** 62:
         key = (gcode * m + acode) * V + vcode
         sk = np.sort(key)
@@ -704,7 +756,8 @@ def _greedy(rs, caps, L, groups, vector_max=_VECTOR_MAX_GROUP):
     rg = rs.row_g[rsel]
     ents = rs.row_ent[rsel]
     ftot = lens[ents].sum(axis=1)
-    o = np.argsort(rg * (int(ftot.max()) + 1) + ftot, kind="stable")
+    w = int(ftot.max()) + 1
+    o = _stable_argsort(rg * w + ftot, G * w)
     rg, ents = rg[o], ents[o]
     starts = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(np.bincount(rg, minlength=G), out=starts[1:])
@@ -730,7 +783,7 @@ def _frequency_bound(gcode, acode, lens, sizes, caps, G):
     e = gcode.size
     w = int(lens.max()) + 1
     if G * w < 2 ** 62:
-        o = np.argsort(gcode * w + (w - 1 - lens), kind="stable")
+        o = _stable_argsort(gcode * w + (w - 1 - lens), G * w)
     else:
         o = np.lexsort((-lens, gcode))
     # entries by group, largest RID set first; drop those beyond L_i

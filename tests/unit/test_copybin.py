@@ -89,14 +89,14 @@ def test_frame_sorted_by_rid():
     assert f.columns["a"].null.tolist() == [True, False, False]
 
 
-def test_unpack_stored_rid_set_records():
-    """anatomy_release.unpack_entries reads int4 group || int4 value || array_send(int8[])."""
-    from deid.anatomy_release import unpack_entries
+def test_unpack_stored_rid_sets():
+    """anatomy_release.unpack_arrays reads concatenated array_send(int8[]) images."""
+    from deid.anatomy_release import unpack_arrays
 
     def array_send(xs):
+        if not xs:
+            return struct.pack(">3i", 0, 0, 20)
         return struct.pack(">5i", 1, 0, 20, len(xs), 1) + b"".join(struct.pack(">iq", 8, x) for x in xs)
-    recs = [(3, -7, [10, 11]), (4, 9, [5]), (4, 2**31 - 1, [1, 2, 3])]
-    buf = b"".join(struct.pack(">ii", g, v) + array_send(r) for g, v, r in recs)
-    g, v, e = unpack_entries(buf, np.array([len(r) for *_, r in recs]))
-    assert g.tolist() == [3, 4, 4] and v.tolist() == [-7, 9, 2**31 - 1]
-    assert e.tolist() == [10, 11, 5, 1, 2, 3]
+    recs = [[10, 11], [5], [], [1, 2**62, -3]]
+    buf = b"".join(array_send(r) for r in recs)
+    assert unpack_arrays(buf, np.array([len(r) for r in recs])).tolist() == [10, 11, 5, 1, 2**62, -3]
