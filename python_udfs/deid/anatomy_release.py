@@ -80,14 +80,14 @@ def run(db, req):
                                model=req.options.get("model", "kl"))
     t_method = time.perf_counter()
     group = result.group_id.astype(np.int64)
-    order = np.lexsort((frame.rid, group))           # rows by group, then row id
+    order = np.argsort(group, kind="stable")         # rows by group, then row id (frame is by rid)
     labels = group_labels(db, req, frame, qis, group, result.n_groups, order)
     tables = []
     pairs = [ValuePairs(group, codes, len(dictionary) + 1, order) for codes, dictionary in sa_dicts]
     if req.options.get("output", "anatomy") == "anatomy":
         tables.append(write_qit(db, req, frame, group, order, qis + others))
-        for s, p, (_, dictionary) in zip(sas, pairs, sa_dicts):
-            tables.append(write_counts(db, req, s, p, frame.columns[s], dictionary))
+        for s, p, (codes, dictionary) in zip(sas, pairs, sa_dicts):
+            tables.append(write_counts(db, req, s, p, frame.columns[s], codes, dictionary))
     else:
         tables.append(write_generalized(db, req, frame, group, order, labels, qis, sas + others))
     for s, p, (_, dictionary) in zip(sas, pairs, sa_dicts):
@@ -158,14 +158,14 @@ def pair_counts(group, codes, width):
     return key // width, key % width, counts
 
 
-def write_counts(db, req, attribute, pairs, col, dictionary):
+def write_counts(db, req, attribute, pairs, col, row_codes, dictionary):
     """One sensitive table (001 Def. 3): group_id, value, count -- counted in
     numpy, written in the attribute's own type (one binary COPY, or through a
     small staging table for types without a direct binary form)."""
     name = table_name(req.name, attribute)
     target = qualified(STORE_SCHEMA, name)
     meta = req.rel.columns[attribute]
-    value = datapath.dictionary_field(col, meta, pairs.code, dictionary)
+    value = datapath.dictionary_field(col, meta, pairs.code, dictionary, row_codes)
     if value is not None:
         db.execute(f"CREATE TABLE {target} (group_id integer NOT NULL,"
                    f" {quote_ident(attribute)} {meta.type}, count bigint NOT NULL)")

@@ -278,14 +278,16 @@ def binary_field(col, column, order=None):
     return None
 
 
-def dictionary_field(col, column, codes, dictionary):
-    """A copybin field writing dictionary `codes` (from value_dictionary) back
-    in the column's own type, or None when that type has no direct binary form."""
+def dictionary_field(col, column, codes, dictionary, row_codes):
+    """A copybin field writing dictionary `codes` back in the column's own type,
+    or None when that type has no direct binary form. `row_codes` are every
+    row's codes (value_dictionary), which give each code its value in O(n)."""
     null = codes >= len(dictionary)
     if col.kind == "category":
         return copybin.Text(codes, dictionary) if column.base_type in _BINARY_TEXT else None
-    uniq = np.unique(col.values[~col.null])
-    values = uniq[np.minimum(codes, max(len(uniq) - 1, 0))] if len(uniq) else np.zeros(len(codes))
+    value_of = np.zeros(len(dictionary) + 1, dtype=col.values.dtype)
+    value_of[row_codes] = col.values            # every row of a code holds the same value
+    values = value_of[codes]
     if col.kind == "date":
         return copybin.Fixed.date(values, null)
     if column.base_type in _BINARY_NUMBER:
