@@ -47,6 +47,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from common import timed  # noqa: E402  (bench/ is the script's directory)
 import psycopg
 
 from common import RESULTS, ROOT, save, url
@@ -167,13 +169,6 @@ def fresh_database(n, seed, log):
 
 
 GROUP_BY = f"SELECT count(*) FROM (SELECT 1 FROM bench_gen GROUP BY {', '.join(QIS)}) s"
-
-
-def timed(conn, sql, params=None):
-    t = time.perf_counter()
-    cur = conn.execute(sql, params)
-    rows = cur.fetchall() if cur.description else None
-    return time.perf_counter() - t, rows
 
 
 def group_by(conn):
