@@ -136,17 +136,33 @@ CREATE TRIGGER release_append_only BEFORE UPDATE OR DELETE ON deid.release
 -- ---------------------------------------------------------------------
 -- Intermediate results of the methods (audit trail; never for readers)
 -- ---------------------------------------------------------------------
--- 001 Theorem 3: per group, sensitive attribute and value, the row ids holding it.
+-- 001 Theorem 3: the RID sets of a release.  One row per group and sensitive
+-- attribute: the group's distinct values of the attribute, and, in the same
+-- order, the RID set of each value -- value_list[i] is held by the rid_counts[i]
+-- rows that come next in rids.  (One row per value would be millions of rows
+-- for a million-row release; deid.rid_sets below shows that shape.)
 CREATE TABLE deid.rid_set (
     release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
     group_id    int    NOT NULL,
     attribute   text   NOT NULL,
-    value       text,
-    rids        bigint[] NOT NULL
+    value_list  text[] NOT NULL,           -- distinct values (NULL is a value), in sort order
+    rid_counts  int[]  NOT NULL,           -- size of each value's RID set
+    rids        bigint[] NOT NULL,         -- the RID sets concatenated, each sorted
+    CHECK (cardinality(value_list) = cardinality(rid_counts))
 );
 -- Rows arrive release after release: a BRIN index finds a release's rows and
--- costs next to nothing to maintain while a request writes millions of them.
+-- costs next to nothing to maintain while a request writes them.
 CREATE INDEX ON deid.rid_set USING brin (release_id);
+
+-- The same catalog with one row per group, attribute and value (001 Theorem 3 as printed).
+CREATE VIEW deid.rid_sets AS
+SELECT r.release_id, r.group_id, r.attribute, v.value, v.ordinal,
+       r.rids[v.stop - v.size + 1 : v.stop] AS rids
+  FROM deid.rid_set r
+ CROSS JOIN LATERAL (
+       SELECT u.value, u.size, u.ordinal,
+              (sum(u.size) OVER (ORDER BY u.ordinal))::int AS stop
+         FROM unnest(r.value_list, r.rid_counts) WITH ORDINALITY AS u(value, size, ordinal)) v;
 
 -- 002: the equivalence classes of a release with their cardinality and generalized values.
 CREATE TABLE deid.equivalence_class (
@@ -181,7 +197,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA deid FROM PUBLIC;
 GRANT SELECT ON deid.roles, deid.hierarchies, deid.hierarchy, deid.hierarchy_level,
                 deid.hierarchy_member TO deid_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON deid.column_role, deid.policy TO deid_admin;
-GRANT SELECT ON deid.release, deid.rid_set, deid.equivalence_class TO deid_admin;
+GRANT SELECT ON deid.release, deid.rid_set, deid.rid_sets, deid.equivalence_class TO deid_admin;
 GRANT deid_reader TO deid_admin;
 
 -- The catalog is part of pg_dump output of the database.

@@ -90,8 +90,8 @@ def run(db, req):
             tables.append(write_counts(db, req, s, p, frame.columns[s], codes, dictionary))
     else:
         tables.append(write_generalized(db, req, frame, group, order, labels, qis, sas + others))
-    for s, p, (_, dictionary) in zip(sas, pairs, sa_dicts):
-        write_rid_sets(db, req.release_id, s, p, dictionary, frame.rid)
+    write_rid_sets(db, req.release_id, sas, pairs, [d for _, d in sa_dicts], frame.rid,
+                   result.n_groups)
     sizes = np.bincount(group, minlength=result.n_groups)
     record_classes(db, req, sizes, labels, qis)
     t_write = time.perf_counter()
@@ -183,17 +183,50 @@ def write_counts(db, req, attribute, pairs, col, row_codes, dictionary):
     return name
 
 
-def write_rid_sets(db, release_id, attribute, pairs, dictionary, rid):
-    """deid.rid_set rows (001 Theorem 3): per group and value the sorted RIDs,
-    one binary COPY."""
-    n = len(pairs.group)
-    fields = [copybin.Fixed(np.full(n, release_id, np.int64), ">i8"),
-              copybin.Fixed(pairs.group, ">i4"),
-              copybin.Text(np.zeros(n, np.int64), [attribute]),
-              copybin.Text(pairs.code, dictionary),
-              copybin.Int8Array(pairs.count, rid[pairs.rows])]
-    datapath.copy_fields(db, "deid.rid_set", ["release_id", "group_id", "attribute", "value", "rids"],
-                         fields)
+def write_rid_sets(db, release_id, attributes, pairs, dictionaries, rid, n_groups):
+    """deid.rid_set (001 Theorem 3), one binary COPY: per group and sensitive
+    attribute one row -- the group's distinct values in code (sort) order,
+    the size of each value's RID set, and the RID sets concatenated (each
+    sorted: ValuePairs orders rows by group, value, row id)."""
+    fields = []
+    for j, (p, dictionary) in enumerate(zip(pairs, dictionaries)):
+        per_group = np.bincount(p.group, minlength=n_groups)
+        rows = np.bincount(p.group, weights=p.count, minlength=n_groups).astype(np.int64)
+        fields.append([copybin.Fixed(np.full(n_groups, release_id, np.int64), ">i8"),
+                       copybin.Fixed(np.arange(n_groups), ">i4"),
+                       copybin.Text(np.full(n_groups, j, np.int64), attributes),
+                       copybin.Array(per_group, copybin.Text(p.code, dictionary), copybin.TEXTOID),
+                       copybin.Array(per_group, copybin.Fixed(p.count, ">i4"), copybin.INT4OID),
+                       copybin.Array(rows, copybin.Fixed(rid[p.rows], ">i8"), copybin.INT8OID)])
+    if fields:
+        datapath.copy_fields(db, "deid.rid_set", ["release_id", "group_id", "attribute", "value_list",
+                                                  "rid_counts", "rids"], _concat_fields(fields))
+
+
+def _concat_fields(per_attribute):
+    """One COPY for every attribute: the same fields, records one after another."""
+    if len(per_attribute) == 1:
+        return per_attribute[0]
+    out = []
+    for parts in zip(*per_attribute):
+        f = parts[0]
+        if isinstance(f, copybin.Fixed):
+            out.append(copybin.Fixed(np.concatenate([x.values for x in parts]), f.dtype))
+        elif isinstance(f, copybin.Text):
+            out.append(copybin.Text(np.concatenate([x.codes for x in parts]), f.dictionary))
+        else:
+            inner = [x.elements for x in parts]
+            if isinstance(inner[0], copybin.Text):       # one dictionary per attribute
+                offset = np.cumsum([0] + [len(e.dictionary) + 1 for e in inner[:-1]])
+                codes = np.concatenate([np.where(e.codes >= len(e.dictionary),
+                                                 o + len(e.dictionary), o + e.codes)
+                                        for e, o in zip(inner, offset)])
+                merged = [v for e in inner for v in list(e.dictionary) + [None]]
+                elements = copybin.Text(codes, merged)
+            else:
+                elements = copybin.Fixed(np.concatenate([e.values for e in inner]), inner[0].dtype)
+            out.append(copybin.Array(np.concatenate([x.counts for x in parts]), elements, f.oid))
+    return out
 
 
 def write_generalized(db, req, frame, group, order, labels, qis, rest):
@@ -303,20 +336,23 @@ def record_classes(db, req, sizes, labels, qis):
 
 
 def read_rid_sets(db, release_id):
-    """The stored RID sets, flattened (001 Theorem 3): per entry its group,
-    attribute, value code and RID count, and all RIDs concatenated. Values are
-    identified by hashtext(): a collision can only merge two values, which
-    makes the verifier stricter (a smaller certificate, or a duplicate entry
-    it refuses), never more lenient."""
-    # Per attribute, one packed column per field: RID count (int4), group
-    # (int4), value hash (int4), array_send(rids).  All aggregates of one
-    # group see its rows in the same order.  A handful of attributes: hash
-    # them (a sort would carry every RID set through an external sort).
-    sql = ("SELECT attribute AS a, string_agg(int4send(cardinality(rids)), ''::bytea) AS n,"
-           " string_agg(int4send(group_id), ''::bytea) AS g,"
-           " string_agg(int4send(coalesce(hashtext(value), -2147483648)), ''::bytea) AS v,"
+    """The stored RID sets, flattened to one entry per group, attribute and
+    value (001 Theorem 3): per entry its group, attribute, value hash and RID
+    count, and all RIDs concatenated. Values are identified by hashtext(): a
+    collision can only merge two values, which makes the verifier stricter (a
+    duplicate entry it refuses), never more lenient."""
+    # Per attribute, one packed column per field, all aggregates of one group
+    # seeing its rows in the same order.  A handful of attributes: hash them
+    # (a sort would carry every RID set through an external sort).
+    sql = ("SELECT attribute AS a, string_agg(int4send(group_id), ''::bytea) AS g,"
+           " string_agg(int4send(cardinality(value_list)), ''::bytea) AS nv,"
+           " string_agg(int4send(cardinality(rid_counts)), ''::bytea) AS nc,"
+           " string_agg(int4send(cardinality(rids)), ''::bytea) AS nr,"
+           " string_agg((SELECT string_agg(int4send(coalesce(hashtext(v), -2147483648)), ''::bytea)"
+           "             FROM unnest(r.value_list) AS v), ''::bytea) AS v,"
+           " string_agg(array_send(rid_counts), ''::bytea) AS c,"
            " string_agg(array_send(rids), ''::bytea) AS r"
-           " FROM deid.rid_set WHERE release_id = $1 GROUP BY attribute")
+           " FROM deid.rid_set r WHERE release_id = $1 GROUP BY attribute")
     sort = db.value("SELECT current_setting('enable_sort')")
     db.query("SELECT set_config('enable_sort', 'off', true)")
     try:
@@ -325,33 +361,53 @@ def read_rid_sets(db, release_id):
         db.query("SELECT set_config('enable_sort', $1, true)", [sort], ["text"])
     groups, attrs, values, counts, flat = [], [], [], [], []
     for r in rows:
-        n = np.frombuffer(r["n"], ">i4").astype(np.int64)
-        groups.append(np.frombuffer(r["g"], ">i4").astype(np.int64))
-        values.append(np.frombuffer(r["v"], ">i4").astype(np.int64))
+        packed = {k: np.frombuffer(r[k] or b"", ">i4").astype(np.int64) for k in ("g", "nv", "nc", "nr", "v")}
+        entries = packed["nc"]
+        if not np.array_equal(packed["nv"], entries) or packed["v"].size != entries.sum():
+            raise DeidError("DE002", f"deid.rid_set of attribute {r['a']!r}: value_list and "
+                                     "rid_counts differ in length")
+        n = unpack_arrays(r["c"], entries, width=4)
+        per_row = np.bincount(np.repeat(np.arange(len(entries)), entries), weights=n,
+                              minlength=len(entries)).astype(np.int64)
+        if not np.array_equal(per_row, packed["nr"]):
+            raise DeidError("DE002", f"deid.rid_set of attribute {r['a']!r}: rid_counts do not "
+                                     "add up to the RIDs stored")
+        groups.append(np.repeat(packed["g"], entries))
+        values.append(packed["v"])
         attrs.append(np.full(len(n), r["a"]))
         counts.append(n)
-        flat.append(unpack_arrays(r["r"], n))
+        flat.append(unpack_arrays(r["r"], packed["nr"]))
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     return (cat(groups, np.int64), cat(attrs, object), cat(values, np.int64),
             cat(counts, np.int64), cat(flat, np.int64))
 
 
-def unpack_arrays(buf, counts, prefix=0):
-    """The elements of concatenated records ``prefix bytes, array_send(int8[])``
-    (array header 20 bytes -- 12 for an empty array -- then (int4 length,
-    int8 value) per element), as one int64 array."""
+def unpack_arrays(buf, counts, width=8):
+    """The elements of concatenated ``array_send`` images of one-dimensional
+    int8[] (width 8) or int4[] (width 4) arrays without NULLs (header 20
+    bytes -- 12 for an empty array -- then (int4 length, value) per element),
+    as one int64 array.  Raises DE002 if the images are not exactly that."""
     counts = np.asarray(counts, dtype=np.int64)
+    buf = buf or b""
+    head = np.where(counts > 0, 20, 12)
+    sizes = head + (4 + width) * counts
+    if int(sizes.sum()) != len(buf):
+        raise DeidError("DE002", "deid.rid_set holds arrays of an unexpected shape",
+                        hint="rid_counts and rids must be one-dimensional arrays without NULLs")
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, np.int64)
-    head = prefix + np.where(counts > 0, 20, 12)
-    sizes = head + 12 * counts
     starts = np.cumsum(sizes) - sizes
     before = np.cumsum(counts) - counts
-    # element j of the whole stream, i-th of entry e: starts[e] + head[e] + 4 + 12 i
-    pos = 12 * np.arange(total, dtype=np.int64) + np.repeat(starts + head + 4 - 12 * before, counts)
-    every = np.ndarray((len(buf) - 7,), dtype=">i8", buffer=buf, strides=(1,))
-    return every[pos].astype(np.int64)
+    # element j of the whole stream, i-th of entry e: its length word at
+    # starts[e] + head[e] + (4 + width) i, its value 4 bytes later
+    word = (4 + width) * np.arange(total, dtype=np.int64) + \
+        np.repeat(starts + head - (4 + width) * before, counts)
+    lengths = np.ndarray((len(buf) - 3,), dtype=">i4", buffer=buf, strides=(1,))[word]
+    if np.any(lengths != width):
+        raise DeidError("DE002", "deid.rid_set holds NULL or malformed array elements")
+    every = np.ndarray((len(buf) - width + 1,), dtype=f">i{width}", buffer=buf, strides=(1,))
+    return every[word + 4].astype(np.int64)
 
 
 def verify_release(db, req, all_rids, tables, sas, column_l):

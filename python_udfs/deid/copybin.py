@@ -5,16 +5,24 @@ and the field's bytes. Fields here:
 
 * :class:`Fixed`   -- fixed-width numbers (int2/int4/int8/float4/float8/date),
 * :class:`Text`    -- text chosen from a dictionary by integer code,
-* :class:`Int8Array` -- a one-dimensional bigint[] per record (RID sets).
+* :class:`Array`   -- a one-dimensional array per record (RID sets).
+
+Assembly: every field is cut into *chunks* (``length word + bytes``).  Records
+whose chunks have the same lengths form one structured array (_by_layout);
+records with arrays are cut into a few slices each and joined (_by_pieces);
+otherwise chunks of one width w are written with one numpy assignment per
+residue of their destination modulo w (_by_chunks).
 """
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 TRAILER = b"\xff\xff"
-INT8OID = 20
+INT4OID, INT8OID, TEXTOID = 23, 20, 25
 _POSTGRES_EPOCH_DAYS = 10957          # 2000-01-01 - 1970-01-01
+_MAX_RESIDUE_PASSES = 4096            # beyond this, chunks of one field are copied byte by byte
 
 
 def ranges(starts, lengths):
@@ -30,11 +38,6 @@ def ranges(starts, lengths):
     step[0] = starts[0]
     step[ends[:-1]] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
     return np.cumsum(step)
-
-
-def _scatter_fixed(buf, starts, raw, width):
-    """buf[starts[i] : starts[i] + width] = raw[i] for every record i."""
-    buf[(starts[:, None] + np.arange(width)).reshape(-1)] = raw.reshape(-1)
 
 
 def _length_prefixed(blobs):
@@ -65,37 +68,29 @@ class Fixed:
     def constant(self):
         return self.null is None or not self.null.any()
 
+    def nulls(self):
+        return np.zeros(len(self), bool) if self.constant else np.asarray(self.null, bool)
+
     def chunk_lengths(self):
-        width = 4 + np.dtype(self.dtype).itemsize
-        out = np.full(len(self.values), width, np.int64)
+        out = np.full(len(self.values), 4 + np.dtype(self.dtype).itemsize, np.int64)
         if not self.constant:
             out[self.null] = 4
         return out
 
-    def fill(self, buf, starts):
-        """Write ``length + value`` (or -1 for NULL) at `starts`."""
-        w = np.dtype(self.dtype).itemsize
-        rec = np.empty(len(self.values), dtype=[("len", ">i4"), ("v", self.dtype)])
-        rec["len"], rec["v"] = w, self.values
-        if self.constant:
-            _scatter_fixed(buf, starts, rec.view(np.uint8), 4 + w)
-            return
-        ok = ~self.null
-        _scatter_fixed(buf, starts[ok], rec[ok].view(np.uint8), 4 + w)
-        _scatter_fixed(buf, starts[~ok], np.tile(np.full(4, 255, np.uint8), int((~ok).sum())), 4)
-
     def chunks(self, idx, length):
-        """(m, length) bytes of records `idx`, all of chunk length `length`."""
+        """(m, length) bytes of records `idx` (None: all), all of chunk length `length`."""
+        m = len(self.values) if idx is None else len(idx)
         if length == 4:
-            return np.full((len(idx), 4), 255, np.uint8)
-        rec = np.empty(len(idx), dtype=[("len", ">i4"), ("v", self.dtype)])
-        rec["len"], rec["v"] = length - 4, self.values[idx]
-        return rec.view(np.uint8).reshape(len(idx), length)
+            return np.full((m, 4), 255, np.uint8)
+        rec = np.empty(m, dtype=[("len", ">i4"), ("v", self.dtype)])
+        rec["len"], rec["v"] = length - 4, self.values if idx is None else self.values[idx]
+        return rec.view(np.uint8).reshape(m, length)
 
 
 @dataclass
 class Text:
-    """Text chosen from a dictionary by code; a code >= len(dictionary) is NULL."""
+    """Text chosen from a dictionary by code; a code >= len(dictionary), or an
+    entry None, is NULL."""
     codes: np.ndarray
     dictionary: list
 
@@ -106,12 +101,21 @@ class Text:
 
     def _chunks(self):
         if not hasattr(self, "_memo"):
-            self._memo = _length_prefixed([s.encode() for s in self.dictionary] + [None])
+            self._memo = _length_prefixed([None if s is None else s.encode() for s in self.dictionary]
+                                          + [None])
         return self._memo
+
+    def _codes(self, idx=None):
+        codes = self.codes if idx is None else self.codes[idx]
+        return np.minimum(codes, len(self.dictionary))
+
+    def nulls(self):
+        null = np.array([s is None for s in self.dictionary] + [True])
+        return null[self._codes()]
 
     def chunk_lengths(self):
         _, _, lens = self._chunks()
-        return lens[np.minimum(self.codes, len(self.dictionary))]
+        return lens[self._codes()]
 
     def _table(self):
         """The dictionary's chunks as a zero-padded (D + 1, width) table."""
@@ -122,54 +126,34 @@ class Text:
             self._padded = table
         return self._padded
 
-    def fill(self, buf, starts):
-        blob, offs, lens = self._chunks()
-        c = np.minimum(self.codes, len(self.dictionary))
-        buf[ranges(starts, lens[c])] = blob[ranges(offs[c], lens[c])]
-
     def chunks(self, idx, length):
-        return self._table()[np.minimum(self.codes[idx], len(self.dictionary)), :length]
+        return self._table()[self._codes(idx), :length]
+
+    def compact(self, block=1 << 24):
+        """Every record's chunk back to back (uint8): rows of the padded
+        dictionary table, trimmed by a mask, a block of records at a time."""
+        table = self._table()
+        _, _, lens = self._chunks()
+        codes = self._codes()
+        keep = np.arange(table.shape[1]) < lens[:, None]          # (D + 1, width)
+        step = max(1, block // table.shape[1])
+        parts = [table[c][keep[c]] for c in (codes[i:i + step] for i in range(0, len(codes), step))]
+        return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
 
 
 @dataclass
-class Int8Array:
-    """One bigint[] per record: `counts` elements each, all of them in `flat`."""
+class Array:
+    """A one-dimensional array per record: record i holds the next ``counts[i]``
+    elements of ``elements`` (a Fixed or Text field over every element, in
+    record order); ``oid`` is the element type (INT4OID, INT8OID, TEXTOID)."""
     counts: np.ndarray
-    flat: np.ndarray
+    elements: object
+    oid: int
 
     def __len__(self):
         return len(self.counts)
 
     constant = False
-
-    def chunk_lengths(self):
-        return 24 + 12 * self.counts.astype(np.int64)
-
-    def fill(self, buf, starts):
-        n = len(self.counts)
-        head = np.empty(n, dtype=[("len", ">i4"), ("ndim", ">i4"), ("flags", ">i4"), ("type", ">i4"),
-                                  ("dim", ">i4"), ("lbound", ">i4")])
-        head["len"] = 20 + 12 * self.counts.astype(np.int64)
-        head["ndim"], head["flags"], head["type"], head["lbound"] = 1, 0, INT8OID, 1
-        head["dim"] = self.counts
-        _scatter_fixed(buf, starts, head.view(np.uint8), 24)
-        elems = np.empty(len(self.flat), dtype=[("len", ">i4"), ("v", ">i8")])
-        elems["len"], elems["v"] = 8, self.flat
-        buf[ranges(starts + 24, 12 * self.counts.astype(np.int64))] = elems.view(np.uint8)
-
-    def chunks(self, idx, length):
-        """(m, length) bytes of records `idx`, which all hold (length - 24) / 12 elements."""
-        n = (length - 24) // 12
-        if not hasattr(self, "_first"):
-            self._first = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
-        rec = np.empty(len(idx), dtype=[("len", ">i4"), ("ndim", ">i4"), ("flags", ">i4"),
-                                        ("type", ">i4"), ("dim", ">i4"), ("lbound", ">i4"),
-                                        ("e", [("len", ">i4"), ("v", ">i8")], (n,))])
-        rec["len"], rec["ndim"], rec["flags"], rec["type"], rec["dim"], rec["lbound"] = \
-            length - 4, 1, 0, INT8OID, n, 1
-        rec["e"]["len"] = 8
-        rec["e"]["v"] = self.flat[self._first[idx][:, None] + np.arange(n)]
-        return rec.view(np.uint8).reshape(len(idx), length)
 
 
 def field_order(fields):
@@ -190,26 +174,16 @@ def records(fields):
     for i, f in enumerate(fields[:lead]):
         prefix[f"f{i}"]["len"] = np.dtype(f.dtype).itemsize
         prefix[f"f{i}"]["v"] = f.values
-    lens = [f.chunk_lengths() for f in fields[lead:]]
-    if lens and all(hasattr(f, "chunks") for f in fields[lead:]):
-        out = _by_layout(prefix, fields[lead:], lens)
-        if out is not None:
-            return HEADER + out + TRAILER
-    rec = prefix.dtype.itemsize + (sum(lens) if lens else 0)
-    rec = np.broadcast_to(rec, (n,)).astype(np.int64)
-    start = np.concatenate([[0], np.cumsum(rec)[:-1]]) + len(HEADER)
-    buf = np.empty(len(HEADER) + int(rec.sum()) + len(TRAILER), np.uint8)
-    buf[:len(HEADER)] = np.frombuffer(HEADER, np.uint8)
-    buf[len(buf) - 2:] = 255
-    if lead == len(fields):                     # every record has the same size
-        buf[len(HEADER):len(buf) - 2] = prefix.view(np.uint8)
-        return buf.tobytes()
-    _scatter_fixed(buf, start, prefix.view(np.uint8), prefix.dtype.itemsize)
-    pos = start + prefix.dtype.itemsize
-    for f, ln in zip(fields[lead:], lens):
-        f.fill(buf, pos)
-        pos = pos + ln
-    return buf.tobytes()
+    rest = fields[lead:]
+    if not rest:                                # every record has the same size
+        return HEADER + prefix.tobytes() + TRAILER
+    if any(isinstance(f, Array) for f in rest):
+        return HEADER + _by_pieces(prefix, rest) + TRAILER
+    lens = [f.chunk_lengths() for f in rest]
+    out = _by_layout(prefix, rest, lens)
+    if out is None:
+        out = _by_chunks(prefix, rest, lens)
+    return HEADER + out + TRAILER
 
 
 def _by_layout(prefix, fields, lens, max_layouts=4096):
@@ -217,21 +191,23 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
     within a layout every record has the same size, so a block is one
     structured array -- no per-byte scatter. Records keep their relative order
     within a layout (COPY does not care about row order)."""
-    uniq = [np.unique(ln, return_inverse=True) for ln in lens]
-    sizes = [len(u) for u, _ in uniq]
+    widths = [np.flatnonzero(np.bincount(ln)) for ln in lens]
+    sizes = [len(w) for w in widths]
     if np.prod(sizes, dtype=float) > max_layouts:
         return None
-    layout = np.ravel_multi_index([inv.reshape(-1) for _, inv in uniq], sizes) if len(sizes) > 1 \
-        else uniq[0][1].reshape(-1)
-    order = np.argsort(layout, kind="stable")
-    bounds = np.searchsorted(layout[order], np.arange(int(np.prod(sizes)) + 1))
+    layout = np.zeros(len(prefix), np.int64)
+    for w, ln in zip(widths, lens):            # mixed-radix layout number
+        rank = np.zeros(int(w[-1]) + 1, np.int64)
+        rank[w] = np.arange(len(w))
+        layout *= len(w)
+        layout += rank[ln]
+    count = np.bincount(layout, minlength=int(np.prod(sizes)))
+    order = np.argsort(layout.astype(np.uint16) if len(count) <= 1 << 16 else layout, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(count)])
     blocks = []
-    for lay in range(len(bounds) - 1):
+    for lay in np.flatnonzero(count).tolist():
         idx = order[bounds[lay]:bounds[lay + 1]]
-        if len(idx) == 0:
-            continue
-        parts = np.unravel_index(lay, sizes)
-        chunk_lens = [int(u[p]) for (u, _), p in zip(uniq, parts)]
+        chunk_lens = [int(w[p]) for w, p in zip(widths, np.unravel_index(lay, sizes))]
         dt = [("prefix", prefix.dtype)] + [(f"c{i}", np.uint8, (ln,)) for i, ln in enumerate(chunk_lens)]
         block = np.empty(len(idx), dtype=dt)
         block["prefix"] = prefix[idx]
@@ -239,3 +215,178 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
             block[f"c{i}"] = f.chunks(idx, ln)
         blocks.append(block.tobytes())
     return b"".join(blocks)
+
+
+def _by_chunks(prefix, fields, lens):
+    """Records written chunk column by chunk column at computed positions (for
+    fields with too many distinct chunk lengths to group by layout)."""
+    n = len(prefix)
+    width = prefix.dtype.itemsize
+    size = width + np.sum(lens, axis=0)
+    start = np.cumsum(size) - size
+    image = np.empty(int(size.sum()), np.uint8)
+    _write(image, start, _Chunks.whole(prefix.view(np.uint8).reshape(n, width)),
+           np.full(n, width, np.int64))
+    pos = start + width
+    for f, ln in zip(fields, lens):
+        _write(image, pos, f, ln)
+        pos = pos + ln
+    return image.tobytes()
+
+
+def _by_pieces(prefix, fields):
+    """Records with arrays: per record a handful of byte slices -- the prefix,
+    then per field its chunk, or an array's header and its elements (all of a
+    field's elements are built once, back to back, in record order) -- joined
+    once.  Arrays give records no common layout, and there are far fewer
+    records (groups) than elements (rows)."""
+    n = len(prefix)
+    width = prefix.dtype.itemsize
+    columns = [(prefix.view(np.uint8), width * np.arange(n, dtype=np.int64), np.full(n, width))]
+    for f in fields:
+        if isinstance(f, Array):
+            head, head_lens = _array_headers(f)
+            columns.append((head.reshape(-1), 24 * np.arange(n, dtype=np.int64), head_lens))
+            buf, lens = _compact(f.elements)
+            counts = np.asarray(f.counts, np.int64)
+            body = _per_record(lens, counts)
+            columns.append((buf, np.cumsum(body) - body, body))
+        else:
+            buf, lens = _compact(f)
+            columns.append((buf, np.cumsum(lens) - lens, lens))
+    slices = []
+    for buf, starts, lens in _merge_fixed(columns, n):
+        view = memoryview(buf)
+        slices.append([view[a:b] for a, b in zip(starts.tolist(), (starts + lens).tolist())])
+    return b"".join(chain.from_iterable(zip(*slices)))
+
+
+def _merge_fixed(columns, n):
+    """Adjacent piece columns whose pieces all have one width become one column
+    (a 2-D concatenation), so records are cut into fewer slices."""
+    out, run = [], []
+
+    def flush():
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            rows = np.concatenate([buf[ranges(starts, lens)].reshape(n, -1) for buf, starts, lens in run],
+                                  axis=1)
+            w = rows.shape[1]
+            out.append((rows.reshape(-1), w * np.arange(n, dtype=np.int64), np.full(n, w)))
+        run.clear()
+    for col in columns:
+        lens = col[2]
+        if n and np.all(lens == lens[0]):
+            run.append(col)
+        else:
+            flush()
+            out.append(col)
+    flush()
+    return out
+
+
+def _compact(field):
+    """Every chunk of a scalar field, back to back: (bytes, chunk lengths)."""
+    lens = field.chunk_lengths()
+    if isinstance(field, Fixed) and field.constant:
+        return field.chunks(None, int(lens[0]) if len(lens) else 0).reshape(-1), lens
+    if isinstance(field, Text):
+        return field.compact(), lens
+    buf = np.empty(int(lens.sum()), np.uint8)
+    _write(buf, np.cumsum(lens) - lens, field, lens)
+    return buf, lens
+
+
+def _per_record(element_lengths, counts):
+    """Total length of each record's elements."""
+    cum = np.concatenate([[0], np.cumsum(element_lengths)])
+    first = np.cumsum(counts) - counts
+    return cum[first + counts] - cum[first]
+
+
+def _array_headers(f):
+    """Per record its array header chunk: length word, ndim, flags, element
+    type, then (one-dimensional) dimension and lower bound -- 24 bytes, or 16
+    for an empty array (ndim 0, no dimension)."""
+    counts = np.asarray(f.counts, np.int64)
+    lens = f.elements.chunk_lengths()
+    null = f.elements.nulls()
+    has_null = _per_record(null.astype(np.int64), counts) > 0
+    body = _per_record(lens, counts)
+    head = np.empty(len(counts), dtype=[("len", ">i4"), ("ndim", ">i4"), ("flags", ">i4"),
+                                        ("type", ">i4"), ("dim", ">i4"), ("lbound", ">i4")])
+    empty = counts == 0
+    head["len"] = np.where(empty, 12, 20 + body)
+    head["ndim"] = np.where(empty, 0, 1)
+    head["flags"], head["type"], head["dim"], head["lbound"] = has_null, f.oid, counts, 1
+    return head.view(np.uint8).reshape(len(counts), 24), np.where(empty, 16, 24).astype(np.int64)
+
+
+class _Chunks:
+    """Pre-built chunks: row i of `table` (zero-padded), `lens[i]` bytes of it."""
+
+    def __init__(self, table, lens):
+        self.table, self.lens = table, lens
+
+    @classmethod
+    def whole(cls, table_and_lens):
+        if isinstance(table_and_lens, tuple):
+            return cls(*table_and_lens)
+        table = table_and_lens
+        return cls(table, np.full(len(table), table.shape[1], np.int64))
+
+    def chunk_lengths(self):
+        return self.lens
+
+    def chunks(self, idx, length):
+        return self.table[slice(None) if idx is None else idx, :length]
+
+
+def _write(image, dest, field, lens):
+    """image[dest[i] : dest[i] + lens[i]] = chunk i of `field`, a width at a time."""
+    if len(lens) == 0:
+        return
+    lens = np.asarray(lens)
+    present = np.bincount(lens)
+    widths = np.flatnonzero(present)
+    if len(widths) == 1:
+        groups = [(int(widths[0]), None)]
+    else:
+        key = lens.astype(np.uint16) if widths[-1] < 1 << 16 else lens
+        order = np.argsort(key, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(present[widths])])
+        groups = [(int(w), order[bounds[i]:bounds[i + 1]]) for i, w in enumerate(widths)]
+    bytewise = sum(min(w, len(lens) if idx is None else len(idx)) for w, idx in groups) \
+        > _MAX_RESIDUE_PASSES
+    for w, idx in groups:
+        if w == 0:
+            continue
+        d = dest if idx is None else dest[idx]
+        items = field.chunks(idx, w)
+        if bytewise:
+            image[ranges(d, np.full(len(d), w))] = np.ascontiguousarray(items).reshape(-1)
+        else:
+            _place(image, d, items)
+
+
+def _place(image, dest, items):
+    """image[dest[i] : dest[i] + w] = items[i] for (k, w) uint8 items: one
+    assignment per residue r of dest modulo w, through the view of image[r:]
+    as rows of w bytes."""
+    k, w = items.shape
+    residue = dest % w
+    present = np.bincount(residue, minlength=w)
+    rs = np.flatnonzero(present)
+    if len(rs) == 1:
+        groups = [(int(rs[0]), None)]
+    else:
+        order = np.argsort(residue.astype(np.uint16) if w < 1 << 16 else residue, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(present[rs])])
+        groups = [(int(r), order[bounds[i]:bounds[i + 1]]) for i, r in enumerate(rs)]
+    for r, sel in groups:
+        rows = np.ndarray(((len(image) - r) // w, w), dtype=np.uint8, buffer=image, offset=r)
+        if sel is None:
+            rows[(dest - r) // w] = items
+        else:
+            rows[(dest[sel] - r) // w] = items[sel]

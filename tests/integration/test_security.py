@@ -51,7 +51,7 @@ def test_row_level_security_is_not_bypassed(admin, connect):
     assert sqlstate_of(e) == "0A000"
 
 
-@pytest.mark.parametrize("table", ["deid.rid_set", "deid.equivalence_class", "deid.release",
+@pytest.mark.parametrize("table", ["deid.rid_set", "deid.rid_sets", "deid.equivalence_class", "deid.release",
                                    "deid.policy", "registry.patients"])
 def test_reader_cannot_read_catalog_or_source(connect, table):
     with pytest.raises(psycopg.Error) as e:
@@ -62,6 +62,7 @@ def test_reader_cannot_read_catalog_or_source(connect, table):
 def test_admin_may_read_audit_trail(connect):
     conn = connect("deid_t_admin")
     conn.execute("SELECT * FROM deid.rid_set LIMIT 1")
+    conn.execute("SELECT * FROM deid.rid_sets LIMIT 1")
     conn.execute("SELECT * FROM deid.equivalence_class LIMIT 1")
 
 

@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(40);
+SELECT plan(42);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -17,7 +17,8 @@ SELECT has_table('deid', 'release', 'release log');
 SELECT has_table('deid', 'rid_set', 'RID sets (001 Theorem 3)');
 SELECT has_table('deid', 'equivalence_class', 'equivalence classes (002)');
 SELECT has_view('deid', 'roles', 'roles can be read back');
-SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'group_id', 'attribute', 'value', 'rids']);
+SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'group_id', 'attribute', 'value_list', 'rid_counts', 'rids']);
+SELECT has_view('deid', 'rid_sets', 'RID sets, one row per value');
 
 SELECT has_function('deid', 'set_role', ARRAY['regclass', 'name', 'text', 'text', 'text']);
 SELECT has_function('deid', 'load_hierarchy', ARRAY['text', 'text', 'double precision[]']);
@@ -40,6 +41,7 @@ SELECT ok(NOT has_function_privilege('deid_reader', 'deid._datapath_probe(oid, t
 SELECT ok(NOT has_function_privilege('deid_reader', 'deid.set_role(regclass, name, text, text, text)', 'EXECUTE'),
           'readers cannot classify columns');
 SELECT ok(NOT has_table_privilege('deid_reader', 'deid.rid_set', 'SELECT'), 'readers never see RID sets');
+SELECT ok(NOT has_table_privilege('deid_reader', 'deid.rid_sets', 'SELECT'), 'nor their per-value view');
 
 -- Errors carry a SQLSTATE.
 CREATE TEMP TABLE t_pgtap (id int PRIMARY KEY, a int, s text);

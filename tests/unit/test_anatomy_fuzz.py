@@ -54,9 +54,13 @@ def check_result(res, qi, codes, K, L, column_l):
     assert res.certified_l.shape == (res.n_groups,)
     if L is not None:
         assert res.certified_l.min() >= L
-    max_l = L if column_l else None
     assert res.certified_l.tolist() == dv.certified_l_per_group(
-        gid, codes, column_l, n_groups=res.n_groups, max_l=max_l).tolist()
+        gid, codes, column_l, n_groups=res.n_groups, max_l=L).tolist()
+    if not column_l:
+        full = anatomize(qi, codes, K, L, full_certificate=True)
+        assert full.group_id.tolist() == gid.tolist()
+        assert full.certified_l.tolist() == dv.certified_l_per_group(
+            gid, codes, n_groups=res.n_groups).tolist()
     # per-attribute count tables add up to the group sizes (Fig. 3)
     for a in range(codes.shape[1]):
         g, _, c = sensitive_counts(gid, codes[:, a])

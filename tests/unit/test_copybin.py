@@ -26,22 +26,63 @@ def parse(image):
     return rows
 
 
+def array(raw, elem_oid=20):
+    """A one-dimensional array_send() image as a list (None for NULL elements)."""
+    ndim, flags, elem = struct.unpack_from(">3i", raw, 0)
+    assert elem == elem_oid
+    if ndim == 0:
+        assert len(raw) == 12
+        return []
+    dim, lbound = struct.unpack_from(">2i", raw, 12)
+    assert ndim == 1 and lbound == 1
+    pos, out = 20, []
+    for _ in range(dim):
+        (ln,) = struct.unpack_from(">i", raw, pos)
+        pos += 4
+        out.append(None if ln < 0 else raw[pos:pos + ln])
+        pos += max(ln, 0)
+    assert pos == len(raw)
+    assert flags == (None in out)
+    return out
+
+
 def int8_array(raw):
-    ndim, flags, elem, dim, lbound = struct.unpack_from(">5i", raw, 0)
-    assert (ndim, flags, elem, lbound) == (1, 0, 20, 1)
-    return [struct.unpack_from(">iq", raw, 20 + 12 * i)[1] for i in range(dim)]
+    return [struct.unpack(">q", x)[0] for x in array(raw, 20)]
 
 
 def test_mixed_fields_roundtrip():
     fields = [cb.Fixed(np.array([1, 2, 3]), ">i4"),
               cb.Text(np.array([0, 2, 1]), ["ab", "c"]),
               cb.Fixed(np.array([1.5, 0, -2]), ">f8", null=np.array([False, True, False])),
-              cb.Int8Array(np.array([1, 2, 1]), np.array([7, 8, 9, 10]))]
+              cb.Array(np.array([1, 2, 1]), cb.Fixed(np.array([7, 8, 9, 10]), ">i8"), cb.INT8OID)]
     rows = sorted(parse(cb.records(fields)), key=lambda r: struct.unpack(">i", r[0])[0])
     assert [struct.unpack(">i", r[0])[0] for r in rows] == [1, 2, 3]
     assert [r[1] for r in rows] == [b"ab", None, b"c"]
     assert [None if r[2] is None else struct.unpack(">d", r[2])[0] for r in rows] == [1.5, None, -2.0]
     assert [int8_array(r[3]) for r in rows] == [[7], [8, 9], [10]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 4), st.integers(-2**31, 2**31 - 1)), max_size=6),
+                min_size=1, max_size=40))
+def test_array_fields_roundtrip(recs):
+    """text[] (with NULL elements), int4[] and int8[] per record, empty arrays included,
+    next to a text scalar: every record comes back in order."""
+    words = ["", "ä", "abc", "x y"]                      # code 4 = NULL element
+    counts = np.array([len(r) for r in recs], np.int64)
+    codes = np.array([c for r in recs for c, _ in r] or [0], np.int64)[:int(counts.sum())]
+    nums = np.array([v for r in recs for _, v in r] or [0], np.int64)[:int(counts.sum())]
+    fields = [cb.Fixed(np.arange(len(recs)), ">i4"), cb.Text(np.zeros(len(recs), np.int64), ["attr"]),
+              cb.Array(counts, cb.Text(codes, words), cb.TEXTOID),
+              cb.Array(counts, cb.Fixed(nums, ">i4"), cb.INT4OID),
+              cb.Array(counts, cb.Fixed(nums * 3, ">i8"), cb.INT8OID)]
+    rows = parse(cb.records(fields))
+    assert [struct.unpack(">i", r[0])[0] for r in rows] == list(range(len(recs)))
+    for row, rec in zip(rows, recs):
+        assert row[1] == b"attr"
+        assert array(row[2], 25) == [None if c == 4 else words[c].encode() for c, _ in rec]
+        assert [struct.unpack(">i", x)[0] for x in array(row[3], 23)] == [v for _, v in rec]
+        assert int8_array(row[4]) == [3 * v for _, v in rec]
 
 
 def test_dates_are_days_since_2000():
@@ -100,3 +141,38 @@ def test_unpack_stored_rid_sets():
     recs = [[10, 11], [5], [], [1, 2**62, -3]]
     buf = b"".join(array_send(r) for r in recs)
     assert unpack_arrays(buf, np.array([len(r) for r in recs])).tolist() == [10, 11, 5, 1, 2**62, -3]
+
+
+def test_unpack_int4_arrays_and_malformed_images():
+    """rid_counts are int4[]; a NULL element or a wrong count is refused (DE002)."""
+    from deid.anatomy_release import unpack_arrays
+    from deid.errors import DeidError
+
+    def int4_send(xs):
+        return struct.pack(">5i", 1, 0, 23, len(xs), 1) + b"".join(
+            struct.pack(">i", -1) if x is None else struct.pack(">ii", 4, x) for x in xs)
+    good = int4_send([3, -4]) + int4_send([7])
+    assert unpack_arrays(good, [2, 1], width=4).tolist() == [3, -4, 7]
+    for buf, counts in [(good, [1, 1]), (good, [2, 2]), (int4_send([1, None]) + int4_send([1, 2]), [2, 2])]:
+        with pytest.raises(DeidError) as e:
+            unpack_arrays(buf, counts, width=4)
+        assert e.value.sqlstate == "DE002"
+
+
+def test_none_dictionary_entries_are_null():
+    counts = np.array([2, 0, 3])
+    text = cb.Text(np.array([0, 1, 2, 3, 1]), ["a", None, "ccc"])     # code 3 = NULL too
+    rows = parse(cb.records([cb.Fixed(np.arange(3), ">i4"), cb.Array(counts, text, cb.TEXTOID)]))
+    assert [array(r[1], 25) for r in rows] == [[b"a", None], [], [b"ccc", None, None]]
+
+
+def test_many_layouts_use_positioned_chunks():
+    """Two text fields with 70 lengths each (4,900 layouts) take the chunk-by-chunk path."""
+    words = ["x" * i for i in range(70)]
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 71, 500), rng.integers(0, 71, 500)          # 70 = NULL
+    fields = [cb.Fixed(np.arange(500), ">i4"), cb.Text(a, words), cb.Text(b, words)]
+    rows = parse(cb.records(fields))
+    assert [struct.unpack(">i", r[0])[0] for r in rows] == list(range(500))
+    assert [r[1] for r in rows] == [None if x == 70 else words[x].encode() for x in a]
+    assert [r[2] for r in rows] == [None if x == 70 else words[x].encode() for x in b]

@@ -169,6 +169,19 @@ def test_exponential_l_cube_and_sorted_paths_agree():
 
 # ------------------------------------------------------------------------- property tests
 
+def random_codes(rng, values, m, zipf=None):
+    """m rows, one column per entry of `values` (its number of distinct codes): uniform, or
+    Zipf-skewed with exponent `zipf`."""
+    cols = []
+    for v in values:
+        if zipf:
+            p = 1.0 / np.arange(1, v + 1) ** zipf
+            cols.append(rng.choice(v, m, p=p / p.sum()))
+        else:
+            cols.append(rng.integers(0, v, m))
+    return np.stack(cols, axis=1)
+
+
 @st.composite
 def small_groups(draw, max_rows=14):
     m = draw(st.integers(1, max_rows))
@@ -177,14 +190,7 @@ def small_groups(draw, max_rows=14):
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     skew = draw(st.booleans())
-    cols = []
-    for v in values:
-        if skew:
-            p = 1.0 / np.arange(1, v + 1) ** 2
-            cols.append(rng.choice(v, m, p=p / p.sum()))
-        else:
-            cols.append(rng.integers(0, v, m))
-    codes = np.stack(cols, axis=1)
+    codes = random_codes(rng, values, m, 2.0 if skew else None)
     limits = None
     if draw(st.booleans()):
         limits = {a: draw(st.integers(0, 4)) for a in range(s) if draw(st.booleans())}
@@ -240,3 +246,32 @@ def test_column_wise_on_larger_groups_matches_reference(m, s, L, seed):
     ref = dv.greedy_trace(codes, limits, L=L)["certified"]
     assert min(dv.certified_l(codes, limits), L) == ref
     assert dv.greedy_check(codes, L, limits) == (ref >= L)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 3, 40, 400]), st.integers(1, 12),
+       st.booleans())
+def test_capped_fast_path_matches_reference(seed, G, L, skewed):
+    # large enough for the capped path's sampled thresholds and further rounds, with and
+    # without its group-ordered layout; checked against the uncapped vectorised greedy and, on
+    # a few groups, the literal row-at-a-time reference
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2_000, 40_000))
+    sizes = [int(rng.integers(2, 400)), int(rng.integers(2, 300)), int(rng.integers(2, 16))]
+    codes = random_codes(rng, sizes, n, 1.5 if skewed else None)
+    gid = rng.integers(0, G, n)
+    if G > 1:
+        gid[rng.random(n) < 0.5] = 0                   # one large group among small ones
+    capped = dv.certified_l_per_group(gid, codes, n_groups=G, max_l=L)
+    full = dv.certified_l_per_group(gid, codes, n_groups=G)
+    assert capped.tolist() == np.minimum(full, L).tolist()
+    saved = dv.CAPPED_LOCAL_PAIRS
+    try:
+        dv.CAPPED_LOCAL_PAIRS = 0                       # force the group-ordered layout
+        assert dv.certified_l_per_group(gid, codes, n_groups=G, max_l=L).tolist() \
+            == capped.tolist()
+    finally:
+        dv.CAPPED_LOCAL_PAIRS = saved
+    for g in rng.choice(G, min(G, 3), replace=False):
+        rows = codes[gid == g]
+        assert capped[g] == dv.greedy_trace(rows, L=L)["certified"]

@@ -17,9 +17,11 @@ Models (``model=``):
   rows).  001 runs the same Split with this check instead of Fig. 6.
 
 Deviations: see :mod:`.mondrian` (row-preserving, tie-safe split) and :mod:`.diversity`.
-``certified_l`` of the result is the greedy certificate of each final group (Fig. 6/7); in
-column-wise mode it is capped at L (the limits L_i of Def. 7 are defined relative to L); for
-"exponential_l" it is the group's Exponential-L level.
+``certified_l`` of the result is the greedy certificate of each final group (Fig. 6/7), capped
+at L for the "kl" model (the greedy stops once it has certified L, which is all the release
+needs; in column-wise mode the limits L_i of Def. 7 are defined relative to L anyway); with
+``full_certificate=True`` and no ``column_l`` it is the uncapped Fig. 6 certificate.  With
+``L=None`` it is uncapped.  For "exponential_l" it is the group's Exponential-L level.
 """
 
 from dataclasses import dataclass
@@ -37,16 +39,20 @@ MODELS = ("kl", "exponential_l")
 class AnatomyResult:
     group_id: np.ndarray      # int64 (n,): group of each input row, 0..n_groups-1
     n_groups: int
-    certified_l: np.ndarray   # int64 (n_groups,): L certificate of each group
+    certified_l: np.ndarray   # int64 (n_groups,): L certificate of each group (capped at L
+    #                           for "kl" unless full_certificate=True; see the module docstring)
     model: str                # "kl" or "exponential_l"
 
 
-def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl"):
+def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certificate=False):
     """001 Fig. 5 Anonymize: partition the rows into groups satisfying the model.
 
     ``qi``: float64 (n, d) quasi-identifiers (categorical ones as codes in sort order);
     ``sensitive``: int64 (n, s) sensitive codes; ``K`` >= 2; ``L`` >= 1 or None (K-anonymity
     only); ``column_l``: {attribute index: L_i} with 0 <= L_i <= L (001 Def. 7, model "kl").
+    ``certified_l`` of the result is capped at L for model "kl" (enough to verify the release
+    and much cheaper); ``full_certificate=True`` computes the uncapped Fig. 6 certificate when
+    there is no ``column_l``.
     Raises DeidError: INVALID_PARAMETER_VALUE for bad arguments or an L no group can reach
     (more than the distinct values of a fully deletable attribute); PRIVACY_MODEL_UNSATISFIABLE
     when n < K or the whole table is not certified.
@@ -101,7 +107,7 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl"):
 
     group_id = mondrian.partition(qi, K, accept_groups=accept_groups)
     n_groups = int(group_id.max()) + 1
-    max_l = L if (caps is not None and model == "kl") else None
+    max_l = L if (model == "kl" and (caps is not None or not full_certificate)) else None
     cert = _level(group_id, dense, sizes, n_groups, caps, model, max_l)
     sizes_g = np.bincount(group_id, minlength=n_groups)
     if sizes_g.min() < K or (L is not None and cert.min() < L):

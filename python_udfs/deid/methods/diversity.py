@@ -194,6 +194,8 @@ def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None):
     if n == 0 or G == 0:
         return cert
     gsize = np.bincount(gid, minlength=G).astype(np.int64)
+    if caps is None and max_l is not None and _capped_fits(G, sizes, n):
+        return _capped_count(gid, dense, sizes, G, gsize, int(max_l))
     pks, npairs, pgroups, counts = [], [], [], []
     f = np.zeros(n, dtype=_index_dtype(n * s))
     gid_p = gid.astype(np.intp, copy=False)
@@ -229,6 +231,140 @@ def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None):
     if max_l is not None:
         cert = np.minimum(cert, int(max_l))
     return cert
+
+
+CAPPED_LOCAL_PAIRS = 1 << 21     # (group, value) tables above this: work in group order
+
+
+def _capped_fits(G, sizes, n):
+    """Whether :func:`_capped_count` can index (group, value) pairs directly."""
+    return G * max(int(np.max(sizes)), 1) <= max(8 * n, 1 << 22)
+
+
+def _capped_count(gid, dense, sizes, G, gsize, limit):
+    """001 Fig. 6 without column limits, capped: min(|C|, ``limit``) for every group.
+
+    Same answer as the sequential greedy (the tests compare it with :func:`greedy_trace`):
+
+    * Fig. 6 lines 1-2: the total frequency f of every row from one histogram of
+      (group, value) per attribute.  When those tables are large, the rows are first put in
+      group order (stable, so each group keeps its rows in input order and the tie order of
+      Fig. 6 line 3 is unchanged): the histogram and f then touch one group's small part of
+      the table at a time instead of the whole table at random.
+    * Fig. 6 lines 3-8 in rounds: a round takes, for every group still short of ``limit``, its
+      rows with below < f <= top (inclusive thresholds never split rows of equal f), sorts
+      them by (group, f, row) and continues the greedy from the state (values used, count)
+      of the earlier rounds.  Every round is therefore exactly the next slice of each group's
+      Fig. 6 order.  The first threshold of a group aims at an eighth of its rows (at
+      least 4 x ``limit``; estimated from a histogram of f, on a 1/16 sample for large
+      groups); it doubles while a group needs more rows.  Thresholds only affect speed.
+    * Inside a round (:func:`_pick_sorted`) every row whose values do not occur in any
+      earlier live row of its group is certainly picked by the sequential greedy, so all of
+      them are taken at once and the rows sharing a value with them die; repeat.  Every
+      repetition picks at least one row in every group still below ``limit``, so a round
+      takes at most ``limit`` repetitions.
+    """
+    n = gid.size
+    s = len(dense)
+    # 32-bit indices where they fit: fewer bytes of fresh memory per call
+    it = _index_dtype(G * max(int(np.max(sizes)), 1))
+    grouped = G > 1 and G * int(np.max(sizes)) > CAPPED_LOCAL_PAIRS
+    if grouped:
+        order = _order_by_group_then(gid, np.zeros(n, dtype=np.uint8), G)
+        gid = np.repeat(np.arange(G, dtype=it), gsize)
+        cols = [np.take(c, order) for c in dense]
+    else:
+        cols = dense
+        gid = gid.astype(it, copy=False)
+    f = np.zeros(n, dtype=_index_dtype(s * int(gsize.max()) + 1))
+    pks, npairs = [], []
+    for a in range(s):
+        size = max(int(sizes[a]), 1)
+        if G == 1:
+            pk = cols[a]
+        else:
+            pk = gid * it(size)
+            pk += cols[a]
+        cnt = np.bincount(pk, minlength=G * size)
+        f += np.take(cnt.astype(f.dtype, copy=False), pk)   # Fig. 6 lines 1-2
+        pks.append(pk)
+        npairs.append(G * size)
+    target = np.full(G, limit, dtype=np.int64)
+    count = np.zeros(G, dtype=np.int64)
+    if limit <= 0:
+        return count
+    used = [np.zeros(p, dtype=bool) for p in npairs]
+    first_at = [np.empty(p, dtype=np.int32) for p in npairs]
+    # first threshold per group: the lowest buckets of f (relative to the group's size) holding
+    # about `want` rows (a quarter of the group, at least 4 x limit; the greedy typically
+    # needs 10-30 %), counted on every row, or on every 16th row when the groups are large;
+    # groups of at most 2 x want rows take all their rows
+    top = np.full(G, _NO_LIMIT, dtype=np.int64)
+    want = np.maximum(4 * limit, gsize // 8)
+    big = gsize > 2 * want
+    if big.any():
+        nb = int(np.count_nonzero(big))
+        step = 16 if n >= 16 * 256 * nb else 1
+        top[big] = _sampled_thresholds(gid, f, gsize, big, s, step, 256 if step > 1 else 32,
+                                       want[big])
+    below = np.full(G, -1, dtype=np.int64)
+    scanned = np.zeros(G, dtype=np.int64)
+    gstart = np.cumsum(gsize) - gsize
+    rows = None
+    while True:
+        if rows is None:                                    # first round: every row
+            sel = f <= (top[0] if G == 1 else np.take(top, gid))
+            rows = np.flatnonzero(sel)
+        else:                                               # the rows of groups needing more
+            if grouped:
+                rows = ranges(gstart[more], gsize[more])
+            else:
+                rows = np.flatnonzero(np.take(more, gid))
+            fr = f[rows]
+            g_r = gid[rows]
+            rows = rows[(fr > np.take(below, g_r)) & (fr <= np.take(top, g_r))]
+        g_sub = gid[rows] if G > 1 else np.zeros(rows.size, dtype=np.uint8)
+        scanned += np.bincount(g_sub, minlength=G)
+        rows = rows[_order_by_group_then(g_sub, f[rows], G)]   # Fig. 6 line 3 (stable)
+        _pick_sorted(rows, gid, pks, target, used, first_at, count)
+        more = (count < target) & (scanned < gsize)
+        if not more.any():
+            return np.minimum(count, limit)
+        below = np.where(more, top, _NO_LIMIT)
+        top = np.where(more, np.minimum(2 * top, _NO_LIMIT), _NO_LIMIT)
+
+
+def _pick_sorted(rows, gid, pks, target, used, first_at, count):
+    """Continue 001 Fig. 6 over ``rows`` (sorted by group, f, row) until every group reaches
+    ``target`` or runs out of rows; updates ``used`` (values taken) and ``count`` in place.
+
+    A live row none of whose values occurs in an earlier live row of its group is picked by the
+    sequential greedy (no earlier pick can hold its values), so all such rows are picked at
+    once; rows sharing a value with a pick die.  (A pick past ``target`` is a pick the uncapped
+    greedy makes too, so min(count, target) is the capped greedy's answer.)"""
+    G = count.size
+    grp = gid[rows] if G > 1 else np.zeros(rows.size, dtype=np.intp)
+    keys = [pk[rows] for pk in pks]
+    live = np.take(count < target, grp)
+    for a, key in enumerate(keys):
+        live &= ~np.take(used[a], key)
+    while True:
+        grp = grp[live]
+        if grp.size == 0:
+            return
+        keys = [key[live] for key in keys]
+        idx = np.arange(grp.size, dtype=np.int32)
+        sure = np.ones(grp.size, dtype=bool)
+        for a, key in enumerate(keys):
+            first_at[a][key[::-1]] = idx[::-1]          # last write wins: first occurrence
+            sure &= first_at[a][key] == idx
+        for a, key in enumerate(keys):
+            used[a][key[sure]] = True
+        count += np.bincount(grp[sure], minlength=G)
+        live = ~sure
+        live &= np.take(count < target, grp)
+        for a, key in enumerate(keys):
+            live &= ~np.take(used[a], key)
 
 
 def _column_targets(caps, counts, pgroups, sizes, G, target):
@@ -292,18 +428,8 @@ def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
         if big.any():
             # first threshold per big group from a 1/16 sample of the rows: the lowest buckets
             # of f (relative to the group's size) holding about 2W sampled-and-scaled rows
-            B = 256
-            gs, fs = gid[::16], f[::16]
-            nb = int(np.count_nonzero(big))
-            slot = np.full(G, nb, dtype=np.intp)        # big groups 0..nb-1, others nb
-            slot[big] = np.arange(nb)
-            inv = np.where(big, B / (s * gsize + 1.0), 0.0)
-            key = np.take(slot, gs) * B
-            key += (fs * np.take(inv, gs)).astype(np.intp)
-            cum = np.cumsum(np.bincount(key, minlength=(nb + 1) * B).reshape(nb + 1, B), axis=1)
-            last = (cum[:nb] * 16 < 2 * W).sum(axis=1)
             top = np.full(G, _NO_LIMIT, dtype=np.int64)
-            top[big] = np.ceil((last + 1) * (s * gsize[big] + 1.0) / B)
+            top[big] = _sampled_thresholds(gid, f, gsize, big, s, 16, 256, 2 * W)
     if top is None:
         _scan_sorted(None, gid, f, pks, npairs, G, target, used, count)
         return count
@@ -312,16 +438,36 @@ def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
     scanned = np.zeros(G, dtype=np.int64)
     while True:
         if G == 1:
-            sel = (f > below[0]) & (f <= top[0])
+            sel = f <= top[0]
+            if below[0] >= 0:
+                sel &= f > below[0]
         else:
-            sel = f > np.take(below, gid)
-            sel &= f <= np.take(top, gid)
+            sel = f <= np.take(top, gid)
+            if below.max() >= 0:
+                sel &= f > np.take(below, gid)
         scanned += _scan_sorted(np.flatnonzero(sel), gid, f, pks, npairs, G, target, used, count)
         more = (count < target) & (scanned < gsize)
         if not more.any():
             return count
         below = np.where(more, top, _NO_LIMIT)
         top = np.where(more, np.minimum(2 * top, _NO_LIMIT), _NO_LIMIT)
+
+
+def _sampled_thresholds(gid, f, gsize, big, s, step, B, want):
+    """Per big group, a threshold of f below which about ``want`` of its rows lie: a
+    histogram of every ``step``-th row over B buckets of f relative to the group's size
+    (f <= s * size), cut where the scaled count reaches ``want`` (a scalar or one per big
+    group).  Only speed depends on it: rows above the threshold are scanned later."""
+    G = gsize.size
+    nb = int(np.count_nonzero(big))
+    slot = np.full(G, nb, dtype=np.intp)                     # big groups 0..nb-1, others nb
+    slot[big] = np.arange(nb)
+    inv = np.where(big, B / (s * gsize + 1.0), 0.0)
+    key = np.take(slot, gid[::step]) * B
+    key += (f[::step] * np.take(inv, gid[::step])).astype(np.intp)
+    cum = np.cumsum(np.bincount(key, minlength=(nb + 1) * B).reshape(nb + 1, B), axis=1)
+    last = (cum[:nb] * step < np.reshape(want, (-1, 1))).sum(axis=1)
+    return np.ceil((last + 1) * (s * gsize[big] + 1.0) / B)
 
 
 LOCKSTEP_STEPS = 256

@@ -231,17 +231,25 @@ class _Tree:
 
     def _right(self, lab, rk_of, dim, thr, N):
         """For rows with nodes ``lab``: whether the row goes to the right child, given each
-        node's split attribute and threshold (``_NO_CUT``: not split)."""
-        dims = np.unique(dim[thr != _NO_CUT])
-        right = None
-        for j in dims.tolist():
-            t = np.full(N + 1, _NO_CUT, dtype=np.int32)
-            sel = (dim == j) & (thr != _NO_CUT)
-            t[:N][sel] = thr[sel]
-            r = rk_of(j) > t[lab]
-            right = r if right is None else (right | r)
-        if right is None:
-            right = np.zeros(lab.size, dtype=bool)
+        node's split attribute and threshold (``_NO_CUT``: not split).  One lookup of the row's
+        threshold; with several split attributes, also of its attribute."""
+        cut = thr != _NO_CUT
+        dims = np.unique(dim[cut]).tolist()
+        if not dims:
+            return np.zeros(lab.size, dtype=bool)
+        t = np.full(N + 1, _NO_CUT, dtype=np.int32)
+        t[:N][cut] = thr[cut]
+        t_row = t[lab]
+        if len(dims) == 1:
+            return rk_of(dims[0]) > t_row
+        a = np.full(N + 1, -1, dtype=np.int16)
+        a[:N][cut] = dim[cut]
+        a_row = a[lab]
+        right = np.zeros(lab.size, dtype=bool)
+        for j in dims:
+            r = rk_of(j) > t_row
+            r &= a_row == j
+            right |= r
         return right
 
     def _accepted(self, nodes, dims, thr, cut):
