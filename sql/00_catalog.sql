@@ -136,33 +136,51 @@ CREATE TRIGGER release_append_only BEFORE UPDATE OR DELETE ON deid.release
 -- ---------------------------------------------------------------------
 -- Intermediate results of the methods (audit trail; never for readers)
 -- ---------------------------------------------------------------------
--- 001 Theorem 3: the RID sets of a release.  One row per group and sensitive
--- attribute: the group's distinct values of the attribute, and, in the same
--- order, the RID set of each value -- value_list[i] is held by the rid_counts[i]
--- rows that come next in rids.  (One row per value would be millions of rows
--- for a million-row release; deid.rid_sets below shows that shape.)
+-- 001 Theorem 3: the RID sets of a release, per sensitive attribute.  An entry
+-- is one value in one group: group_ids[i] holds value_list[i] in the
+-- rid_counts[i] rows that come next in rids.  Entries are stored in chunks of
+-- consecutive entries (about 64k RIDs each) so that a million-row release is a
+-- few dozen catalog rows rather than millions; deid.rid_sets shows one row per
+-- entry.
 CREATE TABLE deid.rid_set (
     release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
-    group_id    int    NOT NULL,
     attribute   text   NOT NULL,
-    value_list  text[] NOT NULL,           -- distinct values (NULL is a value), in sort order
-    rid_counts  int[]  NOT NULL,           -- size of each value's RID set
-    rids        bigint[] NOT NULL,         -- the RID sets concatenated, each sorted
-    CHECK (cardinality(value_list) = cardinality(rid_counts))
+    chunk       int    NOT NULL,           -- 0, 1, ... per release and attribute
+    group_ids   int[]  NOT NULL,           -- per entry: its group (ascending)
+    value_list  text[] NOT NULL,           -- per entry: its value (NULL is a value)
+    rid_counts  int[]  NOT NULL,           -- per entry: the size of its RID set
+    rids        bigint[] NOT NULL,         -- the RID sets, entry after entry, each sorted
+    PRIMARY KEY (release_id, attribute, chunk),
+    CHECK (cardinality(group_ids) = cardinality(value_list)
+           AND cardinality(value_list) = cardinality(rid_counts))
 );
--- Rows arrive release after release: a BRIN index finds a release's rows and
--- costs next to nothing to maintain while a request writes them.
-CREATE INDEX ON deid.rid_set USING brin (release_id);
+-- Chunks are large and hold numbers that barely compress: store them out of
+-- line without spending time on compression.
+ALTER TABLE deid.rid_set ALTER group_ids SET STORAGE EXTERNAL, ALTER value_list SET STORAGE EXTERNAL,
+    ALTER rid_counts SET STORAGE EXTERNAL, ALTER rids SET STORAGE EXTERNAL;
 
--- The same catalog with one row per group, attribute and value (001 Theorem 3 as printed).
+-- One entry of a chunk per row: (group, value, its RIDs).
+CREATE FUNCTION deid._rid_set_entries(group_ids int[], value_list text[], rid_counts int[], all_rids bigint[])
+RETURNS TABLE (group_id int, value text, rids bigint[])
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    stop int := 0;
+BEGIN
+    FOR i IN 1 .. cardinality(rid_counts) LOOP
+        group_id := group_ids[i];
+        value := value_list[i];
+        rids := all_rids[stop + 1 : stop + rid_counts[i]];
+        stop := stop + rid_counts[i];
+        RETURN NEXT;
+    END LOOP;
+END
+$fn$;
+
+-- The same catalog with one row per release, group, attribute and value (001 Theorem 3 as printed).
 CREATE VIEW deid.rid_sets AS
-SELECT r.release_id, r.group_id, r.attribute, v.value, v.ordinal,
-       r.rids[v.stop - v.size + 1 : v.stop] AS rids
+SELECT r.release_id, e.group_id, r.attribute, e.value, e.rids
   FROM deid.rid_set r
- CROSS JOIN LATERAL (
-       SELECT u.value, u.size, u.ordinal,
-              (sum(u.size) OVER (ORDER BY u.ordinal))::int AS stop
-         FROM unnest(r.value_list, r.rid_counts) WITH ORDINALITY AS u(value, size, ordinal)) v;
+ CROSS JOIN LATERAL deid._rid_set_entries(r.group_ids, r.value_list, r.rid_counts, r.rids) e;
 
 -- 002: the equivalence classes of a release with their cardinality and generalized values.
 CREATE TABLE deid.equivalence_class (

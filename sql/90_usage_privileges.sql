@@ -35,3 +35,5 @@ BEGIN
 END
 $grants$;
 GRANT EXECUTE ON FUNCTION deid._raise(text, text, text, text) TO PUBLIC;
+-- deid.rid_sets (audit view for deid_admin) expands chunks with this pure helper.
+GRANT EXECUTE ON FUNCTION deid._rid_set_entries(int[], text[], int[], bigint[]) TO deid_admin;

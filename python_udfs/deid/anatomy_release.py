@@ -90,8 +90,7 @@ def run(db, req):
             tables.append(write_counts(db, req, s, p, frame.columns[s], codes, dictionary))
     else:
         tables.append(write_generalized(db, req, frame, group, order, labels, qis, sas + others))
-    write_rid_sets(db, req.release_id, sas, pairs, [d for _, d in sa_dicts], frame.rid,
-                   result.n_groups)
+    write_rid_sets(db, req.release_id, sas, pairs, [d for _, d in sa_dicts], frame.rid)
     sizes = np.bincount(group, minlength=result.n_groups)
     record_classes(db, req, sizes, labels, qis)
     t_write = time.perf_counter()
@@ -153,8 +152,16 @@ class ValuePairs:
 
 
 def pair_counts(group, codes, width):
-    """Distinct (group, code) pairs and how many rows hold each."""
-    key, counts = np.unique(group * width + codes, return_counts=True)
+    """Distinct (group, code) pairs and how many rows hold each (counted in a
+    histogram when the pair space is small, else by sorting)."""
+    key = group * width + codes
+    bins = (int(group.max()) + 1) * width if len(group) else 0
+    if bins <= 4 * len(key) + (1 << 16):
+        counts = np.bincount(key, minlength=bins)
+        key = np.flatnonzero(counts)
+        counts = counts[key]
+    else:
+        key, counts = np.unique(key, return_counts=True)
     return key // width, key % width, counts
 
 
@@ -183,24 +190,42 @@ def write_counts(db, req, attribute, pairs, col, row_codes, dictionary):
     return name
 
 
-def write_rid_sets(db, release_id, attributes, pairs, dictionaries, rid, n_groups):
-    """deid.rid_set (001 Theorem 3), one binary COPY: per group and sensitive
-    attribute one row -- the group's distinct values in code (sort) order,
-    the size of each value's RID set, and the RID sets concatenated (each
-    sorted: ValuePairs orders rows by group, value, row id)."""
+RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an entry boundary)
+
+
+def write_rid_sets(db, release_id, attributes, pairs, dictionaries, rid):
+    """deid.rid_set (001 Theorem 3), one binary COPY: per attribute its entries
+    (one per group and value: the group, the value, the size of its RID set)
+    and the RID sets concatenated, each sorted (ValuePairs orders rows by
+    group, value, row id), cut into chunks of about RID_CHUNK RIDs."""
     fields = []
     for j, (p, dictionary) in enumerate(zip(pairs, dictionaries)):
-        per_group = np.bincount(p.group, minlength=n_groups)
-        rows = np.bincount(p.group, weights=p.count, minlength=n_groups).astype(np.int64)
-        fields.append([copybin.Fixed(np.full(n_groups, release_id, np.int64), ">i8"),
-                       copybin.Fixed(np.arange(n_groups), ">i4"),
-                       copybin.Text(np.full(n_groups, j, np.int64), attributes),
-                       copybin.Array(per_group, copybin.Text(p.code, dictionary), copybin.TEXTOID),
-                       copybin.Array(per_group, copybin.Fixed(p.count, ">i4"), copybin.INT4OID),
-                       copybin.Array(rows, copybin.Fixed(rid[p.rows], ">i8"), copybin.INT8OID)])
+        entries = rid_chunks(p.count)
+        chunks = len(entries)
+        rids_per_chunk = np.bincount(np.repeat(np.arange(chunks), entries), weights=p.count,
+                                     minlength=chunks).astype(np.int64)
+        fields.append([copybin.Fixed(np.full(chunks, release_id, np.int64), ">i8"),
+                       copybin.Text(np.full(chunks, j, np.int64), attributes),
+                       copybin.Fixed(np.arange(chunks), ">i4"),
+                       copybin.Array(entries, copybin.Fixed(p.group, ">i4"), copybin.INT4OID),
+                       copybin.Array(entries, copybin.Text(p.code, dictionary), copybin.TEXTOID),
+                       copybin.Array(entries, copybin.Fixed(p.count, ">i4"), copybin.INT4OID),
+                       copybin.Array(rids_per_chunk, copybin.Fixed(rid[p.rows], ">i8"), copybin.INT8OID)])
     if fields:
-        datapath.copy_fields(db, "deid.rid_set", ["release_id", "group_id", "attribute", "value_list",
-                                                  "rid_counts", "rids"], _concat_fields(fields))
+        datapath.copy_fields(db, "deid.rid_set", ["release_id", "attribute", "chunk", "group_ids",
+                                                  "value_list", "rid_counts", "rids"],
+                             _concat_fields(fields))
+
+
+def rid_chunks(counts, limit=RID_CHUNK):
+    """Entries per chunk: consecutive entries, a new chunk once a chunk holds
+    `limit` RIDs or more (so a chunk exceeds `limit` only by its last entry)."""
+    if len(counts) == 0:
+        return np.zeros(0, np.int64)
+    before = np.cumsum(counts) - counts            # RIDs before each entry
+    chunk = before // limit                         # chunk of each entry's first RID
+    _, entries = np.unique(chunk, return_counts=True)
+    return entries.astype(np.int64)
 
 
 def _concat_fields(per_attribute):
@@ -341,38 +366,34 @@ def read_rid_sets(db, release_id):
     count, and all RIDs concatenated. Values are identified by hashtext(): a
     collision can only merge two values, which makes the verifier stricter (a
     duplicate entry it refuses), never more lenient."""
-    # Per attribute, one packed column per field, all aggregates of one group
-    # seeing its rows in the same order.  A handful of attributes: hash them
-    # (a sort would carry every RID set through an external sort).
-    sql = ("SELECT attribute AS a, string_agg(int4send(group_id), ''::bytea) AS g,"
-           " string_agg(int4send(cardinality(value_list)), ''::bytea) AS nv,"
-           " string_agg(int4send(cardinality(rid_counts)), ''::bytea) AS nc,"
-           " string_agg(int4send(cardinality(rids)), ''::bytea) AS nr,"
-           " string_agg((SELECT string_agg(int4send(coalesce(hashtext(v), -2147483648)), ''::bytea)"
-           "             FROM unnest(r.value_list) AS v), ''::bytea) AS v,"
-           " string_agg(array_send(rid_counts), ''::bytea) AS c,"
-           " string_agg(array_send(rids), ''::bytea) AS r"
-           " FROM deid.rid_set r WHERE release_id = $1 GROUP BY attribute")
-    sort = db.value("SELECT current_setting('enable_sort')")
-    db.query("SELECT set_config('enable_sort', 'off', true)")
-    try:
-        rows = db.query(sql, [release_id], ["bigint"])
-    finally:
-        db.query("SELECT set_config('enable_sort', $1, true)", [sort], ["text"])
+    rows = db.query(
+        "SELECT attribute AS a,"
+        " string_agg(int4send(cardinality(group_ids)), ''::bytea ORDER BY chunk) AS ng,"
+        " string_agg(int4send(cardinality(value_list)), ''::bytea ORDER BY chunk) AS nv,"
+        " string_agg(int4send(cardinality(rid_counts)), ''::bytea ORDER BY chunk) AS nc,"
+        " string_agg(int4send(cardinality(rids)), ''::bytea ORDER BY chunk) AS nr,"
+        " string_agg(array_send(group_ids), ''::bytea ORDER BY chunk) AS g,"
+        " string_agg((SELECT string_agg(int4send(coalesce(hashtext(v), -2147483648)), ''::bytea)"
+        "             FROM unnest(r.value_list) AS v), ''::bytea ORDER BY chunk) AS v,"
+        " string_agg(array_send(rid_counts), ''::bytea ORDER BY chunk) AS c,"
+        " string_agg(array_send(rids), ''::bytea ORDER BY chunk) AS r"
+        " FROM deid.rid_set r WHERE release_id = $1 GROUP BY attribute", [release_id], ["bigint"])
     groups, attrs, values, counts, flat = [], [], [], [], []
     for r in rows:
-        packed = {k: np.frombuffer(r[k] or b"", ">i4").astype(np.int64) for k in ("g", "nv", "nc", "nr", "v")}
+        packed = {k: np.frombuffer(r[k] or b"", ">i4").astype(np.int64)
+                  for k in ("ng", "nv", "nc", "nr", "v")}
         entries = packed["nc"]
-        if not np.array_equal(packed["nv"], entries) or packed["v"].size != entries.sum():
-            raise DeidError("DE002", f"deid.rid_set of attribute {r['a']!r}: value_list and "
-                                     "rid_counts differ in length")
+        if not (np.array_equal(packed["ng"], entries) and np.array_equal(packed["nv"], entries)
+                and packed["v"].size == entries.sum()):
+            raise DeidError("DE002", f"deid.rid_set of attribute {r['a']!r}: group_ids, value_list "
+                                     "and rid_counts differ in length")
         n = unpack_arrays(r["c"], entries, width=4)
-        per_row = np.bincount(np.repeat(np.arange(len(entries)), entries), weights=n,
-                              minlength=len(entries)).astype(np.int64)
-        if not np.array_equal(per_row, packed["nr"]):
+        per_chunk = np.bincount(np.repeat(np.arange(len(entries)), entries), weights=n,
+                                minlength=len(entries)).astype(np.int64)
+        if not np.array_equal(per_chunk, packed["nr"]):
             raise DeidError("DE002", f"deid.rid_set of attribute {r['a']!r}: rid_counts do not "
                                      "add up to the RIDs stored")
-        groups.append(np.repeat(packed["g"], entries))
+        groups.append(unpack_arrays(r["g"], entries, width=4))
         values.append(packed["v"])
         attrs.append(np.full(len(n), r["a"]))
         counts.append(n)

@@ -178,19 +178,18 @@ def records(fields):
     if not rest:                                # every record has the same size
         return HEADER + prefix.tobytes() + TRAILER
     if any(isinstance(f, Array) for f in rest):
-        return HEADER + _by_pieces(prefix, rest) + TRAILER
+        return _by_pieces(prefix, rest)
     lens = [f.chunk_lengths() for f in rest]
     out = _by_layout(prefix, rest, lens)
-    if out is None:
-        out = _by_chunks(prefix, rest, lens)
-    return HEADER + out + TRAILER
+    return out if out is not None else HEADER + _by_chunks(prefix, rest, lens) + TRAILER
 
 
 def _by_layout(prefix, fields, lens, max_layouts=4096):
     """Records grouped by layout (the tuple of their variable chunk lengths):
     within a layout every record has the same size, so a block is one
     structured array -- no per-byte scatter. Records keep their relative order
-    within a layout (COPY does not care about row order)."""
+    within a layout (COPY does not care about row order). Returns the whole
+    image, or None when there are more than `max_layouts` layouts."""
     widths = [np.flatnonzero(np.bincount(ln)) for ln in lens]
     sizes = [len(w) for w in widths]
     if np.prod(sizes, dtype=float) > max_layouts:
@@ -214,7 +213,7 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
         for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
             block[f"c{i}"] = f.chunks(idx, ln)
         blocks.append(block.tobytes())
-    return b"".join(blocks)
+    return b"".join([HEADER] + blocks + [TRAILER])
 
 
 def _by_chunks(prefix, fields, lens):
@@ -238,8 +237,8 @@ def _by_pieces(prefix, fields):
     """Records with arrays: per record a handful of byte slices -- the prefix,
     then per field its chunk, or an array's header and its elements (all of a
     field's elements are built once, back to back, in record order) -- joined
-    once.  Arrays give records no common layout, and there are far fewer
-    records (groups) than elements (rows)."""
+    once, with the header and trailer.  Arrays give records no common layout;
+    records with arrays are few (chunks of RID sets), their elements many."""
     n = len(prefix)
     width = prefix.dtype.itemsize
     columns = [(prefix.view(np.uint8), width * np.arange(n, dtype=np.int64), np.full(n, width))]
@@ -258,7 +257,7 @@ def _by_pieces(prefix, fields):
     for buf, starts, lens in _merge_fixed(columns, n):
         view = memoryview(buf)
         slices.append([view[a:b] for a, b in zip(starts.tolist(), (starts + lens).tolist())])
-    return b"".join(chain.from_iterable(zip(*slices)))
+    return b"".join(chain([HEADER], chain.from_iterable(zip(*slices)), [TRAILER]))
 
 
 def _merge_fixed(columns, n):

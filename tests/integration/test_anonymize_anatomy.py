@@ -55,15 +55,18 @@ def test_anatomy_release(classified):
             f" JOIN registry.patients p ON p.patient_id = u.rid WHERE r.release_id = %s"
             f" AND r.attribute = %s AND p.{attr} IS DISTINCT FROM r.value", [rid, attr]).fetchone()[0]
         assert wrong == 0
-    # one catalog row per group and attribute; the view has one row per value
+    # chunks of entries; the view has one row per entry (group, value)
     shape = classified.execute(
-        "SELECT count(*), count(DISTINCT (group_id, attribute)), sum(cardinality(value_list)),"
-        " bool_and(cardinality(value_list) = cardinality(rid_counts)),"
+        "SELECT count(*), sum(cardinality(value_list)), count(DISTINCT (attribute, chunk)),"
+        " bool_and(cardinality(group_ids) = cardinality(rid_counts)"
+        "          AND cardinality(value_list) = cardinality(rid_counts)),"
         " bool_and((SELECT sum(c) FROM unnest(rid_counts) c) = cardinality(rids))"
         " FROM deid.rid_set WHERE release_id = %s", [rid]).fetchone()
-    assert shape[0] == shape[1] and shape[3] and shape[4]
-    assert classified.execute("SELECT count(*), sum(cardinality(rids)) FROM deid.rid_sets"
-                              " WHERE release_id = %s", [rid]).fetchone() == (shape[2], 6000)
+    assert shape[0] == shape[2] and shape[3] and shape[4]
+    entries = classified.execute(
+        "SELECT count(*), count(DISTINCT (group_id, attribute, value)), sum(cardinality(rids)),"
+        " count(DISTINCT group_id) FROM deid.rid_sets WHERE release_id = %s", [rid]).fetchone()
+    assert entries == (shape[1], shape[1], 6000, groups)
     # the QIT holds exactly the source's quasi-identifier tuples, the count tables its values
     assert classified.execute(
         "SELECT count(*) FROM ((SELECT age, sex, race, zip FROM release.t_an_qit EXCEPT ALL"

@@ -17,7 +17,7 @@ SELECT has_table('deid', 'release', 'release log');
 SELECT has_table('deid', 'rid_set', 'RID sets (001 Theorem 3)');
 SELECT has_table('deid', 'equivalence_class', 'equivalence classes (002)');
 SELECT has_view('deid', 'roles', 'roles can be read back');
-SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'group_id', 'attribute', 'value_list', 'rid_counts', 'rids']);
+SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'attribute', 'chunk', 'group_ids', 'value_list', 'rid_counts', 'rids']);
 SELECT has_view('deid', 'rid_sets', 'RID sets, one row per value');
 
 SELECT has_function('deid', 'set_role', ARRAY['regclass', 'name', 'text', 'text', 'text']);

@@ -176,3 +176,12 @@ def test_many_layouts_use_positioned_chunks():
     assert [struct.unpack(">i", r[0])[0] for r in rows] == list(range(500))
     assert [r[1] for r in rows] == [None if x == 70 else words[x].encode() for x in a]
     assert [r[2] for r in rows] == [None if x == 70 else words[x].encode() for x in b]
+
+
+def test_rid_chunks_cut_at_entry_boundaries():
+    from deid.anatomy_release import rid_chunks
+    counts = np.array([3, 4, 1, 9, 2, 2])            # RIDs before each entry: 0 3 7 8 17 19
+    assert rid_chunks(counts, limit=8).tolist() == [3, 1, 2]
+    assert rid_chunks(counts, limit=100).tolist() == [6]
+    assert rid_chunks(np.zeros(0, np.int64)).tolist() == []
+    assert int(rid_chunks(counts, limit=1).sum()) == 6

@@ -275,3 +275,21 @@ def test_capped_fast_path_matches_reference(seed, G, L, skewed):
     for g in rng.choice(G, min(G, 3), replace=False):
         rows = codes[gid == g]
         assert capped[g] == dv.greedy_trace(rows, L=L)["certified"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.booleans())
+def test_capped_small_groups_deferred_half_matches_reference(seed, L, skewed):
+    # groups of at most 8 x L rows: the capped path scans the first half of each group's
+    # Fig. 6 order first and the rest only for groups still short of L
+    rng = np.random.default_rng(seed)
+    G = int(rng.integers(1, 300))
+    gsize = rng.integers(1, 8 * L + 1, G)
+    gid = rng.permutation(np.repeat(np.arange(G), gsize))
+    sizes = [int(rng.integers(2, 60)), int(rng.integers(2, 30)), int(rng.integers(2, 8))]
+    codes = random_codes(rng, sizes, gid.size, 1.5 if skewed else None)
+    capped = dv.certified_l_per_group(gid, codes, n_groups=G, max_l=L)
+    full = dv.certified_l_per_group(gid, codes, n_groups=G)
+    assert capped.tolist() == np.minimum(full, L).tolist()
+    for g in rng.choice(G, min(G, 3), replace=False):
+        assert capped[g] == dv.greedy_trace(codes[gid == g], L=L)["certified"]

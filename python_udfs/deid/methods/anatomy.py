@@ -19,7 +19,9 @@ Models (``model=``):
 Deviations: see :mod:`.mondrian` (row-preserving, tie-safe split) and :mod:`.diversity`.
 ``certified_l`` of the result is the greedy certificate of each final group (Fig. 6/7), capped
 at L for the "kl" model (the greedy stops once it has certified L, which is all the release
-needs; in column-wise mode the limits L_i of Def. 7 are defined relative to L anyway); with
+needs; in column-wise mode the limits L_i of Def. 7 are defined relative to L anyway) -- and
+not recomputed: every final group was certified, with the same rows in the same order, when
+its split was accepted (the release path re-checks it independently in verify.py); with
 ``full_certificate=True`` and no ``column_l`` it is the uncapped Fig. 6 certificate.  With
 ``L=None`` it is uncapped.  For "exponential_l" it is the group's Exponential-L level.
 """
@@ -107,8 +109,13 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
 
     group_id = mondrian.partition(qi, K, accept_groups=accept_groups)
     n_groups = int(group_id.max()) + 1
-    max_l = L if (model == "kl" and (caps is not None or not full_certificate)) else None
-    cert = _level(group_id, dense, sizes, n_groups, caps, model, max_l)
+    if model == "kl" and accept_groups is not None and not full_certificate:
+        # Every group is the root (certified as `whole`) or a child that accept_groups
+        # certified with these very rows in this order, so the capped certificate is L.
+        cert = np.full(n_groups, L, dtype=np.int64)
+    else:
+        max_l = L if (model == "kl" and (caps is not None or not full_certificate)) else None
+        cert = _level(group_id, dense, sizes, n_groups, caps, model, max_l)
     sizes_g = np.bincount(group_id, minlength=n_groups)
     if sizes_g.min() < K or (L is not None and cert.min() < L):
         raise DeidError(VERIFICATION_FAILED, "anatomy produced a group violating (K,L)",

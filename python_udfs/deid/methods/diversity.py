@@ -258,6 +258,10 @@ def _capped_count(gid, dense, sizes, G, gsize, limit):
       Fig. 6 order.  The first threshold of a group aims at an eighth of its rows (at
       least 4 x ``limit``; estimated from a histogram of f, on a 1/16 sample for large
       groups); it doubles while a group needs more rows.  Thresholds only affect speed.
+      Groups of at most 8 x ``limit`` rows take all their rows in the first round; after the
+      sort, only the first half of each such group (at least 3 x ``limit`` rows) is scanned,
+      and the rest -- the next slice of the same sorted order -- only for the groups still
+      short of ``limit`` (the greedy typically needs 20-50 % of a group).
     * Inside a round (:func:`_pick_sorted`) every row whose values do not occur in any
       earlier live row of its group is certainly picked by the sequential greedy, so all of
       them are taken at once and the rows sharing a value with them die; repeat.  Every
@@ -296,7 +300,7 @@ def _capped_count(gid, dense, sizes, G, gsize, limit):
     used = [np.zeros(p, dtype=bool) for p in npairs]
     first_at = [np.empty(p, dtype=np.int32) for p in npairs]
     # first threshold per group: the lowest buckets of f (relative to the group's size) holding
-    # about `want` rows (a quarter of the group, at least 4 x limit; the greedy typically
+    # about `want` rows (an eighth of the group, at least 4 x limit; the greedy typically
     # needs 10-30 %), counted on every row, or on every 16th row when the groups are large;
     # groups of at most 2 x want rows take all their rows
     top = np.full(G, _NO_LIMIT, dtype=np.int64)
@@ -311,6 +315,7 @@ def _capped_count(gid, dense, sizes, G, gsize, limit):
     scanned = np.zeros(G, dtype=np.int64)
     gstart = np.cumsum(gsize) - gsize
     rows = None
+    first = True
     while True:
         if rows is None:                                    # first round: every row
             sel = f <= (top[0] if G == 1 else np.take(top, gid))
@@ -324,8 +329,22 @@ def _capped_count(gid, dense, sizes, G, gsize, limit):
             g_r = gid[rows]
             rows = rows[(fr > np.take(below, g_r)) & (fr <= np.take(top, g_r))]
         g_sub = gid[rows] if G > 1 else np.zeros(rows.size, dtype=np.uint8)
-        scanned += np.bincount(g_sub, minlength=G)
+        per = np.bincount(g_sub, minlength=G)
+        scanned += per
         rows = rows[_order_by_group_then(g_sub, f[rows], G)]   # Fig. 6 line 3 (stable)
+        if first:
+            # groups taking all their rows at once: the first `quota` rows of their Fig. 6
+            # order now, the rest (already in order) only if the group still needs them
+            first = False
+            quota = np.where(big, per, np.maximum(3 * limit, (gsize + 1) // 2))
+            if (quota < per).any():
+                rank = np.arange(rows.size, dtype=np.intp)
+                rank -= np.repeat(np.cumsum(per) - per, per)
+                now = rank < np.repeat(quota, per)
+                later = rows[~now]
+                _pick_sorted(rows[now], gid, pks, target, used, first_at, count)
+                later = later[np.take(count < target, gid[later])]
+                rows = later
         _pick_sorted(rows, gid, pks, target, used, first_at, count)
         more = (count < target) & (scanned < gsize)
         if not more.any():

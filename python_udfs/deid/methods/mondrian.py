@@ -119,7 +119,8 @@ class _Tree:
     each attribute (a superset of its values, made exact when the node is examined).
 
     Rows of nodes that became groups point to a sink node (index N) until they are compacted
-    away."""
+    away at the end of the level.  Ranks are stored in the smallest integer type that holds
+    them."""
 
     def __init__(self, qi, scale, K, accept, accept_groups):
         n, d = qi.shape
@@ -129,7 +130,7 @@ class _Tree:
         self.rk, self.vals = [], []
         for j in range(d):
             r, v = _dense_ranks(qi[:, j])
-            self.rk.append(r)
+            self.rk.append(r.astype(_rank_t(v.size), copy=False))  # fewer bytes per pass
             self.vals.append(v)
         self.R = np.array([v.size for v in self.vals], dtype=np.int64)
         self.rid = np.arange(n, dtype=self.idx_t)
@@ -347,7 +348,9 @@ class _Tree:
         self.lo, self.hi = lo, hi
         if P == 0:
             return
-        if self.n_sink * 4 > self.lab.size:                # compact the active rows
+        if self.n_sink:
+            # compact the active rows at once: the next round then passes the same ``rid``
+            # array to the acceptor for all nodes (which can reuse its per-rows gathers)
             live = np.flatnonzero(self.lab != P)
             self.lab = self.lab[live]
             self.rid = self.rid[live]
@@ -357,3 +360,8 @@ class _Tree:
 
 def _int_t(a, b):
     return np.int32 if a * b < 2**31 - 1 else np.int64
+
+
+def _rank_t(n_values):
+    """Smallest integer type holding the ranks 0..n_values-1."""
+    return np.uint8 if n_values <= 256 else np.int16 if n_values <= 32768 else np.int32
