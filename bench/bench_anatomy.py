@@ -748,7 +748,8 @@ def main():
         log(f"   CTAS {one['ctas_s']:.2f} s (median of {len(one['ctas_runs'])}), deid "
             f"{r['seconds']:.2f} s (median of {len(r['runs_s'])}: "
             f"{', '.join(f'{x:.1f}' for x in r['runs_s'])}; median run: read {ph['read']:.1f}, method {ph['method']:.1f}, write "
-            f"{ph['write']:.1f}, verify {ph['verify']:.1f}), {r['groups']} groups, "
+            f"{ph['write']:.1f}, verify {ph['verify']:.1f}; inside SQL statements "
+            f"{ph.get('in_sql', float('nan')):.1f}), {r['groups']} groups, "
             f"discernibility {r['discernibility']:.1f} -> ratio {one['ratio']:.1f}x CTAS: bar <= 10x "
             f"{verdict(one['pass_bar_10x'])}, aim <= 5x {verdict(one['pass_aim_5x'])}")
         log(f"   backend VmHWM {max(r['backend_vmhwm_kb_runs']) / 1024:.0f} MB (max of the runs;"

@@ -6,6 +6,7 @@ handle and turns a :class:`~deid.errors.DeidError` into a PostgreSQL error
 with its SQLSTATE, detail and hint.
 """
 import importlib
+import time
 
 import plpy
 
@@ -15,10 +16,22 @@ from .errors import DeidError
 class Database:
     """SPI access with cached prepared plans. All SQL text passed here is
     built from fixed fragments and quote_ident()'ed identifiers; values are
-    always bound parameters."""
+    always bound parameters. ``sql_seconds`` adds up the time spent inside
+    statements (for the phase timings in the release log)."""
 
     def __init__(self):
         self._plans = {}
+        self.sql_seconds = 0.0
+
+    def _run(self, sql, params, types):
+        t = time.perf_counter()
+        try:
+            if not params:
+                return plpy.execute(sql)
+            types = types or ["text"] * len(params)
+            return plpy.execute(self._plan(sql, types), list(params))
+        finally:
+            self.sql_seconds += time.perf_counter() - t
 
     def _plan(self, sql, types):
         key = (sql, tuple(types))
@@ -30,17 +43,11 @@ class Database:
 
     def query(self, sql, params=(), types=None):
         """Run a statement; return its rows as a list of dicts."""
-        if not params:
-            return list(plpy.execute(sql))
-        types = types or ["text"] * len(params)
-        return list(plpy.execute(self._plan(sql, types), list(params)))
+        return list(self._run(sql, params, types))
 
     def execute(self, sql, params=(), types=None):
         """Run a statement for its effect; return the processed-row count."""
-        if not params:
-            return plpy.execute(sql).nrows()
-        types = types or ["text"] * len(params)
-        return plpy.execute(self._plan(sql, types), list(params)).nrows()
+        return self._run(sql, params, types).nrows()
 
     def value(self, sql, params=(), types=None):
         rows = self.query(sql, params, types)
