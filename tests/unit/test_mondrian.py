@@ -136,6 +136,24 @@ def test_accept_groups_matches_accept():
     assert a.tolist() == b.tolist()
 
 
+def test_accept_groups_receives_children_as_runs_in_input_order():
+    rng = np.random.default_rng(5)
+    qi = rng.integers(0, 9, (400, 3)).astype(float)
+    calls = []
+
+    def many(rows, child, n_children):
+        calls.append(n_children)
+        assert rows.size == child.size and np.all(np.diff(child) >= 0)   # one run per child
+        bounds = np.searchsorted(child, np.arange(n_children + 1))
+        assert bounds[-1] == rows.size and np.all(np.diff(bounds) > 0)
+        for c in range(n_children):
+            assert np.all(np.diff(rows[bounds[c]:bounds[c + 1]]) > 0)     # input order
+        return np.ones(n_children, dtype=bool)
+
+    ids = mondrian.partition(qi, 5, accept_groups=many)
+    assert calls and ids.tolist() == mondrian.partition(qi, 5).tolist()
+
+
 def test_no_quasi_identifiers_single_group():
     assert mondrian.partition(np.zeros((5, 0)), 2).tolist() == [0] * 5
 

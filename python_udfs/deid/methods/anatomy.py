@@ -83,16 +83,10 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
 
     accept_groups = None
     if L is not None and L > 1:
-        gathered = [None, None]                   # (rows, their sensitive columns)
-
         def accept_groups(rows, child, n_children):
-            if rows.size == n:                    # every row, in input order
-                cols = dense
-            elif gathered[0] is rows:             # the same active rows as last time
-                cols = gathered[1]
-            else:
-                cols = [np.take(c, rows) for c in dense]
-                gathered[:] = rows, cols
+            # rows grouped by child (input order within each child): certify_dense then
+            # skips its grouping sort
+            cols = [np.take(c, rows) for c in dense]
             return _level(child, cols, sizes, n_children, caps, model, L) >= L
 
         whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]

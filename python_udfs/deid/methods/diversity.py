@@ -193,9 +193,13 @@ def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None):
     cert = np.zeros(G, dtype=np.int64)
     if n == 0 or G == 0:
         return cert
-    gsize = np.bincount(gid, minlength=G).astype(np.int64)
+    grouped = G == 1 or bool((gid[1:] >= gid[:-1]).all())   # rows already in group order
+    if grouped:
+        gsize = np.diff(np.searchsorted(gid, np.arange(G + 1, dtype=gid.dtype)))
+    else:
+        gsize = np.bincount(gid, minlength=G).astype(np.int64)
     if caps is None and max_l is not None and _capped_fits(G, sizes, n):
-        return _capped_count(gid, dense, sizes, G, gsize, int(max_l))
+        return _capped_count(gid, dense, sizes, G, gsize, int(max_l), grouped)
     pks, npairs, pgroups, counts = [], [], [], []
     f = np.zeros(n, dtype=_index_dtype(n * s))
     gid_p = gid.astype(np.intp, copy=False)
@@ -241,7 +245,7 @@ def _capped_fits(G, sizes, n):
     return G * max(int(np.max(sizes)), 1) <= max(8 * n, 1 << 22)
 
 
-def _capped_count(gid, dense, sizes, G, gsize, limit):
+def _capped_count(gid, dense, sizes, G, gsize, limit, grouped=False):
     """001 Fig. 6 without column limits, capped: min(|C|, ``limit``) for every group.
 
     Same answer as the sequential greedy (the tests compare it with :func:`greedy_trace`):
@@ -250,7 +254,8 @@ def _capped_count(gid, dense, sizes, G, gsize, limit):
       (group, value) per attribute.  When those tables are large, the rows are first put in
       group order (stable, so each group keeps its rows in input order and the tie order of
       Fig. 6 line 3 is unchanged): the histogram and f then touch one group's small part of
-      the table at a time instead of the whole table at random.
+      the table at a time instead of the whole table at random.  ``grouped``: the rows
+      already are in group order (each group's rows in input order).
     * Fig. 6 lines 3-8 in rounds: a round takes, for every group still short of ``limit``, its
       rows with below < f <= top (inclusive thresholds never split rows of equal f), sorts
       them by (group, f, row) and continues the greedy from the state (values used, count)
@@ -272,8 +277,12 @@ def _capped_count(gid, dense, sizes, G, gsize, limit):
     s = len(dense)
     # 32-bit indices where they fit: fewer bytes of fresh memory per call
     it = _index_dtype(G * max(int(np.max(sizes)), 1))
-    grouped = G > 1 and G * int(np.max(sizes)) > CAPPED_LOCAL_PAIRS
     if grouped:
+        cols = dense
+        gid = gid.astype(it, copy=False)
+        grouped = G > 1
+    elif G > 1 and G * int(np.max(sizes)) > CAPPED_LOCAL_PAIRS:
+        grouped = True
         order = _order_by_group_then(gid, np.zeros(n, dtype=np.uint8), G)
         gid = np.repeat(np.arange(G, dtype=it), gsize)
         cols = [np.take(c, order) for c in dense]

@@ -6,12 +6,13 @@ widest normalised range in the current group, split at the median (left = values
 right = values > median) and recurse while the children satisfy the model.
 
 The tree is built level by level for all nodes at once.  Every quasi-identifier is replaced by
-its dense rank (value order) once; the active rows stay in input order, each labelled with its
-node.  Per level and attribute, one histogram of (node, rank) over each node's known rank range
-(or, when that would be too large, one sort of those keys) gives every node's minimum, maximum,
-lower median and the sizes of both cuts; a split just relabels the rows.  Acceptors therefore
-always see a child's rows in input order, so an order-sensitive check (the greedy L check
-breaks ties by row order) gives the same answer whichever attribute produced the child.
+its dense rank (value order) once; the active rows are kept ordered by node (each node one
+contiguous run of rows, in input order).  Per level and attribute, one histogram of
+(node, rank) over each node's known rank range (or, when that would be too large, one sort of
+those keys) gives every node's minimum, maximum, lower median and the sizes of both cuts; a
+split is a stable partition of the node's rows by side.  Acceptors therefore always see a
+child's rows as one run in input order, so an order-sensitive check (the greedy L check breaks
+ties by row order) gives the same answer whichever attribute produced the child.
 
 Deviations from 001 Fig. 5 (see also papers/README.md "Known pitfalls"):
 
@@ -87,10 +88,10 @@ def partition(qi, K, accept=None, *, accept_groups=None):
     ``qi``: float64 (n, d), categorical attributes as integer codes in hierarchy/sort order.
     ``accept(child_row_indices) -> bool`` is called for each candidate child (rows in input
     order); ``accept_groups(rows, child_id, n_children) -> bool array`` is the vectorised
-    variant (``rows``: integer row indices of all candidate children of one round, ascending
-    -- so in input order within each child; ``child_id``: integer child of each row,
-    0..n_children-1).  A
-    split is taken only if both children have >= K rows and every given acceptor agrees.
+    variant: ``rows`` holds the integer row indices of all candidate children of one round,
+    grouped by child (``child_id``, 0..n_children-1, is non-decreasing) and in input order
+    within each child.  A split is taken only if both children have >= K rows and every given
+    acceptor agrees.
     Every row lands in exactly one group and every group has >= K rows.
     """
     qi = as_qi(qi)
@@ -114,13 +115,17 @@ def partition(qi, K, accept=None, *, accept_groups=None):
 
 
 class _Tree:
-    """Level-by-level state: the active rows (input order) with their node and the rank of
-    each of their quasi-identifier values; per node its size and the rank range [lo, hi] of
-    each attribute (a superset of its values, made exact when the node is examined).
+    """Level-by-level state: the active rows ordered by node (each node a contiguous segment,
+    its rows in input order) with the rank of each of their quasi-identifier values; per node
+    its size and the rank range [lo, hi] of each attribute (a superset of its values, made
+    exact when the node is examined).
 
-    Rows of nodes that became groups point to a sink node (index N) until they are compacted
-    away at the end of the level.  Ranks are stored in the smallest integer type that holds
-    them."""
+    ``lab`` (the node of each row, one ``np.repeat`` per level) turns per-node values into
+    per-row values with one gather from a small table.  A split
+    is a stable partition of the candidate rows by side: first the left children of all split
+    nodes (in node order), then all their right children, so every child is again a contiguous
+    segment with its rows in input order.  Ranks are stored in the smallest integer type that
+    holds them."""
 
     def __init__(self, qi, scale, K, accept, accept_groups):
         n, d = qi.shape
@@ -134,10 +139,8 @@ class _Tree:
             self.vals.append(v)
         self.R = np.array([v.size for v in self.vals], dtype=np.int64)
         self.rid = np.arange(n, dtype=self.idx_t)
-        self.lab = np.zeros(n, dtype=self.idx_t)
         self.group = np.empty(n, dtype=np.int64)
         self.n_leaves = 0
-        self.n_sink = 0
         self.size = np.array([n], dtype=np.int64)
         self.lo = np.zeros((1, d), dtype=np.int64)
         self.hi = (self.R - 1).reshape(1, d)
@@ -152,6 +155,7 @@ class _Tree:
         N, d, K = self.size.size, self.d, self.K
         size = self.size
         start = np.cumsum(size) - size
+        self.lab = np.repeat(np.arange(N, dtype=self.idx_t), size)   # node of each row
         width = np.zeros((N, d))
         med = np.zeros((N, d), dtype=np.int64)
         c0 = np.zeros((N, d), dtype=np.int64)
@@ -168,6 +172,9 @@ class _Tree:
         thr = np.full(N, _NO_CUT, dtype=np.int64)
         pending = np.ones(N, dtype=bool)
         rows_idx = np.arange(N)
+        rounds = []                                        # candidate splits (_Round)
+        won_in = np.full(N, -1, dtype=np.int64)            # the round whose split a node takes
+        check = self.accept is not None or self.accept_groups is not None
         for rank in range(d):
             j_r = order[:, rank]
             live = pending & (width[rows_idx, j_r] > 0)
@@ -179,13 +186,24 @@ class _Tree:
                 if nodes.size == 0:
                     continue
                 t = med[nodes, j_r[nodes]] - variant
-                good = self._accepted(nodes, j_r[nodes], t, cand[nodes])
+                if check:
+                    rnd = self._split(nodes, j_r[nodes], t, cand[nodes], start)
+                    good = self._accepted(rnd)
+                    won_in[nodes[good]] = len(rounds)
+                    rounds.append(rnd)
+                else:
+                    good = np.ones(nodes.size, dtype=bool)
                 won = nodes[good]
                 cut[won] = cand[won]
                 dim[won] = j_r[won]
                 thr[won] = t[good]
                 pending[won] = False
-        self._apply(cut, dim, thr)
+        if not check:
+            split = np.flatnonzero(cut > 0)
+            if split.size:
+                rounds.append(self._split(split, dim[split], thr[split], cut[split], start))
+                won_in[split] = 0
+        self._apply(cut, dim, thr, start, rounds, won_in)
 
     # ---------------------------------------------------------------------------------------
     def _stats(self, j, start):
@@ -194,29 +212,24 @@ class _Tree:
         N = self.size.size
         size = self.size
         R = int(self.R[j])
-        na = self.lab.size
-        budget = 2 * na + (1 << 16)
-        lo, hi = self.lo[:, j], self.hi[:, j]
-        if (N + 1) * R <= budget:
-            key = self.lab * _int_t(N + 1, R)(R)
-            key += self.rk[j]
+        budget = 2 * self.rid.size + (1 << 16)
+        if N * R <= budget:
             base = np.arange(N, dtype=np.int64) * R
             total = N * R
-            n_bins = (N + 1) * R
-        else:
-            w = hi - lo + 1
+        else:                                              # the nodes' rank ranges only
+            w = self.hi[:, j] - self.lo[:, j] + 1
             off = np.cumsum(w) - w
             total = int(off[-1] + w[-1])
-            base_t = np.empty(N + 1, dtype=np.int64)
-            base_t[:N] = off - lo
-            base_t[N] = total
-            base = base_t[:N]
-            key = base_t.astype(_int_t(total + R, 1), copy=False)[self.lab]
-            key += self.rk[j]
-            n_bins = total + R
+            base = off - self.lo[:, j]
+        key_t = _int_t(total + R, 1)
+        if N * R <= budget:
+            key = self.lab * key_t(R)
+        else:
+            key = base.astype(key_t).take(self.lab)
+        key += self.rk[j]
         m0 = (size - 1) // 2
-        if n_bins <= budget:
-            h = np.bincount(key, minlength=n_bins)[:total]
+        if total <= budget:
+            h = np.bincount(key, minlength=total)
             c = np.cumsum(h)
             mn = np.searchsorted(c, start, "right")
             mx = np.searchsorted(c, start + size, "left")
@@ -230,132 +243,136 @@ class _Tree:
         k1 = np.searchsorted(s, mk, "left") - start
         return s[start] - base, s[start + size - 1] - base, mk - base, k0, k1
 
-    def _right(self, lab, rk_of, dim, thr, N):
-        """For rows with nodes ``lab``: whether the row goes to the right child, given each
-        node's split attribute and threshold (``_NO_CUT``: not split).  One lookup of the row's
-        threshold; with several split attributes, also of its attribute."""
-        cut = thr != _NO_CUT
-        dims = np.unique(dim[cut]).tolist()
-        if not dims:
-            return np.zeros(lab.size, dtype=bool)
-        t = np.full(N + 1, _NO_CUT, dtype=np.int32)
-        t[:N][cut] = thr[cut]
-        t_row = t[lab]
-        if len(dims) == 1:
-            return rk_of(dims[0]) > t_row
-        a = np.full(N + 1, -1, dtype=np.int16)
-        a[:N][cut] = dim[cut]
-        a_row = a[lab]
-        right = np.zeros(lab.size, dtype=bool)
-        for j in dims:
-            r = rk_of(j) > t_row
-            r &= a_row == j
-            right |= r
+    def _split(self, nodes, dims, thr, cut, start):
+        """The candidate split of ``nodes`` (ascending) on attributes ``dims`` at rank
+        thresholds ``thr`` (``cut`` rows go left), as a :class:`_Round`."""
+        N = self.size.size
+        sizes = self.size[nodes]
+        csize = np.concatenate([cut, sizes - cut])
+        if 4 * int(sizes.sum()) < self.rid.size:           # few rows: gather them
+            pos = ranges(start[nodes], sizes).astype(self.idx_t, copy=False)
+            right = self._right(nodes, dims, thr, lambda j: self.rk[j][pos],
+                                lambda t: np.repeat(t, sizes))
+            return _Round(nodes, pos[np.concatenate([np.flatnonzero(~right),
+                                                     np.flatnonzero(right)])], csize)
+        # every active row; rows of other nodes get a threshold no rank exceeds
+        def thr_of(t):
+            full = np.full(N, np.iinfo(t.dtype).max, dtype=t.dtype)
+            full[nodes] = t
+            return full.take(self.lab)
+        right = self._right(nodes, dims, thr, lambda j: self.rk[j], thr_of)
+        left = ~right
+        if nodes.size < N:
+            on = np.zeros(N, dtype=bool)
+            on[nodes] = True
+            left &= on.take(self.lab)
+        order = np.concatenate([np.flatnonzero(left), np.flatnonzero(right)])
+        return _Round(nodes, order.astype(self.idx_t, copy=False), csize)
+
+    @staticmethod
+    def _right(nodes, dims, thr, rk_of, per_row):
+        """Whether each row goes right: rank > threshold of its node's split attribute.  For
+        each attribute j, nodes split on another attribute get the type's maximum, which no
+        rank exceeds (a threshold is below the attribute's largest rank)."""
+        right = None
+        for j in np.unique(dims).tolist():
+            r = rk_of(j)
+            t = np.where(dims == j, thr, np.iinfo(r.dtype).max).astype(r.dtype)
+            r = r > per_row(t)
+            if right is None:
+                right = r
+            else:
+                right |= r
         return right
 
-    def _accepted(self, nodes, dims, thr, cut):
-        """Which candidate splits both children pass."""
-        k = nodes.size
+    def _accepted(self, rnd):
+        """Which candidate splits both children pass (the acceptors get each child's rows as
+        one contiguous run, in input order)."""
+        k = rnd.nodes.size
         good = np.ones(k, dtype=bool)
-        if self.accept is None and self.accept_groups is None:
-            return good
-        N = self.size.size
-        pos = np.full(N + 1, -1, dtype=self.idx_t)
-        pos[nodes] = np.arange(k, dtype=self.idx_t)
-        if k == N and self.n_sink == 0:
-            lab, rows = self.lab, self.rid
-
-            def rk_of(j):
-                return self.rk[j]
-        else:
-            idx = np.flatnonzero(pos[self.lab] >= 0)
-            lab, rows = self.lab[idx], self.rid[idx]
-
-            def rk_of(j):
-                return self.rk[j][idx]
-        dim_t = np.zeros(N, dtype=np.int64)
-        thr_t = np.full(N, _NO_CUT, dtype=np.int64)
-        dim_t[nodes] = dims
-        thr_t[nodes] = thr
-        right = self._right(lab, rk_of, dim_t, thr_t, N)
-        child = pos[lab]
-        child += child
-        child += right
-        # children's rows in input order (the greedy L check breaks ties by row order)
+        rows = rnd.rows = self.rid[rnd.order]
         if self.accept_groups is not None:
+            child = np.repeat(np.arange(2 * k, dtype=self.idx_t), rnd.csize)
             ok = np.asarray(self.accept_groups(rows, child, 2 * k), dtype=bool)
-            good &= ok[0::2] & ok[1::2]
+            good &= ok[:k] & ok[k:]
         if self.accept is not None:
-            o = np.argsort(child, kind="stable")
-            rows, child = rows[o].astype(np.int64), child[o]
-            bounds = np.searchsorted(child, np.arange(2 * k + 1))
+            bounds = np.concatenate([[0], np.cumsum(rnd.csize)])
             for i in np.flatnonzero(good):
-                for c in (2 * i, 2 * i + 1):
-                    if not self.accept(rows[bounds[c]:bounds[c + 1]]):
+                for c in (i, k + i):
+                    if not self.accept(rows[bounds[c]:bounds[c + 1]].astype(np.int64)):
                         good[i] = False
                         break
         return good
 
-    def _apply(self, cut, dim, thr):
+    def _apply(self, cut, dim, thr, start, rounds, won_in):
         """Split the nodes with a cut, turn the others (and children below 2K rows) into
-        groups, and move the rows to their new nodes."""
-        N, K, d = self.size.size, self.K, self.d
+        groups, and reorder the active rows by their new nodes."""
+        K = self.K
         size = self.size
-        split = np.flatnonzero(cut > 0)
-        S = split.size
-        csize = np.empty(2 * S, dtype=np.int64)
-        csize[0::2] = cut[split]
-        csize[1::2] = size[split] - cut[split]
-        keep = csize >= 2 * K
-        P = int(np.count_nonzero(keep))
-        # codes: 0..P-1 new node, P sink, P+1+i group i of this level
-        cleaf = np.flatnonzero(~keep)
-        code_child = np.empty(2 * S, dtype=np.int64)
-        code_child[keep] = np.arange(P)
-        code_child[cleaf] = P + 1 + np.arange(cleaf.size)
+        keep_pos, keep_rows, leaf_rows, leaf_sizes = [], [], [], []
+        new_size, parent, side = [], [], []
+        for r, rnd in enumerate(rounds):
+            k = rnd.nodes.size
+            won = np.tile(won_in[rnd.nodes] == r, 2)
+            if not won.any():
+                continue
+            rows = self.rid[rnd.order] if rnd.rows is None else rnd.rows
+            big = rnd.csize >= 2 * K
+            keep = won & big
+            leaf = won & ~big
+            if keep.all():
+                keep_pos.append(rnd.order)
+                keep_rows.append(rows)
+            elif keep.any():
+                m = np.repeat(keep, rnd.csize)
+                keep_pos.append(rnd.order[m])
+                keep_rows.append(rows[m])
+            if leaf.any():
+                leaf_rows.append(rows[np.repeat(leaf, rnd.csize)])
+                leaf_sizes.append(rnd.csize[leaf])
+            kept = np.flatnonzero(keep)
+            new_size.append(rnd.csize[kept])
+            parent.append(rnd.nodes[kept % k])
+            side.append(kept >= k)
         leaf_nodes = np.flatnonzero(cut == 0)
-        n_new_leaves = cleaf.size + leaf_nodes.size
-        code = np.full(2 * (N + 1), P, dtype=self.idx_t)
-        code[2 * split] = code_child[0::2]
-        code[2 * split + 1] = code_child[1::2]
-        code[2 * leaf_nodes] = P + 1 + cleaf.size + np.arange(leaf_nodes.size)
-
-        def rk_of(j):
-            return self.rk[j]
-        right = self._right(self.lab, rk_of, dim, thr, N)
-        newlab = self.lab + self.lab
-        newlab += right
-        newlab = code[newlab]
-        if n_new_leaves:
-            rows = np.flatnonzero(newlab > P)
-            self.group[self.rid[rows]] = newlab[rows] + (self.n_leaves - P - 1)
-            newlab[rows] = P
-            self.n_leaves += n_new_leaves
-            self.n_sink += rows.size
-        self.lab = newlab
-        # the new nodes: sizes and rank bounds
-        parent = np.repeat(split, 2)[keep]
-        side = np.tile(np.array([0, 1]), S)[keep]
-        self.size = csize[keep]
+        if leaf_nodes.size:
+            leaf_rows.append(self.rid[ranges(start[leaf_nodes], size[leaf_nodes])])
+            leaf_sizes.append(size[leaf_nodes])
+        if leaf_rows:
+            ls = np.concatenate(leaf_sizes)
+            self.group[np.concatenate(leaf_rows)] = np.repeat(
+                np.arange(self.n_leaves, self.n_leaves + ls.size), ls)
+            self.n_leaves += ls.size
+        self.size = np.concatenate(new_size) if new_size else np.zeros(0, dtype=np.int64)
+        if not keep_pos:
+            return
+        # the new nodes' rank bounds
+        parent = np.concatenate(parent)
+        right = np.concatenate(side)
         lo = self.lo[parent]
         hi = self.hi[parent]
         pj = dim[parent]
         pt = thr[parent]
-        r = np.arange(P)
-        left = side == 0
-        hi[r[left], pj[left]] = pt[left]
-        lo[r[~left], pj[~left]] = pt[~left] + 1
+        r = np.arange(parent.size)
+        hi[r[~right], pj[~right]] = pt[~right]
+        lo[r[right], pj[right]] = pt[right] + 1
         self.lo, self.hi = lo, hi
-        if P == 0:
-            return
-        if self.n_sink:
-            # compact the active rows at once: the next round then passes the same ``rid``
-            # array to the acceptor for all nodes (which can reuse its per-rows gathers)
-            live = np.flatnonzero(self.lab != P)
-            self.lab = self.lab[live]
-            self.rid = self.rid[live]
-            self.rk = [r_[live] for r_ in self.rk]
-            self.n_sink = 0
+        # the rows in their new order
+        pos = keep_pos[0] if len(keep_pos) == 1 else np.concatenate(keep_pos)
+        self.rid = keep_rows[0] if len(keep_rows) == 1 else np.concatenate(keep_rows)
+        self.rk = [np.take(r_, pos) for r_ in self.rk]
+
+
+class _Round:
+    """One round of candidate splits: ``nodes`` (ascending), ``order`` -- the positions of
+    their rows, reordered as all left children (in node order) then all right children, each
+    child in input order -- ``csize``, the 2k children's sizes in that order (child i is the
+    left child of nodes[i], child k + i its right child), and ``rows`` (the row ids in that
+    order, once gathered)."""
+
+    def __init__(self, nodes, order, csize):
+        self.nodes, self.order, self.csize = nodes, order, csize
+        self.rows = None
 
 
 def _int_t(a, b):
