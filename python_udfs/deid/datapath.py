@@ -123,17 +123,40 @@ def _dictionaries(db, src, where, params, cols):
 
 def _codes_from_hashes(name, hashes, dictionary_hashes, null):
     """Dictionary codes of the rows from their hashtext() values."""
-    dh = np.asarray(dictionary_hashes, dtype=np.int64)
-    order = np.argsort(dh, kind="stable")
-    pos = np.searchsorted(dh[order], hashes)
-    pos = np.minimum(pos, max(len(dh) - 1, 0))
-    found = (dh[order][pos] == hashes) if len(dh) else np.zeros(len(hashes), bool)
-    if not np.all(found | null):
+    dh = np.asarray(dictionary_hashes, dtype=np.int32)
+    if len(dh) == 0:
+        return np.zeros(len(hashes), np.int64)
+    slot = _perfect_slots(dh)
+    if slot is not None:                  # a table indexed by some bits of the hash
+        shift, mask = slot
+        table_code = np.zeros(mask + 1, np.int32)
+        table_hash = np.zeros(mask + 1, np.int32)
+        where = (dh >> shift) & mask
+        table_code[where], table_hash[where] = np.arange(len(dh)), dh
+        where = (hashes >> shift) & mask
+        codes, seen = table_code[where].astype(np.int64), table_hash[where]
+    else:
+        order = np.argsort(dh, kind="stable")
+        pos = np.minimum(np.searchsorted(dh[order], hashes), len(dh) - 1)
+        codes, seen = order[pos], dh[order][pos]
+    if not np.all((seen == hashes) | null):
         raise DeidError("40001", f'the values of "{name}" changed while the request read them',
                         hint="Run the request again (the source was written to concurrently).")
-    codes = order[pos].astype(np.int64) if len(dh) else np.zeros(len(hashes), np.int64)
     codes[null] = len(dh)
     return codes
+
+
+def _perfect_slots(dh, max_bits=20):
+    """(shift, mask) such that the bits (h >> shift) & mask of the dictionary's
+    hashes are all different -- a collision-free table of at most 2^max_bits
+    slots (random hashes need about D^2 slots for that) -- or None."""
+    bits = max(4, (len(dh) * len(dh)).bit_length())
+    for size in range(bits, max_bits + 1):
+        mask = (1 << size) - 1
+        for shift in range(0, 32 - size + 1, 2):
+            if len(np.unique((dh >> shift) & mask)) == len(dh):
+                return shift, mask
+    return None
 
 
 def read(db, rel, columns, rid_column=None, selection=None):
@@ -200,7 +223,8 @@ def read(db, rel, columns, rid_column=None, selection=None):
     arrays = {}
     for i, (name, dt) in enumerate(zip(names, dtypes)):
         buf = row[f"c{i}"]
-        wide = np.float64 if dt[1] == "f" else np.int64
+        # hashtext() values stay int32 until they become dictionary codes
+        wide = np.float64 if dt[1] == "f" else np.int32 if name in hashed else np.int64
         arrays[name] = np.frombuffer(buf, dtype=dt).astype(wide) if n else np.zeros(0, wide)
     nullbits = arrays.pop("__null", None)
     out = {}

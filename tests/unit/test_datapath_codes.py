@@ -1,0 +1,30 @@
+"""Dictionary codes from hashtext() values (datapath._codes_from_hashes)."""
+import numpy as np
+import pytest
+
+from deid.datapath import _codes_from_hashes, _perfect_slots
+from deid.errors import DeidError
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 7, 900, 3000])
+def test_codes_match_the_dictionary_position(distinct):
+    """Small dictionaries use a collision-free table of hash bits, large ones a
+    binary search; both give each row its value's position, NULL rows len(dict)."""
+    rng = np.random.default_rng(distinct)
+    dh = np.unique(rng.integers(-2**31, 2**31, distinct)).astype(np.int32)
+    rng.shuffle(dh)                                   # dictionary order is not hash order
+    idx = rng.integers(0, len(dh), 20_000)
+    null = rng.random(idx.size) < 0.05
+    hashes = np.where(null, 0, dh[idx]).astype(np.int32)
+    codes = _codes_from_hashes("c", hashes, list(dh), null)
+    assert np.array_equal(codes, np.where(null, len(dh), idx))
+    assert (_perfect_slots(dh) is not None) == (distinct <= 1000)
+
+
+@pytest.mark.parametrize("distinct", [5, 3000])
+def test_a_value_missing_from_the_dictionary_is_a_retry_error(distinct):
+    dh = np.arange(distinct, dtype=np.int32) * 7919
+    hashes = np.array([dh[1], 123456789, dh[0]], np.int32)
+    with pytest.raises(DeidError) as e:
+        _codes_from_hashes("c", hashes, list(dh), np.zeros(3, bool))
+    assert e.value.sqlstate == "40001"
