@@ -285,7 +285,7 @@ def test_capped_fast_path_matches_reference(seed, G, L, skewed):
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.booleans())
 def test_capped_small_groups_deferred_half_matches_reference(seed, L, skewed):
-    # groups of at most 8 x L rows: the capped path scans the first half of each group's
+    # groups of at most 8 x L rows: the capped path scans the first part of each group's
     # Fig. 6 order first and the rest only for groups still short of L
     rng = np.random.default_rng(seed)
     G = int(rng.integers(1, 300))
@@ -296,5 +296,20 @@ def test_capped_small_groups_deferred_half_matches_reference(seed, L, skewed):
     capped = dv.certified_l_per_group(gid, codes, n_groups=G, max_l=L)
     full = dv.certified_l_per_group(gid, codes, n_groups=G)
     assert capped.tolist() == np.minimum(full, L).tolist()
+    o = np.argsort(gid, kind="stable")                 # grouped input: per-run radix sort
+    assert dv.certified_l_per_group(gid[o], codes[o], n_groups=G, max_l=L).tolist() \
+        == capped.tolist()
     for g in rng.choice(G, min(G, 3), replace=False):
         assert capped[g] == dv.greedy_trace(codes[gid == g], L=L)["certified"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 5000),
+       st.one_of(st.integers(1, 300), st.integers(1, 2**15)))
+def test_order_grouped_then_matches_two_pass_sort(seed, G, fmax):
+    # rows in group order (some groups empty): sorting runs of groups with one 16-bit radix
+    # pass each gives the same stable (group, f) order as the general sort
+    rng = np.random.default_rng(seed)
+    gid = np.sort(rng.integers(0, G, int(rng.integers(0, 20_000)))).astype(np.int32)
+    f = rng.integers(0, fmax + 1, gid.size).astype(np.int32)
+    assert np.array_equal(dv._order_grouped_then(gid, f, G), dv._order_by_group_then(gid, f, G))

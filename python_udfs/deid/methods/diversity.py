@@ -176,6 +176,32 @@ def _order_by_group_then(gid, f, n_groups):
     return perm.astype(_index_dtype(n), copy=False)
 
 
+def _order_grouped_then(gid, f, n_groups):
+    """:func:`_order_by_group_then` for rows already in group order (``gid`` non-decreasing):
+    when (gid, f) needs more than 16 bits, runs of consecutive groups whose (local group, f)
+    key fits 16 bits are sorted with one radix pass each instead of two passes over all."""
+    fbits = int(f.max()).bit_length() if f.size else 0
+    gbits = int(n_groups - 1).bit_length()
+    room = 16 - fbits
+    if gbits <= room or room < 4 or (n_groups >> room) > 64:
+        return _order_by_group_then(gid, f, n_groups)
+    n = gid.size
+    per = 1 << room                                        # groups per run
+    cuts = np.searchsorted(gid, np.arange(per, n_groups, per, dtype=np.int64))
+    bounds = [0] + cuts.tolist() + [n]
+    perm = np.empty(n, dtype=_index_dtype(n))
+    for i in range(len(bounds) - 1):
+        lo, hi = bounds[i], bounds[i + 1]
+        if lo == hi:
+            continue
+        key = (gid[lo:hi] - gid.dtype.type(i * per)).astype(np.uint16)
+        key <<= np.uint16(fbits)
+        key |= f[lo:hi].astype(np.uint16)
+        perm[lo:hi] = np.argsort(key, kind="stable")
+        perm[lo:hi] += lo
+    return perm
+
+
 # --------------------------------------------------------------------------------------------
 # vectorised greedy certificate (001 Figs. 6-8) for many groups at once
 # --------------------------------------------------------------------------------------------
@@ -263,10 +289,12 @@ def _capped_count(gid, dense, sizes, G, gsize, limit, grouped=False):
       Fig. 6 order.  The first threshold of a group aims at an eighth of its rows (at
       least 4 x ``limit``; estimated from a histogram of f, on a 1/16 sample for large
       groups); it doubles while a group needs more rows.  Thresholds only affect speed.
-      Groups of at most 8 x ``limit`` rows take all their rows in the first round; after the
-      sort, only the first half of each such group (at least 3 x ``limit`` rows) is scanned,
-      and the rest -- the next slice of the same sorted order -- only for the groups still
-      short of ``limit`` (the greedy typically needs 20-50 % of a group).
+      Groups of at most 8 x ``limit`` rows take all their rows in the first round.  After the
+      first sort, only the first sixth of each group's sorted rows (at least 3 x ``limit``)
+      is scanned, and the rest -- the next slice of the same sorted order -- only for the
+      groups still short of ``limit`` (the greedy typically needs 12-16 % of a large group,
+      about 2-3 x ``limit`` rows of a small one).  Rows already in group order are sorted by
+      :func:`_order_grouped_then` (one 16-bit radix pass per run of groups).
     * Inside a round (:func:`_pick_sorted`) every row whose values do not occur in any
       earlier live row of its group is certainly picked by the sequential greedy, so all of
       them are taken at once and the rows sharing a value with them die; repeat.  Every
@@ -340,12 +368,13 @@ def _capped_count(gid, dense, sizes, G, gsize, limit, grouped=False):
         g_sub = gid[rows] if G > 1 else np.zeros(rows.size, dtype=np.uint8)
         per = np.bincount(g_sub, minlength=G)
         scanned += per
-        rows = rows[_order_by_group_then(g_sub, f[rows], G)]   # Fig. 6 line 3 (stable)
+        sort = _order_grouped_then if grouped else _order_by_group_then
+        rows = rows[sort(g_sub, f[rows], G)]                 # Fig. 6 line 3 (stable)
         if first:
-            # groups taking all their rows at once: the first `quota` rows of their Fig. 6
-            # order now, the rest (already in order) only if the group still needs them
+            # the first `quota` rows of every group's Fig. 6 order now, the rest (already in
+            # order) only if the group still needs them
             first = False
-            quota = np.where(big, per, np.maximum(3 * limit, (gsize + 1) // 2))
+            quota = np.maximum(3 * limit, gsize // 6)
             if (quota < per).any():
                 rank = np.arange(rows.size, dtype=np.intp)
                 rank -= np.repeat(np.cumsum(per) - per, per)
@@ -485,17 +514,29 @@ def _sampled_thresholds(gid, f, gsize, big, s, step, B, want):
     """Per big group, a threshold of f below which about ``want`` of its rows lie: a
     histogram of every ``step``-th row over B buckets of f relative to the group's size
     (f <= s * size), cut where the scaled count reaches ``want`` (a scalar or one per big
-    group).  Only speed depends on it: rows above the threshold are scanned later."""
+    group).  Only speed depends on it: rows above the threshold are scanned later.
+
+    Bucket of f: (f * mult) >> 16 with mult = B * 2^16 // (s * size + 1), in 32-bit integers
+    (at most B * 2^16 < 2^31)."""
     G = gsize.size
     nb = int(np.count_nonzero(big))
-    slot = np.full(G, nb, dtype=np.intp)                     # big groups 0..nb-1, others nb
-    slot[big] = np.arange(nb)
-    inv = np.where(big, B / (s * gsize + 1.0), 0.0)
-    key = np.take(slot, gid[::step]) * B
-    key += (f[::step] * np.take(inv, gid[::step])).astype(np.intp)
+    span = s * gsize + 1
+    mult = np.where(big, (B << 16) // span, 0)
+    clip = bool((big & (mult == 0)).any())                  # huge groups: clip their buckets
+    mult = np.where(big, np.maximum(mult, 1), 0).astype(np.int32)
+    base = np.full(G, nb * B, dtype=np.int32)                # big groups 0..nb-1, others nb
+    base[big] = np.arange(nb, dtype=np.int32) * B
+    g = gid[::step]
+    key = np.take(mult, g)
+    key *= f[::step]
+    key >>= 16
+    if clip:
+        np.minimum(key, B - 1, out=key)
+    key += np.take(base, g)
     cum = np.cumsum(np.bincount(key, minlength=(nb + 1) * B).reshape(nb + 1, B), axis=1)
     last = (cum[:nb] * step < np.reshape(want, (-1, 1))).sum(axis=1)
-    return np.ceil((last + 1) * (s * gsize[big] + 1.0) / B)
+    # rows of bucket <= last have f * mult < (last + 1) << 16
+    return ((last + 1) << 16) // mult[big].astype(np.int64)
 
 
 LOCKSTEP_STEPS = 256
