@@ -179,6 +179,7 @@ def records(fields):
         return HEADER + prefix.tobytes() + TRAILER
     if any(isinstance(f, Array) for f in rest):
         return _by_pieces(prefix, rest)
+    rest = _combine_texts(rest, n)
     lens = [f.chunk_lengths() for f in rest]
     out = _by_layout(prefix, rest, lens)
     return out if out is not None else HEADER + _by_chunks(prefix, rest, lens) + TRAILER
@@ -340,6 +341,60 @@ class _Chunks:
 
     def chunks(self, idx, length):
         return self.table[slice(None) if idx is None else idx, :length]
+
+
+class _Combined:
+    """Several adjacent Text fields as one: per record a code of its combination
+    of values, whose chunks (one after the other) are row `code` of `table`."""
+
+    def __init__(self, codes, table, lens):
+        self.codes, self.table, self.lens = codes, table, lens
+
+    def chunk_lengths(self):
+        return self.lens[self.codes]
+
+    def chunks(self, idx, length):
+        return self.table[self.codes if idx is None else self.codes[idx], :length]
+
+
+def _combine_texts(fields, n):
+    """Runs of adjacent Text fields whose value combinations are few (a
+    histogram of them fits in O(n)) become one _Combined field: fewer chunks
+    per record to lay out."""
+    out, run = [], []
+
+    def flush():
+        sizes = [len(f.dictionary) + 1 for f in run]
+        space = int(np.prod(sizes, dtype=float)) if run else 0
+        if len(run) < 2 or space > 4 * n + (1 << 16):
+            out.extend(run)
+        else:
+            key = np.zeros(n, np.int64)
+            for f, size in zip(run, sizes):
+                key *= size
+                key += f._codes()
+            present = np.flatnonzero(np.bincount(key, minlength=space))
+            remap = np.zeros(space, np.int64)
+            remap[present] = np.arange(len(present))
+            subs = np.unravel_index(present, sizes)
+            tables = [f._table()[sub] for f, sub in zip(run, subs)]
+            lens = [f._chunks()[2][sub] for f, sub in zip(run, subs)]
+            valid = np.concatenate([np.arange(t.shape[1]) < ln[:, None] for t, ln in zip(tables, lens)],
+                                   axis=1)
+            flat = np.concatenate(tables, axis=1)[valid]          # row by row: the chunks in order
+            total = np.sum(lens, axis=0)
+            table = np.zeros((len(present), int(total.max())), np.uint8)
+            table[np.repeat(np.arange(len(present)), total), ranges(np.zeros(len(present)), total)] = flat
+            out.append(_Combined(remap[key], table, total))
+        run.clear()
+    for f in fields:
+        if isinstance(f, Text):
+            run.append(f)
+        else:
+            flush()
+            out.append(f)
+    flush()
+    return out
 
 
 def _write(image, dest, field, lens):

@@ -167,15 +167,16 @@ def test_none_dictionary_entries_are_null():
 
 
 def test_many_layouts_use_positioned_chunks():
-    """Two text fields with 70 lengths each (4,900 layouts) take the chunk-by-chunk path."""
-    words = ["x" * i for i in range(70)]
+    """Three text fields with big dictionaries (not combined) and 20 lengths each
+    (8,000 layouts) take the chunk-by-chunk path, which keeps the record order."""
+    words = ["x" * (i % 20) + "é" * (i % 3) for i in range(3000)]
     rng = np.random.default_rng(3)
-    a, b = rng.integers(0, 71, 500), rng.integers(0, 71, 500)          # 70 = NULL
-    fields = [cb.Fixed(np.arange(500), ">i4"), cb.Text(a, words), cb.Text(b, words)]
+    cols = [rng.integers(0, 3001, 2000) for _ in range(3)]           # 3000 = NULL
+    fields = [cb.Fixed(np.arange(2000), ">i4")] + [cb.Text(c, words) for c in cols]
     rows = parse(cb.records(fields))
-    assert [struct.unpack(">i", r[0])[0] for r in rows] == list(range(500))
-    assert [r[1] for r in rows] == [None if x == 70 else words[x].encode() for x in a]
-    assert [r[2] for r in rows] == [None if x == 70 else words[x].encode() for x in b]
+    assert [struct.unpack(">i", r[0])[0] for r in rows] == list(range(2000))
+    for j, c in enumerate(cols):
+        assert [r[j + 1] for r in rows] == [None if x == 3000 else words[x].encode() for x in c]
 
 
 def test_rid_chunks_cut_at_entry_boundaries():
