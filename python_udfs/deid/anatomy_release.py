@@ -353,12 +353,21 @@ def category_label(col, h, codes):
 
 
 def record_classes(db, req, sizes, labels, qis):
-    gen = [json.dumps({q: labels[q][g] for q in qis}) for g in range(len(sizes))]
-    db.execute("INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized)"
-               " SELECT $1, g, c, j::jsonb FROM unnest($2::int[], $3::bigint[], $4::text[])"
-               " AS u(g, c, j)",
-               [req.release_id, list(range(len(sizes))), sizes.tolist(), gen],
-               ["bigint", "int[]", "bigint[]", "text[]"])
+    """deid.equivalence_class: per group its size and generalized values, one
+    binary COPY (jsonb's binary form is a version byte, 1, then the text)."""
+    G = len(sizes)
+    encoded = {}
+    parts = []
+    for q in qis:                                   # each distinct label is JSON-encoded once
+        parts.append([encoded.setdefault(x, json.dumps(x)) for x in labels[q]])
+    keys = [json.dumps(q) + ": " for q in qis]
+    generalized = ["\x01{" + ", ".join(k + v for k, v in zip(keys, values)) + "}"
+                   for values in zip(*parts)] if qis else ["\x01{}"] * G
+    datapath.copy_fields(db, "deid.equivalence_class",
+                         ["release_id", "class_id", "cardinality", "generalized"],
+                         [copybin.Fixed(np.full(G, req.release_id, np.int64), ">i8"),
+                          copybin.Fixed(np.arange(G), ">i4"), copybin.Fixed(sizes, ">i8"),
+                          copybin.Text(np.arange(G), generalized)])
 
 
 def read_rid_sets(db, release_id):

@@ -80,6 +80,15 @@ def test_anatomy_release(classified):
         " FROM registry.patients GROUP BY 1) s").fetchone()
     assert classified.execute("SELECT count(*) FROM deid.equivalence_class WHERE release_id = %s",
                               [rid]).fetchone()[0] == groups
+    # each class: its size and generalized QIs (the age range and sex set of its QIT rows)
+    wrong = classified.execute(
+        "SELECT count(*) FROM deid.equivalence_class e JOIN (SELECT group_id, count(*) n,"
+        " CASE WHEN min(age) = max(age) THEN min(age)::text ELSE '[' || min(age) || '-' || max(age) || ']' END a,"
+        " CASE WHEN min(sex) = max(sex) THEN min(sex) ELSE '{' || min(sex) || ',' || max(sex) || '}' END s"
+        " FROM release.t_an_qit GROUP BY 1) q ON q.group_id = e.class_id WHERE e.release_id = %s"
+        " AND (e.cardinality <> q.n OR e.generalized->>'age' <> q.a OR e.generalized->>'sex' <> q.s"
+        "      OR NOT e.generalized ?& array['age', 'sex', 'race', 'zip'])", [rid]).fetchone()[0]
+    assert wrong == 0
     log = classified.execute("SELECT method, status, seed, parameters->>'k', relations, metrics->'verification'"
                              " FROM deid.release WHERE release_id = %s", [rid]).fetchone()
     assert log[:4] == ("anatomy", "committed", 1, "10") and log[4] == relations
