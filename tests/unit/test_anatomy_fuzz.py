@@ -136,3 +136,28 @@ def test_skewed_medium_table_with_column_limits():
     res = anatomize(qi, codes, K=20, L=6, column_l={1: 2})
     check_result(res, qi, codes, 20, 6, {1: 2})
     assert res.n_groups > 100
+
+
+def test_blocked_checks_match_one_check(monkeypatch):
+    # accept_groups checks runs of whole children separately; tiny runs must give the same
+    # partition and certificates as one check over all children
+    from deid.methods import anatomy
+    rng = np.random.default_rng(11)
+    for kind, column_l in (("random", None), ("skewed", {0: 2}), ("ties", None)):
+        qi, codes = make_table(rng, 3000, 3, 3, kind)
+        ref = anatomize(qi, codes, 8, 3, column_l=column_l)
+        monkeypatch.setattr(anatomy, "BLOCK_ROWS", 40)
+        res = anatomize(qi, codes, 8, 3, column_l=column_l)
+        monkeypatch.setattr(anatomy, "BLOCK_ROWS", 1 << 17)
+        assert np.array_equal(res.group_id, ref.group_id)
+        assert np.array_equal(res.certified_l, ref.certified_l)
+
+
+def test_blocks_cover_whole_children(monkeypatch):
+    from deid.methods import anatomy
+    child = np.repeat(np.arange(6, dtype=np.int32), [5, 1, 9, 2, 2, 7])
+    monkeypatch.setattr(anatomy, "BLOCK_ROWS", 4)
+    cuts = anatomy._blocks(child, 6)
+    assert cuts[0] == 0 and cuts[-1] == child.size and np.all(np.diff(cuts) > 0)
+    starts = np.searchsorted(child, np.arange(7))
+    assert set(cuts.tolist()) <= set(starts.tolist())   # never inside a child

@@ -85,9 +85,20 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
     if L is not None and L > 1:
         def accept_groups(rows, child, n_children):
             # rows grouped by child (input order within each child): certify_dense then
-            # skips its grouping sort
-            cols = [np.take(c, rows) for c in dense]
-            return _level(child, cols, sizes, n_children, caps, model, L) >= L
+            # skips its grouping sort.  Children are independent, so runs of consecutive
+            # children (about BLOCK_ROWS rows) are checked one at a time: every temporary
+            # (the gathered columns included) stays small and cache-resident.
+            ok = np.empty(n_children, dtype=bool)
+            cuts = _blocks(child, n_children)
+            c1 = 0
+            for b in range(cuts.size - 1):
+                lo, hi = int(cuts[b]), int(cuts[b + 1])
+                c0, c1 = c1, int(child[hi]) if hi < child.size else n_children
+                part = rows[lo:hi]
+                cols = [np.take(c, part) for c in dense]
+                gid = child[lo:hi] - child.dtype.type(c0) if c0 else child[lo:hi]
+                ok[c0:c1] = _level(gid, cols, sizes, c1 - c0, caps, model, L) >= L
+            return ok
 
         whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]
         if whole < L:
@@ -142,6 +153,22 @@ def _level(gid, dense, sizes, n_groups, caps, model, max_l):
     if model == "exponential_l":
         return diversity.exponential_l_dense(gid, dense, sizes, n_groups)
     return diversity.certify_dense(gid, dense, sizes, n_groups, caps, max_l)
+
+
+BLOCK_ROWS = 1 << 17
+
+
+def _blocks(child, n_children):
+    """Row offsets cutting ``child`` (non-decreasing, 0..n_children-1) into runs of whole
+    children of about BLOCK_ROWS rows (a larger child is one run)."""
+    n = child.size
+    if n <= 2 * BLOCK_ROWS:
+        return np.array([0, n])
+    start = np.searchsorted(child, np.arange(n_children + 1, dtype=child.dtype))
+    # the first child starting at or after each multiple of BLOCK_ROWS
+    want = np.arange(BLOCK_ROWS, n, BLOCK_ROWS)
+    cuts = start[np.searchsorted(start, want)]
+    return np.unique(np.concatenate([[0], cuts, [n]]))
 
 
 def _check_k(K):
