@@ -264,9 +264,9 @@ def read_release(conn, release, m):
 
 
 def rid_groups(conn, release_id, attribute, n):
-    """Row -> group from deid.rid_set (superuser; 001 Theorem 3), for the consistency
+    """Row -> group from deid.rid_sets (superuser; 001 Theorem 3), for the consistency
     checks of the release (analysts cannot read it)."""
-    rows = conn.execute("SELECT r, group_id FROM deid.rid_set, unnest(rids) r"
+    rows = conn.execute("SELECT r, group_id FROM deid.rid_sets, unnest(rids) r"
                         " WHERE release_id = %s AND attribute = %s",
                         (release_id, attribute)).fetchall()
     rid = np.fromiter((r[0] for r in rows), np.int64, len(rows))
