@@ -225,7 +225,7 @@ def _by_chunks(prefix, fields, lens):
     size = width + np.sum(lens, axis=0)
     start = np.cumsum(size) - size
     image = np.empty(int(size.sum()), np.uint8)
-    _write(image, start, _Chunks.whole(prefix.view(np.uint8).reshape(n, width)),
+    _write(image, start, _Rows(prefix.view(np.uint8).reshape(n, width)),
            np.full(n, width, np.int64))
     pos = start + width
     for f, ln in zip(fields, lens):
@@ -323,24 +323,14 @@ def _array_headers(f):
     return head.view(np.uint8).reshape(len(counts), 24), np.where(empty, 16, 24).astype(np.int64)
 
 
-class _Chunks:
-    """Pre-built chunks: row i of `table` (zero-padded), `lens[i]` bytes of it."""
+class _Rows:
+    """Fixed-width chunks given as the rows of a (records, width) uint8 array."""
 
-    def __init__(self, table, lens):
-        self.table, self.lens = table, lens
-
-    @classmethod
-    def whole(cls, table_and_lens):
-        if isinstance(table_and_lens, tuple):
-            return cls(*table_and_lens)
-        table = table_and_lens
-        return cls(table, np.full(len(table), table.shape[1], np.int64))
-
-    def chunk_lengths(self):
-        return self.lens
+    def __init__(self, rows):
+        self.rows = rows
 
     def chunks(self, idx, length):
-        return self.table[slice(None) if idx is None else idx, :length]
+        return self.rows[slice(None) if idx is None else idx, :length]
 
 
 class _Combined:
