@@ -1,2 +1,2 @@
 """Small numpy helpers over segments (runs of rows) shared by the methods."""
-from ..copybin import ranges  # noqa: F401  (one implementation for the whole package)
+from ..copyfields import ranges  # noqa: F401  (one implementation for the whole package)

@@ -1,0 +1,147 @@
+"""The fields of a PostgreSQL binary COPY record, built with numpy.
+
+Each field yields *chunks* (``int32 length`` (-1 = NULL) + bytes) per record:
+
+* :class:`Fixed`   -- fixed-width numbers (int2/int4/int8/float4/float8/date),
+* :class:`Text`    -- text chosen from a dictionary by integer code,
+* :class:`Array`   -- a one-dimensional array per record (RID sets).
+
+:mod:`.copybin` lays the chunks out into a COPY image.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+INT4OID, INT8OID, TEXTOID = 23, 20, 25
+_POSTGRES_EPOCH_DAYS = 10957          # 2000-01-01 - 1970-01-01
+
+
+def ranges(starts, lengths):
+    """Concatenation of arange(s, s + l) for every (s, l)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    keep = lengths > 0
+    starts = np.asarray(starts, dtype=np.int64)[keep]
+    lengths = lengths[keep]
+    if lengths.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    step = np.ones(int(ends[-1]), dtype=np.int64)
+    step[0] = starts[0]
+    step[ends[:-1]] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
+    return np.cumsum(step)
+
+
+def _length_prefixed(blobs):
+    """Chunks ``int32 length + bytes`` of a list of bytes (None = NULL) as one
+    uint8 blob, with each chunk's offset and length."""
+    chunks = [(-1).to_bytes(4, "big", signed=True) if b is None else len(b).to_bytes(4, "big") + b
+              for b in blobs]
+    lens = np.array([len(c) for c in chunks], np.int64)
+    offs = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    return np.frombuffer(b"".join(chunks), np.uint8), offs, lens
+
+
+@dataclass
+class Fixed:
+    """Fixed-width numbers; `dtype` is a big-endian numpy dtype ('>i2' '>i4' '>i8' '>f4' '>f8')."""
+    values: np.ndarray
+    dtype: str
+    null: np.ndarray = None
+
+    @classmethod
+    def date(cls, days_since_1970, null=None):
+        return cls(np.asarray(days_since_1970, np.int64) - _POSTGRES_EPOCH_DAYS, ">i4", null)
+
+    def __len__(self):
+        return len(self.values)
+
+    @property
+    def constant(self):
+        return self.null is None or not self.null.any()
+
+    def nulls(self):
+        return np.zeros(len(self), bool) if self.constant else np.asarray(self.null, bool)
+
+    def chunk_lengths(self):
+        out = np.full(len(self.values), 4 + np.dtype(self.dtype).itemsize, np.int64)
+        if not self.constant:
+            out[self.null] = 4
+        return out
+
+    def chunks(self, idx, length):
+        """(m, length) bytes of records `idx` (None: all), all of chunk length `length`."""
+        m = len(self.values) if idx is None else len(idx)
+        if length == 4:
+            return np.full((m, 4), 255, np.uint8)
+        rec = np.empty(m, dtype=[("len", ">i4"), ("v", self.dtype)])
+        rec["len"], rec["v"] = length - 4, self.values if idx is None else self.values[idx]
+        return rec.view(np.uint8).reshape(m, length)
+
+
+@dataclass
+class Text:
+    """Text chosen from a dictionary by code; a code >= len(dictionary), or an
+    entry None, is NULL."""
+    codes: np.ndarray
+    dictionary: list
+
+    def __len__(self):
+        return len(self.codes)
+
+    constant = False
+
+    def _chunks(self):
+        if not hasattr(self, "_memo"):
+            self._memo = _length_prefixed([None if s is None else s.encode() for s in self.dictionary]
+                                          + [None])
+        return self._memo
+
+    def _codes(self, idx=None):
+        codes = self.codes if idx is None else self.codes[idx]
+        return np.minimum(codes, len(self.dictionary))
+
+    def nulls(self):
+        null = np.array([s is None for s in self.dictionary] + [True])
+        return null[self._codes()]
+
+    def chunk_lengths(self):
+        _, _, lens = self._chunks()
+        return lens[self._codes()]
+
+    def _table(self):
+        """The dictionary's chunks as a zero-padded (D + 1, width) table."""
+        if not hasattr(self, "_padded"):
+            blob, _, lens = self._chunks()
+            table = np.zeros((len(lens), int(lens.max())), np.uint8)
+            table[np.repeat(np.arange(len(lens)), lens), ranges(np.zeros(len(lens), np.int64), lens)] = blob
+            self._padded = table
+        return self._padded
+
+    def chunks(self, idx, length):
+        return self._table()[self._codes(idx), :length]
+
+    def compact(self, block=1 << 24):
+        """Every record's chunk back to back (uint8): rows of the padded
+        dictionary table, trimmed by a mask, a block of records at a time."""
+        table = self._table()
+        _, _, lens = self._chunks()
+        codes = self._codes()
+        keep = np.arange(table.shape[1]) < lens[:, None]          # (D + 1, width)
+        step = max(1, block // table.shape[1])
+        parts = [table[c][keep[c]] for c in (codes[i:i + step] for i in range(0, len(codes), step))]
+        return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+
+
+@dataclass
+class Array:
+    """A one-dimensional array per record: record i holds the next ``counts[i]``
+    elements of ``elements`` (a Fixed or Text field over every element, in
+    record order); ``oid`` is the element type (INT4OID, INT8OID, TEXTOID)."""
+    counts: np.ndarray
+    elements: object
+    oid: int
+
+    def __len__(self):
+        return len(self.counts)
+
+    constant = False
