@@ -233,3 +233,52 @@ def test_numeric_and_date_sensitive_attributes(classified):
             f"SELECT array_agg((v, n) ORDER BY v NULLS LAST)::text FROM (SELECT {col} v, count(*)::numeric n"
             f" FROM t_numsa GROUP BY 1) s").fetchone()[0]
         assert released == source
+
+
+VERIFY_STORED = """
+DO $verify$
+import sys
+sys.path.insert(0, PYTHON_DIR)
+from deid import anatomy_release, verify
+from deid.errors import DeidError
+from deid.pg import Database
+try:
+    g, a, v, n, flat = anatomy_release.read_rid_sets(Database(), RELEASE_ID)
+    verify.check_kl(g, a, v, flat, 10, 3, None, rid_counts=n)
+except DeidError as e:
+    plpy.error(e.message, sqlstate=e.sqlstate)
+$verify$ LANGUAGE plpython3u
+"""
+
+
+@pytest.mark.parametrize("tamper", [
+    None,
+    "rid_counts[1] = rid_counts[1] + 1",                                # counts no longer add up
+    "rids[2] = rids[1]",                                                # a row twice, another missing
+    "value_list = array_fill(value_list[1], ARRAY[cardinality(value_list)])",   # split RID sets
+])
+def test_verifier_reads_the_stored_chunks(classified, tamper):
+    """The verifier's checks run on deid.rid_set as stored: a tampered chunk is refused (DE002)."""
+    rid = request(classified, "t_tamper", options='{"seed": 1, "replace": true}')[0]
+    python_dir = classified.execute("SELECT setting || '/deid/python' FROM pg_config"
+                                    " WHERE name = 'SHAREDIR'").fetchone()[0]
+    # a DO block takes no parameters: the server's own path and an integer, inlined
+    block = VERIFY_STORED.replace("PYTHON_DIR", repr(python_dir)).replace("RELEASE_ID", str(int(rid)))
+    with classified.transaction():
+        if tamper:
+            classified.execute(f"UPDATE deid.rid_set SET {tamper} WHERE release_id = %s"
+                               " AND attribute = 'diagnosis' AND chunk = 0", [rid])
+        if tamper is None:
+            classified.execute(block)
+        else:
+            with pytest.raises(psycopg.Error) as e:
+                classified.execute(block)
+            assert sqlstate_of(e) == "DE002", e.value.diag.message_primary
+        raise psycopg.Rollback()
+
+
+def test_catalog_refuses_chunks_whose_lists_disagree(classified):
+    rid = request(classified, "t_tamper", options='{"seed": 1, "replace": true}')[0]
+    with pytest.raises(psycopg.Error) as e:
+        classified.execute("UPDATE deid.rid_set SET rid_counts = rid_counts[2:] WHERE release_id = %s", [rid])
+    assert sqlstate_of(e) == "23514"
