@@ -935,15 +935,19 @@ def exact_min_deletions(codes, column_l=None):
     best = [_NO_LIMIT]
     nodes = [0]
 
-    def lower_bound(uncovered, left):
-        # rows pairwise sharing no allowed item each need their own deletion
-        lb, blocked = 0, 0
+    def uncovered_rows(uncovered, left):
+        """(row, its bit, its items still allowed by `left`) of every uncovered row."""
         rem = uncovered
         while rem:
             low = rem & -rem
-            i = low.bit_length() - 1
             rem ^= low
-            items = [it for it in row_items[i] if left[item_attr[it]] > 0]
+            i = low.bit_length() - 1
+            yield i, low, [it for it in row_items[i] if left[item_attr[it]] > 0]
+
+    def lower_bound(uncovered, left):
+        # rows pairwise sharing no allowed item each need their own deletion
+        lb, blocked = 0, 0
+        for _, low, items in uncovered_rows(uncovered, left):
             if not items:
                 return None                         # row cannot be deleted any more
             hit = 0
@@ -968,12 +972,7 @@ def exact_min_deletions(codes, column_l=None):
             return
         # branch on the uncovered row with the fewest allowed items
         pick, pick_items = None, None
-        rem = uncovered
-        while rem:
-            low = rem & -rem
-            i = low.bit_length() - 1
-            rem ^= low
-            items = [it for it in row_items[i] if left[item_attr[it]] > 0]
+        for i, _, items in uncovered_rows(uncovered, left):
             if pick_items is None or len(items) < len(pick_items):
                 pick, pick_items = i, items
         pick_items.sort(key=lambda it: -bin(item_mask[it] & uncovered).count("1"))
