@@ -45,7 +45,7 @@ def validate(k, l, opts):
 
 def run(db, req):
     from .methods import anatomy
-    t0, sql0 = time.perf_counter(), getattr(db, "sql_seconds", 0.0)
+    t0, sql0 = time.perf_counter(), db.sql_seconds
     qis = ms.columns_with_role(req, "quasi_identifier")
     sas = ms.columns_with_role(req, "sensitive")
     others = ms.columns_with_role(req, "insensitive")
@@ -105,7 +105,7 @@ def run(db, req):
                             "quasi_identifiers": qis, "sensitive": sas,
                             "seconds": {"read": t_read - t0, "method": t_method - t_read,
                                         "write": t_write - t_method, "verify": t_verify - t_write,
-                                        "in_sql": getattr(db, "sql_seconds", 0.0) - sql0}})
+                                        "in_sql": db.sql_seconds - sql0}})
 
 
 def column_defs(req, names):
@@ -195,27 +195,25 @@ RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an ent
 
 
 def write_rid_sets(db, release_id, attributes, pairs, dictionaries, rid):
-    """deid.rid_set (001 Theorem 3), one binary COPY: per attribute its entries
+    """deid.rid_set (001 Theorem 3), one binary COPY per attribute: its entries
     (one per group and value: the group, the value, the size of its RID set)
     and the RID sets concatenated, each sorted (ValuePairs orders rows by
     group, value, row id), cut into chunks of about RID_CHUNK RIDs."""
-    fields = []
-    for j, (p, dictionary) in enumerate(zip(pairs, dictionaries)):
+    for attribute, p, dictionary in zip(attributes, pairs, dictionaries):
         entries = rid_chunks(p.count)
         chunks = len(entries)
         rids_per_chunk = np.bincount(np.repeat(np.arange(chunks), entries), weights=p.count,
                                      minlength=chunks).astype(np.int64)
-        fields.append([copybin.Fixed(np.full(chunks, release_id, np.int64), ">i8"),
-                       copybin.Text(np.full(chunks, j, np.int64), attributes),
-                       copybin.Fixed(np.arange(chunks), ">i4"),
-                       copybin.Array(entries, copybin.Fixed(p.group, ">i4"), copybin.INT4OID),
-                       copybin.Array(entries, copybin.Text(p.code, dictionary), copybin.TEXTOID),
-                       copybin.Array(entries, copybin.Fixed(p.count, ">i4"), copybin.INT4OID),
-                       copybin.Array(rids_per_chunk, copybin.Fixed(rid[p.rows], ">i8"), copybin.INT8OID)])
-    if fields:
         datapath.copy_fields(db, "deid.rid_set", ["release_id", "attribute", "chunk", "group_ids",
                                                   "value_list", "rid_counts", "rids"],
-                             _concat_fields(fields))
+                             [copybin.Fixed(np.full(chunks, release_id, np.int64), ">i8"),
+                              copybin.Text(np.zeros(chunks, np.int64), [attribute]),
+                              copybin.Fixed(np.arange(chunks), ">i4"),
+                              copybin.Array(entries, copybin.Fixed(p.group, ">i4"), copybin.INT4OID),
+                              copybin.Array(entries, copybin.Text(p.code, dictionary), copybin.TEXTOID),
+                              copybin.Array(entries, copybin.Fixed(p.count, ">i4"), copybin.INT4OID),
+                              copybin.Array(rids_per_chunk, copybin.Fixed(rid[p.rows], ">i8"),
+                                            copybin.INT8OID)])
 
 
 def rid_chunks(counts, limit=RID_CHUNK):
@@ -227,32 +225,6 @@ def rid_chunks(counts, limit=RID_CHUNK):
     chunk = before // limit                         # chunk of each entry's first RID
     _, entries = np.unique(chunk, return_counts=True)
     return entries.astype(np.int64)
-
-
-def _concat_fields(per_attribute):
-    """One COPY for every attribute: the same fields, records one after another."""
-    if len(per_attribute) == 1:
-        return per_attribute[0]
-    out = []
-    for parts in zip(*per_attribute):
-        f = parts[0]
-        if isinstance(f, copybin.Fixed):
-            out.append(copybin.Fixed(np.concatenate([x.values for x in parts]), f.dtype))
-        elif isinstance(f, copybin.Text):
-            out.append(copybin.Text(np.concatenate([x.codes for x in parts]), f.dictionary))
-        else:
-            inner = [x.elements for x in parts]
-            if isinstance(inner[0], copybin.Text):       # one dictionary per attribute
-                offset = np.cumsum([0] + [len(e.dictionary) + 1 for e in inner[:-1]])
-                codes = np.concatenate([np.where(e.codes >= len(e.dictionary),
-                                                 o + len(e.dictionary), o + e.codes)
-                                        for e, o in zip(inner, offset)])
-                merged = [v for e in inner for v in list(e.dictionary) + [None]]
-                elements = copybin.Text(codes, merged)
-            else:
-                elements = copybin.Fixed(np.concatenate([e.values for e in inner]), inner[0].dtype)
-            out.append(copybin.Array(np.concatenate([x.counts for x in parts]), elements, f.oid))
-    return out
 
 
 def write_generalized(db, req, frame, group, order, labels, qis, rest):
