@@ -69,7 +69,9 @@ start() {
     if as_owner "$BINDIR/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
         echo "deid cluster already running on port $PORT (socket $SOCK)"
     else
-        as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$PGROOT/server.log" -w -t 60 start >/dev/null \
+        # -p: the port asked for now wins over the one written at initdb (a
+        # cluster directory reused by a clone at the same path, another port)
+        as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$PGROOT/server.log" -w -t 60 -o "-p $PORT" start >/dev/null \
             || { tail -20 "$PGROOT/server.log" >&2; exit 1; }
         echo "deid cluster started on port $PORT (socket $SOCK)"
     fi
