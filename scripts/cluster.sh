@@ -55,11 +55,17 @@ shared_buffers = 512MB
 work_mem = 64MB
 maintenance_work_mem = 256MB
 max_wal_size = 4GB
-fsync = off
-synchronous_commit = off
-full_page_writes = off
 log_min_messages = warning
 CONF
+    fi
+    # Durability is PostgreSQL's default (fsync, full_page_writes, synchronous_commit on): a
+    # committed, verified release survives a crash. Clusters made by older versions of this
+    # script turned them off; take those lines out.
+    if grep -Eq '^(fsync|synchronous_commit|full_page_writes) = off' "$DATA/postgresql.conf"; then
+        as_owner sed -i -E '/^(fsync|synchronous_commit|full_page_writes) = off/d' "$DATA/postgresql.conf"
+        if as_owner "$BINDIR/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+            as_owner "$BINDIR/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null
+        fi
     fi
     as_owner mkdir -p "$SOCK"
 }

@@ -2,9 +2,21 @@
 -- deid catalog: roles, schemas, catalog tables, append-only release log
 -- =====================================================================
 
--- The two roles shipped with deid are cluster-wide; create them once.
+-- deid's roles are cluster-wide; create them once (README, "Security model"):
+--   deid_owner   NOLOGIN, no superuser: owns the catalog, the release schemas and the
+--                SECURITY DEFINER implementations (method, write, verify, log).
+--   deid_loader  NOLOGIN: member of pg_read_server_files and of deid_owner; owns only
+--                deid._copy_in, which COPYs deid's own private files into deid's own tables.
+--   deid_admin   classifies columns, loads hierarchies, reads the audit trail.
+--   deid_reader  reads releases.
 DO $roles$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'deid_owner') THEN
+        CREATE ROLE deid_owner NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'deid_loader') THEN
+        CREATE ROLE deid_loader NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'deid_admin') THEN
         CREATE ROLE deid_admin NOLOGIN;
     END IF;
@@ -13,6 +25,8 @@ BEGIN
     END IF;
 END
 $roles$;
+GRANT pg_read_server_files TO deid_loader;
+GRANT deid_owner TO deid_loader;
 
 COMMENT ON SCHEMA deid IS 'deid: catalog and SQL API of the de-identification extension';
 REVOKE ALL ON SCHEMA deid FROM PUBLIC;
@@ -109,6 +123,9 @@ CREATE TABLE deid.release (
     metrics       jsonb NOT NULL DEFAULT '{}'
 );
 CREATE INDEX ON deid.release (name);
+-- One committed release per name; concurrent requests for one name serialize on an advisory
+-- lock first, so this index is the backstop, not the message.
+CREATE UNIQUE INDEX release_committed_name ON deid.release (name) WHERE status = 'committed';
 COMMENT ON TABLE deid.release IS
   'Append-only log of releases. A failed request leaves no row: the whole request is one transaction.';
 

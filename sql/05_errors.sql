@@ -4,7 +4,7 @@
 CREATE FUNCTION deid._raise(sqlstate text, message text, detail text, hint text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    m text := regexp_replace(message, '^(plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): ', '');
+    m text := regexp_replace(message, '^((plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): )+', '');
 BEGIN
     IF coalesce(detail, '') = '' AND coalesce(hint, '') = '' THEN
         RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = m;
@@ -15,4 +15,22 @@ BEGIN
     ELSE
         RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = m, DETAIL = detail, HINT = hint;
     END IF;
+END $$;
+
+-- A relation named as text, resolved with the caller's search_path (no pinned path here:
+-- this runs as the caller, inside the public text overloads that build_sql.py generates).
+CREATE FUNCTION deid._relation(relation text) RETURNS regclass LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF relation IS NULL OR relation = '' THEN
+        RAISE EXCEPTION 'relation must not be NULL or empty' USING ERRCODE = 'null_value_not_allowed',
+              HINT = 'Pass a table or view name, e.g. ''registry.patients''.';
+    END IF;
+    RETURN relation::regclass;
+EXCEPTION
+    WHEN undefined_table OR invalid_schema_name OR undefined_object THEN
+        RAISE EXCEPTION 'relation "%" does not exist', relation USING ERRCODE = 'undefined_table',
+              HINT = 'Name an existing table or view, schema-qualified if it is not on your search_path.';
+    WHEN invalid_name OR syntax_error OR invalid_text_representation OR feature_not_supported THEN
+        RAISE EXCEPTION 'invalid relation name "%"', relation USING ERRCODE = 'invalid_name',
+              HINT = 'Write schema.table, with double quotes around names that need them.';
 END $$;

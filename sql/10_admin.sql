@@ -1,24 +1,24 @@
 -- =====================================================================
--- Administration: column roles, hierarchies, policies (deid_admin)
--- Each public function is a SECURITY INVOKER wrapper that passes
--- current_user to a SECURITY DEFINER implementation (see access.py).
+-- Administration: column roles, hierarchies, policies (deid_admin).
+-- Public functions are generated SECURITY INVOKER wrappers (#@WRAP, extension/build_sql.py).
+-- What reads a caller's relation runs as the caller (SECURITY INVOKER); what writes the
+-- catalog runs as deid_owner (SECURITY DEFINER, told the caller, which it checks against
+-- session_user: access.caller_role).
 -- =====================================================================
 
-CREATE FUNCTION deid._set_role(relid oid, column_name name, role text, hierarchy text, source text, caller name)
+-- set_role: the hierarchy check reads the column as the caller, then the definer stores.
+CREATE FUNCTION deid._set_role(relid oid, column_name name, role text, hierarchy text, source text)
+RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('admin.set_role', relid, column_name, role, hierarchy, source)
+$$;
+CREATE FUNCTION deid._store_role(relid oid, column_name name, role text, hierarchy text, source text,
+                                 caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('admin.set_role', relid, column_name, role, hierarchy, source, caller)
+return entry('admin.store_role', relid, column_name, role, hierarchy, source, caller)
 $$;
-CREATE FUNCTION deid.set_role(relation regclass, "column" name, role text,
-                              hierarchy text DEFAULT NULL, source text DEFAULT NULL)
-RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
-BEGIN
-    RETURN deid._set_role(relation::oid, "column", role, hierarchy, source, current_user);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $$;
+#@WRAP deid.set_role(relation regclass, "column" name, role text, hierarchy text DEFAULT NULL, source text DEFAULT NULL) RETURNS text => deid._set_role(relation::oid, "column", role, hierarchy, source)
 COMMENT ON FUNCTION deid.set_role(regclass, name, text, text, text) IS
   'Classify a column: identifier | quasi_identifier | sensitive | insensitive, with an optional hierarchy and source system. See deid.usage(''set_role'').';
 
@@ -27,15 +27,7 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('admin.load_hierarchy', name, rows, info_loss, caller)
 $$;
-CREATE FUNCTION deid.load_hierarchy(name text, rows text, info_loss float8[] DEFAULT NULL)
-RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
-BEGIN
-    RETURN deid._load_hierarchy(name, rows, info_loss, current_user);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $$;
+#@WRAP deid.load_hierarchy(name text, rows text, info_loss float8[] DEFAULT NULL) RETURNS text => deid._load_hierarchy(name, rows, info_loss, current_user)
 COMMENT ON FUNCTION deid.load_hierarchy(text, text, float8[]) IS
   'Load a member hierarchy from ARX-style rows value;level1;...;* and its per-level information loss. See deid.usage(''load_hierarchy'').';
 
@@ -44,16 +36,7 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('admin.interval_hierarchy', name, low, high, widths, info_loss, caller)
 $$;
-CREATE FUNCTION deid.interval_hierarchy(name text, low numeric, high numeric, widths int[],
-                                        info_loss float8[] DEFAULT NULL)
-RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
-BEGIN
-    RETURN deid._interval_hierarchy(name, low, high, widths::numeric[], info_loss, current_user);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $$;
+#@WRAP deid.interval_hierarchy(name text, low numeric, high numeric, widths int[], info_loss float8[] DEFAULT NULL) RETURNS text => deid._interval_hierarchy(name, low, high, widths::numeric[], info_loss, current_user)
 COMMENT ON FUNCTION deid.interval_hierarchy(text, numeric, numeric, int[], float8[]) IS
   'Build a hierarchy of numeric bands [low, high): widths {5,10,20} give 5-, 10-, 20-wide bands, then *. See deid.usage(''interval_hierarchy'').';
 
@@ -62,29 +45,13 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('admin.drop_hierarchy', name, caller)
 $$;
-CREATE FUNCTION deid.drop_hierarchy(name text)
-RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
-BEGIN
-    RETURN deid._drop_hierarchy(name, current_user);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $$;
+#@WRAP deid.drop_hierarchy(name text) RETURNS text => deid._drop_hierarchy(name, current_user)
 
 CREATE FUNCTION deid._allow_requests(grantee name, relid oid, min_k int, min_l int, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
 return entry('admin.allow_requests', grantee, relid, min_k, min_l, caller)
 $$;
-CREATE FUNCTION deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL)
-RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
-BEGIN
-    RETURN deid._allow_requests(role, relation::oid, min_k, min_l, current_user);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $$;
+#@WRAP deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL) RETURNS text => deid._allow_requests(role, relation::oid, min_k, min_l, current_user)
 COMMENT ON FUNCTION deid.allow_requests(name, regclass, int, int) IS
-  'Let a role request releases of a relation it cannot read, with k >= min_k (and l >= min_l). See deid.usage(''allow_requests'').';
+  'Let a role request releases of a relation it cannot read, with k >= min_k (and l >= min_l); the source is then read as the granting role. See deid.usage(''allow_requests'').';

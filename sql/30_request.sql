@@ -1,29 +1,36 @@
 -- =====================================================================
 -- The front door: one call, one transaction, one verified release.
+--   deid.anonymize_request (wrapper, as the caller)
+--     -> deid._anonymize_request      SECURITY INVOKER: the caller's part
+--          -> deid._request_begin     SECURITY DEFINER (deid_owner): validate, authorize, plan
+--             (policy-based: -> deid._reader_<grantor>, the grantor reads the snapshot)
+--          -> (with SELECT: the caller reads the snapshot, here, with its own rights)
+--          -> deid._request_finish    SECURITY DEFINER (deid_owner): method, write, verify, log
+-- The snapshot passes from the reading part to deid_owner's part in this backend's memory,
+-- keyed by a random token (pipeline.py); no SQL caller can hand deid rows of its own making.
 -- =====================================================================
 CREATE FUNCTION deid._anonymize_request(relid oid, method text, k int, l int, columns text[],
-                                        selection text, options text, release text, caller name)
+                                        selection text, options text, release text)
+RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
+               discernibility float8, verified boolean)
+LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('pipeline.anonymize_request', relid, method, k, l, columns, selection, options, release)
+$$;
+CREATE FUNCTION deid._request_begin(relid oid, method text, k int, l int, columns text[],
+                                    selection text, options text, release text, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('pipeline.begin', relid, method, k, l, columns, selection, options, release, caller)
+$$;
+CREATE FUNCTION deid._request_finish(token text, caller name)
 RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
                discernibility float8, verified boolean)
 LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('release.anonymize_request', relid, method, k, l, columns, selection, options,
-             release, caller)
+return entry('pipeline.finish', token, caller)
 $$;
-CREATE FUNCTION deid.anonymize_request(source regclass, method text, k int, l int DEFAULT NULL,
-                                       columns text[] DEFAULT NULL, selection text DEFAULT NULL,
-                                       options jsonb DEFAULT '{}', release text DEFAULT NULL)
-RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
-               discernibility float8, verified boolean)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
-BEGIN
-    RETURN QUERY SELECT * FROM deid._anonymize_request(source::oid, method, k, l, columns,
-                                                       selection, options::text, release, current_user);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $$;
+#@WRAP deid.anonymize_request(source regclass, method text, k int, l int DEFAULT NULL, columns text[] DEFAULT NULL, selection text DEFAULT NULL, options jsonb DEFAULT '{}', release text DEFAULT NULL) RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint, discernibility float8, verified boolean) => deid._anonymize_request(source::oid, method, k, l, columns, selection, options::text, release)
 COMMENT ON FUNCTION deid.anonymize_request(regclass, text, int, int, text[], text, jsonb, text) IS
   'Create a verified release of a source: method anatomy (001) | generalization (002). See deid.usage(''anonymize_request'').';
 
@@ -32,12 +39,4 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('release.drop_release', release, caller)
 $$;
-CREATE FUNCTION deid.drop_release(release text)
-RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
-BEGIN
-    RETURN deid._drop_release(release, current_user);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $$;
+#@WRAP deid.drop_release(release text) RETURNS text => deid._drop_release(release, current_user)

@@ -1,5 +1,5 @@
 -- =====================================================================
--- Help and privileges
+-- Help, privileges and ownership
 -- =====================================================================
 CREATE FUNCTION deid.usage(function_name text DEFAULT NULL)
 RETURNS text LANGUAGE plpython3u STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -14,9 +14,14 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA deid FROM PUBLIC;
 DO $grants$
 DECLARE
     f regprocedure;
+    -- public wrappers and the SECURITY INVOKER implementations they call (they run as the
+    -- caller, so executing them grants nothing), and the definers those call back
     public_fns text[] := ARRAY['usage', 'k_anonymity', 'equivalence_classes', 'l_diversity',
-                               'allow_requests', 'anonymize_request', 'drop_release'];
-    admin_fns  text[] := ARRAY['set_role', 'load_hierarchy', 'interval_hierarchy', 'drop_hierarchy'];
+                               'allow_requests', 'anonymize_request', 'drop_release',
+                               'request_begin', 'request_finish', 'raise', 'relation',
+                               'column_roles'];
+    admin_fns  text[] := ARRAY['set_role', 'store_role', 'load_hierarchy', 'interval_hierarchy',
+                               'drop_hierarchy'];
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure FROM pg_proc p
@@ -34,6 +39,38 @@ BEGIN
     END LOOP;
 END
 $grants$;
-GRANT EXECUTE ON FUNCTION deid._raise(text, text, text, text) TO PUBLIC;
 -- deid.rid_sets (audit view for deid_admin) expands chunks with this pure helper.
 GRANT EXECUTE ON FUNCTION deid._rid_set_entries(int[], text[], int[], bigint[]) TO deid_admin;
+GRANT EXECUTE ON FUNCTION deid._copy_in(regclass, text[], text), deid._install_reader(name),
+                          deid._grantor_reader(name), deid._reader_name(name),
+                          deid._reader_source() TO deid_owner;
+
+-- Ownership: deid_owner (NOLOGIN, no superuser) owns the catalog, the release schemas and
+-- every SECURITY DEFINER implementation except two: deid._copy_in belongs to deid_loader
+-- (pg_read_server_files), deid._install_reader stays with the installing superuser (only a
+-- superuser creates a PL/Python function and gives it to another role).
+ALTER SCHEMA release OWNER TO deid_owner;
+ALTER SCHEMA deid_release OWNER TO deid_owner;
+GRANT USAGE ON SCHEMA deid TO deid_owner;
+DO $owner$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.oid::regclass AS rel, c.relkind FROM pg_class c
+              WHERE c.relnamespace = 'deid'::regnamespace AND c.relkind IN ('r', 'v', 'S')
+                AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid
+                                   AND d.classid = 'pg_class'::regclass AND d.deptype = 'i')
+    LOOP
+        EXECUTE format('ALTER %s %s OWNER TO deid_owner',
+                       CASE r.relkind WHEN 'v' THEN 'VIEW' WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+                       r.rel);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p
+              WHERE p.pronamespace = 'deid'::regnamespace AND p.prosecdef
+                AND p.proname NOT IN ('_copy_in', '_install_reader')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO deid_owner', r.fn);
+    END LOOP;
+END
+$owner$;
+ALTER FUNCTION deid._copy_in(regclass, text[], text) OWNER TO deid_loader;

@@ -6,17 +6,35 @@ from .errors import DeidError, INVALID_PARAMETER_VALUE, DUPLICATE_OBJECT, UNDEFI
 from .sqltext import quote_ident
 
 
-def set_role(db, relid, column, role, hierarchy, source, caller):
+def set_role(db, relid, column, role, hierarchy, source):
+    """SECURITY INVOKER: binding a hierarchy reads the column's values as the caller (a
+    deid_admin), so the caller's privileges apply and a view's code runs with its rights only;
+    deid._store_role (deid_owner) then writes the catalog."""
+    caller = access.current_user(db)
     access.require_admin(db, caller)
-    rel = catalog.relation(db, relid)
+    rel = catalog.relation(db, relid, roles=catalog.ROLES_FROM_HELPER)
+    col = _checked_role(rel, column, role)
+    if hierarchy is not None:
+        check_binding(db, rel, col, catalog.hierarchy(db, hierarchy))
+    return db.value("SELECT deid._store_role($1, $2, $3, $4, $5, current_user)",
+                    [relid, column, role, hierarchy, source], ["oid", "name", "text", "text", "text"])
+
+
+def _checked_role(rel, column, role):
     col = rel.column(column)
     catalog.require(role, "role", "One of: " + ", ".join(catalog.ROLES) + ".")
     if role not in catalog.ROLES:
         raise DeidError(INVALID_PARAMETER_VALUE, f"unknown role {role!r}",
                         hint="One of: " + ", ".join(catalog.ROLES) + ".")
+    return col
+
+
+def store_role(db, relid, column, role, hierarchy, source, caller):
+    access.require_admin(db, caller)
+    rel = catalog.relation(db, relid)
+    _checked_role(rel, column, role)
     if hierarchy is not None:
-        h = catalog.hierarchy(db, hierarchy)
-        check_binding(db, rel, col, h)
+        catalog.hierarchy(db, hierarchy)
     db.execute(
         "INSERT INTO deid.column_role (relation, column_name, role, hierarchy, source, set_by)"
         " VALUES ($1, $2, $3, $4, $5, $6)"
@@ -47,7 +65,8 @@ def check_binding(db, rel, col, h):
         if column_kind(col.base_type) not in ("int", "float"):
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'interval hierarchy "{h.name}" needs a numeric column, '
-                            f"{col.name} is {col.type}")
+                            f"{col.name} is {col.type}",
+                            hint="Bind a member hierarchy (deid.load_hierarchy) to a text column.")
         bad = db.query(f"SELECT {q}::text AS v FROM {rel.qualified} WHERE {q} < $1::numeric"
                        f" OR {q} >= $2::numeric LIMIT 5", [str(h.low), str(h.high)])
         if bad:
@@ -109,31 +128,31 @@ def drop_hierarchy(db, name, caller):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f'hierarchy "{name}" is bound to {used[0]["r"]}.{used[0]["c"]}',
                         hint="Unbind it with deid.set_role(...) first.")
+    catalog.require(name, "hierarchy name", "Name a hierarchy: SELECT name FROM deid.hierarchies;")
     if not db.execute("DELETE FROM deid.hierarchy WHERE name = $1", [name]):
-        raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{name}" does not exist')
+        raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{name}" does not exist',
+                        hint="SELECT name FROM deid.hierarchies; lists them.")
     return f"hierarchy {name} dropped"
 
 
 def allow_requests(db, grantee, relid, min_k, min_l, caller):
+    """A policy: `grantee` may request releases of the relation without SELECT on it. The
+    caller becomes the policy's grantor: requests under it read the source as the caller,
+    through a reader function deid installs for (and owned by) the caller."""
     access.caller_role(db, caller)
-    catalog.require(grantee, "role")
+    catalog.require(grantee, "role", "Name the role that may request releases.")
     rel = catalog.relation(db, relid)
     if min_k is None or min_k < 1:
         raise DeidError(INVALID_PARAMETER_VALUE, f"min_k must be at least 1, got {min_k}",
                         hint="k is the smallest equivalence-class size a release may have.")
     if min_l is not None and min_l < 1:
-        raise DeidError(INVALID_PARAMETER_VALUE, f"min_l must be at least 1, got {min_l}")
+        raise DeidError(INVALID_PARAMETER_VALUE, f"min_l must be at least 1, got {min_l}",
+                        hint="l is the smallest diversity a release may have; leave it NULL for none.")
     if not db.value("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", [grantee], ["name"]):
-        raise DeidError(UNDEFINED_OBJECT, f'role "{grantee}" does not exist')
-    owner = db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'USAGE')"
-                     " FROM pg_catalog.pg_class c WHERE c.oid = $2", [caller, rel.oid], ["name", "oid"])
-    admin = db.value("SELECT pg_catalog.pg_has_role($1, 'deid_admin', 'MEMBER')"
-                     " AND pg_catalog.has_table_privilege($1, $2, 'SELECT')",
-                     [caller, rel.oid], ["name", "oid"])
-    if not (owner or admin):
-        raise DeidError("42501", f"only the owner of {rel.display} or a deid_admin who may read it "
-                                 "can allow requests on it",
-                        hint="Ask the data owner.")
+        raise DeidError(UNDEFINED_OBJECT, f'role "{grantee}" does not exist',
+                        hint="CREATE ROLE it first, or name an existing role.")
+    access.may_grant_policy(db, caller, rel, list(rel.columns))
+    db.execute("SELECT deid._install_reader($1)", [caller], ["name"])
     db.execute("INSERT INTO deid.policy (grantee, relation, min_k, min_l, granted_by)"
                " VALUES ($1::regrole, $2, $3, $4, $5) ON CONFLICT (grantee, relation) DO UPDATE"
                " SET min_k = EXCLUDED.min_k, min_l = EXCLUDED.min_l,"

@@ -13,10 +13,18 @@ import numpy as np
 
 from . import catalog, copybin, datapath, method_support as ms, metrics, verify
 from .errors import DeidError, INVALID_PARAMETER_VALUE
+from .options import Option
 from .release import Outcome, STORE_SCHEMA
 from .sqltext import qualified, quote_ident
 
-OPTIONS = {"column_l", "model", "output", "nulls"}
+OPTIONS = (
+    Option("column_l", "map_int", "column-wise limits L_i per sensitive attribute (001 Def. 7); "
+           "needs l.", low=1, high=2 ** 31 - 1, example='{"column_l": {"treatment": 2}}'),
+    Option("model", "choice", "'kl' (001 Def. 6) or 'exponential_l' (the baseline of 001).",
+           choices=("kl", "exponential_l")),
+    Option("output", "choice", "'anatomy' (QIT + one count table per sensitive attribute) or "
+           "'generalized' (one table, QIs as group ranges).", choices=("anatomy", "generalized")),
+)
 
 
 def validate(k, l, opts):
@@ -43,12 +51,14 @@ def validate(k, l, opts):
                             hint="Column-wise limits (001 Def. 7) refine an L requirement.")
 
 
-def run(db, req):
-    from .methods import anatomy
-    t0, sql0 = time.perf_counter(), db.sql_seconds
-    qis = ms.columns_with_role(req, "quasi_identifier")
-    sas = ms.columns_with_role(req, "sensitive")
-    others = ms.columns_with_role(req, "insensitive")
+def _columns(req):
+    return (ms.columns_with_role(req, "quasi_identifier"), ms.columns_with_role(req, "sensitive"),
+            ms.columns_with_role(req, "insensitive"))
+
+
+def plan(db, req, rid):
+    """Check the request's columns; what to read (by deid_owner, before anything is read)."""
+    qis, sas, others = _columns(req)
     if not qis:
         raise DeidError(INVALID_PARAMETER_VALUE, "anatomy needs at least one quasi-identifier",
                         hint="Project a column whose role is quasi_identifier.")
@@ -68,8 +78,15 @@ def run(db, req):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f'column "{clash[0]}" clashes with a column of the anatomy tables',
                         hint="Release it under another name: a view over the source that renames it.")
-    frame = ms.read_snapshot(db, req, names)
-    t_read = time.perf_counter()
+    return ms.read_spec(req, names, rid)
+
+
+def run(db, req, frame):
+    """001 Figs. 5-8 on the snapshot, then write, then verify what was stored."""
+    from .methods import anatomy
+    t_read, sql0 = time.perf_counter(), db.sql_seconds
+    qis, sas, others = _columns(req)
+    column_l = req.options.get("column_l") or {}
     ms.refuse_null_qis(frame, qis, req.options)
     sa_dicts = [datapath.value_dictionary(frame.columns[s]) for s in sas]
     qi = ms.qi_matrix(db, req, frame, qis)
@@ -103,9 +120,9 @@ def run(db, req):
                    metrics={"model": result.model, "min_group": int(sizes.min()),
                             "min_certified_l": int(result.certified_l.min()) if sas else None,
                             "quasi_identifiers": qis, "sensitive": sas,
-                            "seconds": {"read": t_read - t0, "method": t_method - t_read,
+                            "seconds": {"read": req.read_seconds, "method": t_method - t_read,
                                         "write": t_write - t_method, "verify": t_verify - t_write,
-                                        "in_sql": db.sql_seconds - sql0}})
+                                        "in_sql": db.sql_seconds - sql0 + req.read_sql_seconds}})
 
 
 def column_defs(req, names):

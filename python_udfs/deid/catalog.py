@@ -12,13 +12,18 @@ ROLES = ("identifier", "quasi_identifier", "sensitive", "insensitive")
 
 @dataclass
 class Column:
+    """A column as deid reads and releases it. ``type``/``base_type`` are the type a release
+    stores: the column's own type if it is built in (pg_catalog), the built-in base type of a
+    domain (a domain's CHECK is the caller's code and never runs in deid's part), and text for
+    any other type (read as text by the reader; its casts and I/O never run in deid's part)."""
     name: str
-    type: str          # format_type() text, e.g. 'integer', 'character varying(10)'
-    base_type: str     # the type's name without modifiers, e.g. 'varchar'
+    type: str          # release type, format_type() text, e.g. 'integer', 'character varying(10)'
+    base_type: str     # its name without modifiers, e.g. 'varchar'
     not_null: bool
     role: str = None
     hierarchy: str = None
     source: str = None
+    declared_type: str = None   # the column's own type as declared (may be a domain or user type)
 
 
 @dataclass
@@ -60,33 +65,54 @@ def require(value, what, hint=None):
     return value
 
 
-def relation(db, oid):
-    """Load a relation's columns and their deid roles."""
+_COLUMNS = """
+WITH RECURSIVE chain(attnum, typ, mod, depth) AS (
+    SELECT a.attnum, a.atttypid, a.atttypmod, 0 FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+    SELECT c.attnum, t.typbasetype, t.typtypmod, c.depth + 1
+      FROM chain c JOIN pg_catalog.pg_type t ON t.oid = c.typ
+     WHERE t.typtype = 'd' AND c.depth < 64)
+SELECT a.attname, a.attnotnull, format_type(a.atttypid, a.atttypmod) AS declared,
+       t.typnamespace = 'pg_catalog'::regnamespace AS builtin,
+       format_type(b.typ, b.mod) AS base, t.typname AS base_name
+  FROM pg_catalog.pg_attribute a
+  JOIN (SELECT DISTINCT ON (attnum) attnum, typ, mod FROM chain ORDER BY attnum, depth DESC) b
+    ON b.attnum = a.attnum
+  JOIN pg_catalog.pg_type t ON t.oid = b.typ
+ WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+ ORDER BY a.attnum"""
+
+ROLES_FROM_TABLE = ("SELECT column_name, role, hierarchy, source FROM deid.column_role"
+                    " WHERE relation = $1")
+# SECURITY INVOKER code (run as the caller) cannot read deid.column_role itself.
+ROLES_FROM_HELPER = "SELECT column_name, role, hierarchy, source FROM deid._column_roles($1, current_user)"
+
+
+def relation(db, oid, roles=ROLES_FROM_TABLE):
+    """Load a relation's columns and their deid roles (`roles`: the query that reads them)."""
     require(oid, "relation", "Pass a table name, e.g. 'registry.patients'.")
     rows = db.query(
         "SELECT n.nspname, c.relname, c.relkind, c.relrowsecurity"
         "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
         " WHERE c.oid = $1", [oid], ["oid"])
     if not rows:
-        raise DeidError(UNDEFINED_TABLE, f"relation with OID {oid} does not exist",
-                        hint="Pass an existing table or view.")
+        raise DeidError(UNDEFINED_TABLE, "relation does not exist",
+                        hint="Pass an existing table or view, e.g. 'registry.patients'.")
     r = rows[0]
     if r["relkind"] not in ("r", "p", "v", "m", "f"):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f'"{r["nspname"]}.{r["relname"]}" is not a table or view',
                         hint="deid reads tables, views, materialized views and foreign tables.")
     rel = Relation(oid, r["nspname"], r["relname"], r["relkind"], r["relrowsecurity"])
-    for c in db.query(
-            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type,"
-            "       t.typname AS base_type, a.attnotnull,"
-            "       cr.role, cr.hierarchy, cr.source"
-            "  FROM pg_catalog.pg_attribute a"
-            "  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid"
-            "  LEFT JOIN deid.column_role cr ON cr.relation = a.attrelid AND cr.column_name = a.attname"
-            " WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped"
-            " ORDER BY a.attnum", [oid], ["oid"]):
-        rel.columns[c["attname"]] = Column(c["attname"], c["type"], c["base_type"],
-                                           c["attnotnull"], c["role"], c["hierarchy"], c["source"])
+    for c in db.query(_COLUMNS, [oid], ["oid"]):
+        typ, base = (c["base"], c["base_name"]) if c["builtin"] else ("text", "text")
+        rel.columns[c["attname"]] = Column(c["attname"], typ, base, c["attnotnull"],
+                                           declared_type=c["declared"])
+    for r in db.query(roles, [oid], ["oid"]):
+        col = rel.columns.get(r["column_name"])
+        if col is not None:
+            col.role, col.hierarchy, col.source = r["role"], r["hierarchy"], r["source"]
     return rel
 
 

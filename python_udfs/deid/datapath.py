@@ -245,15 +245,19 @@ _counter = itertools.count()
 
 
 def _temp_path(db):
-    base = os.path.join(db.value("SELECT current_setting('data_directory')"), "base", "pgsql_tmp")
+    # A backend's working directory is the cluster's data directory (deid_owner may not
+    # read the data_directory setting).
+    base = os.path.join(os.getcwd(), "base", "pgsql_tmp")
     os.makedirs(base, mode=0o700, exist_ok=True)
     # The pgsql_tmp prefix makes the server remove leftovers at restart.
     return os.path.join(base, f"pgsql_tmpdeid{os.getpid()}.{next(_counter)}")
 
 
 def copy_fields(db, table, column_names, fields):
-    """COPY copybin fields into an existing table (`table` already quoted)
-    through a private server-side file (mode 0600, removed in finally)."""
+    """COPY copybin fields into an existing table of deid's (`table` already quoted)
+    through a private server-side file (mode 0600, removed in finally). The COPY runs in
+    deid._copy_in, the one function that holds pg_read_server_files; it refuses any table
+    where a caller's code could run (sql/06_privileged.sql)."""
     if not fields or len(fields[0]) == 0:
         return 0
     order = copybin.field_order(fields)
@@ -264,8 +268,8 @@ def copy_fields(db, table, column_names, fields):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(copybin.records(fields))
-        cols = ", ".join(quote_ident(c) for c in column_names)
-        return db.execute(f"COPY {table} ({cols}) FROM {db.quote_literal(path)} WITH (FORMAT binary)")
+        return db.value("SELECT deid._copy_in($1::regclass, $2, $3)",
+                        [table, list(column_names), path], ["text", "text[]", "text"])
     finally:
         os.unlink(path)
 

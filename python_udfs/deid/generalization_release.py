@@ -13,11 +13,21 @@ import time
 import numpy as np
 
 from . import catalog, copybin, datapath, hierarchies, method_support as ms, verify
-from .errors import DeidError, INVALID_PARAMETER_VALUE
+from .errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
+from .options import Option
 from .release import Outcome, STORE_SCHEMA
 from .sqltext import qualified, quote_ident
 
-OPTIONS = {"priorities", "limits", "search", "nulls"}
+OPTIONS = (
+    Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "
+           "(002 sec. 4.3: a higher priority is generalized later).", low=0, high=1,
+           example='{"priorities": {"pt": 0.8, "age": 0.2}}'),
+    Option("limits", "map_int", "the highest level each quasi-identifier may reach "
+           "(002 sec. 4.3); at most its hierarchy's top level.", low=0, high=2 ** 31 - 1,
+           example='{"limits": {"pt": 1}}'),
+    Option("search", "choice", "'greedy' (002 sec. 4.5) or 'optimal' (the whole lattice).",
+           choices=("greedy", "optimal")),
+)
 
 
 def validate(k, l, opts):
@@ -58,8 +68,9 @@ def build_attribute(h, name, col, priority, limit, source):
         if h.kind == "member":
             if v not in h.members[0] and v != "NULL":
                 raise DeidError(INVALID_PARAMETER_VALUE,
-                                f'value {v!r} of "{name}" is not in hierarchy "{h.name}"',
-                                hint="Add it to the hierarchy and load it again.")
+                                f'a value of "{name}" is not in hierarchy "{h.name}"',
+                                detail=f"value {v!r}",
+                                hint="Add the column's values to the hierarchy and load it again.")
             chain, x = [v], v
             for level in range(h.levels - 1):
                 x = h.members[level].get(x, "NULL" if level < h.levels - 2 else "*")
@@ -70,7 +81,8 @@ def build_attribute(h, name, col, priority, limit, source):
             up = hierarchies.interval_chain(v, *hierarchies.check_interval(h.low, h.high, h.widths))
             if up is None:
                 raise DeidError(INVALID_PARAMETER_VALUE,
-                                f'value {v} of "{name}" is outside [{h.low}, {h.high}) of hierarchy "{h.name}"',
+                                f'a value of "{name}" is outside [{h.low}, {h.high}) of hierarchy "{h.name}"',
+                                detail=f"value {v}",
                                 hint="Widen the interval hierarchy.")
             chain = [v] + up
         chains.append(chain)
@@ -90,14 +102,7 @@ def build_attribute(h, name, col, priority, limit, source):
                               priority=float(priority), limit=limit, source=source), codes
 
 
-def run(db, req):
-    from .methods import generalize
-    t0 = time.perf_counter()
-    qis = ms.columns_with_role(req, "quasi_identifier")
-    others = [c for c in req.columns if c not in qis]
-    if not qis:
-        raise DeidError(INVALID_PARAMETER_VALUE, "generalization needs at least one quasi-identifier",
-                        hint="Project a column whose role is quasi_identifier.")
+def _hierarchies(db, req, qis):
     hier = {}
     for q in qis:
         meta = req.rel.columns[q]
@@ -106,22 +111,59 @@ def run(db, req):
                             hint=f"SELECT deid.set_role('{req.rel.display}', '{q}', 'quasi_identifier', "
                                  "hierarchy => '<name>');")
         hier[q] = catalog.hierarchy(db, meta.hierarchy)
+    return hier
+
+
+def plan(db, req, rid):
+    """Check the request against the hierarchies; what to read (by deid_owner, before
+    anything is read)."""
+    qis = ms.columns_with_role(req, "quasi_identifier")
+    others = [c for c in req.columns if c not in qis]
+    if not qis:
+        raise DeidError(INVALID_PARAMETER_VALUE, "generalization needs at least one quasi-identifier",
+                        hint="Project a column whose role is quasi_identifier.")
+    hier = _hierarchies(db, req, qis)
     for opt in ("priorities", "limits"):
         for a in req.options.get(opt, {}):
             if a not in qis:
                 raise DeidError(INVALID_PARAMETER_VALUE,
                                 f"options.{opt} names {a!r}, which is not a projected quasi-identifier",
                                 hint="Quasi-identifiers: " + ", ".join(qis) + ".")
+    for a, level in req.options.get("limits", {}).items():
+        if level > hier[a].levels - 1:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f"options.limits of {a!r} is above the top level of its hierarchy",
+                            hint=f'Hierarchy "{hier[a].name}" has levels 0..{hier[a].levels - 1}.')
+    pinned = req.selection.equalities() if req.selection is not None else {}
+    for q, values in pinned.items():
+        h = hier.get(q)
+        if h is not None and h.kind == "member":
+            known = set().union(*h.members)
+            unknown = sorted(v for v in values if v not in known)
+            if unknown:
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f"selection value {unknown[0]!r} of column {q!r} is not in its hierarchy",
+                                hint=f'Use a value of hierarchy "{h.name}" (any level).')
     # 002 sec. 4.5 step 2: a generalized value in the selection matches its leaves ...
     selection = None
     if req.selection is not None:
         selection = req.selection.render(expand=lambda c, v: leaves_under(hier.get(c), v))
-    rid = catalog.row_id_column(db, req.rel, req.options.get("row_id"))
-    frame = datapath.read(db, req.rel, qis + others, rid_column=rid, selection=selection)
-    if frame.n == 0:
-        raise DeidError("DE001", "the selection matches no row", hint="Nothing to release.")
-    ms.refuse_null_qis(frame, qis, req.options)
+    return ms.ReadSpec(req.rel, qis + others, rid, selection, by_rid=False)
+
+
+def run(db, req, frame):
+    """002 sec. 4.5 on the snapshot, then write, then verify what was stored."""
+    from .methods import generalize
     t_read = time.perf_counter()
+    qis = ms.columns_with_role(req, "quasi_identifier")
+    others = [c for c in req.columns if c not in qis]
+    hier = _hierarchies(db, req, qis)
+    if frame.n < req.k:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
+                        f"the request selects fewer rows than k = {req.k}",
+                        detail=f"{frame.n} row(s) selected",
+                        hint="Widen the selection or lower k.")
+    ms.refuse_null_qis(frame, qis, req.options)
     # ... and caps the attribute at that value's level; the smaller limit wins.
     pinned = req.selection.equalities() if req.selection is not None else {}
     attrs, codes = [], []
@@ -131,7 +173,7 @@ def run(db, req):
                                req.options.get("priorities", {}).get(q, 1.0), user_limit,
                                req.rel.columns[q].source or req.rel.display)
         if q in pinned:
-            sel_limit = generalize.selection_limit(a, pinned[q])
+            sel_limit = selection_limit(hier[q], a, pinned[q])
             a.limit = sel_limit if user_limit is None else min(user_limit, sel_limit)
         attrs.append(a)
         codes.append(c)
@@ -160,8 +202,20 @@ def run(db, req):
                             "loss": float(result.loss), "suppressed": [
                                 a.name for a, lv in zip(attrs, result.levels)
                                 if lv == len(a.labels) - 1],
-                            "seconds": {"read": t_read - t0, "method": t_method - t_read,
+                            "seconds": {"read": req.read_seconds, "method": t_method - t_read,
                                         "write": t_write - t_method}})
+
+
+def selection_limit(h, attribute, values):
+    """002 sec. 4.5 step 2: the limit a selection ``col = v`` puts on its attribute -- the
+    level of v in the column's hierarchy (the lowest, for several values). Taken from the
+    whole hierarchy, so a value no selected row holds is still known; interval hierarchies
+    name their bands from the values present (methods.generalize.selection_limit)."""
+    from .methods import generalize
+    if h.kind != "member":
+        return generalize.selection_limit(attribute, values)
+    levels = [min(i for i, members in enumerate(h.members) if v in members) for v in values]
+    return min(levels) if levels else 0
 
 
 def class_table(rows, sizes):

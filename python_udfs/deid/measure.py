@@ -1,15 +1,22 @@
 """Measurement functions: how identifying is a relation?
 
 deid.k_anonymity, deid.equivalence_classes and deid.l_diversity. They reveal
-facts about raw rows, so the caller must hold SELECT on what they read.
+facts about raw rows, so they run as the caller end to end (SECURITY INVOKER): PostgreSQL
+checks the caller's privileges, column privileges, row-level security and security_invoker
+views on every read, and what a view or type runs, runs with the caller's rights.
 """
 import numpy as np
 
-from . import access, catalog, datapath
+from . import catalog, datapath
 from .errors import DeidError, INVALID_PARAMETER_VALUE
 from .sqltext import quote_ident
 
 EXACT_MAX_ROWS = 40   # classes up to this size get the exact minimum-deletion L
+
+
+def relation(db, relid):
+    """The relation and the column roles the caller may see (it cannot read the catalog)."""
+    return catalog.relation(db, relid, roles=catalog.ROLES_FROM_HELPER)
 
 
 def columns_for_role(rel, given, role, what):
@@ -34,7 +41,8 @@ def columns_for_role(rel, given, role, what):
                             f'column "{name}" has role {col.role}, not {role}',
                             hint=f"Change it with deid.set_role() or leave it out of {what}.")
         if name in out:
-            raise DeidError(INVALID_PARAMETER_VALUE, f'column "{name}" is listed twice in {what}')
+            raise DeidError(INVALID_PARAMETER_VALUE, f'column "{name}" is listed twice in {what}',
+                            hint=f"Name each column once in {what}.")
         out.append(name)
     return out
 
@@ -45,19 +53,17 @@ def _class_sql(rel, qis):
     return cols, keys
 
 
-def k_anonymity(db, relid, quasi_identifiers, caller):
-    rel = catalog.relation(db, relid)
+def k_anonymity(db, relid, quasi_identifiers):
+    rel = relation(db, relid)
     qis = columns_for_role(rel, quasi_identifiers, "quasi_identifier", "quasi_identifiers")
-    access.require_select(db, caller, rel, qis)
     cols, _ = _class_sql(rel, qis)
     return db.value(f"SELECT min(c) FROM (SELECT count(*) AS c FROM {rel.qualified} t"
                     f" GROUP BY {cols}) s")
 
 
-def equivalence_classes(db, relid, quasi_identifiers, caller):
-    rel = catalog.relation(db, relid)
+def equivalence_classes(db, relid, quasi_identifiers):
+    rel = relation(db, relid)
     qis = columns_for_role(rel, quasi_identifiers, "quasi_identifier", "quasi_identifiers")
-    access.require_select(db, caller, rel, qis)
     cols, keys = _class_sql(rel, qis)
     rows = db.query(
         f"SELECT row_number() OVER (ORDER BY count(*), {cols}) AS class_id, count(*) AS size,"
@@ -78,9 +84,9 @@ def classes_of(frame, names):
     return rank[inverse], counts[order]
 
 
-def l_diversity(db, relid, quasi_identifiers, sensitive, exact, caller):
+def l_diversity(db, relid, quasi_identifiers, sensitive, exact):
     from .methods import diversity
-    rel = catalog.relation(db, relid)
+    rel = relation(db, relid)
     qis = columns_for_role(rel, quasi_identifiers, "quasi_identifier", "quasi_identifiers")
     sas = columns_for_role(rel, sensitive, "sensitive", "sensitive attributes")
     overlap = set(qis) & set(sas)
@@ -88,7 +94,6 @@ def l_diversity(db, relid, quasi_identifiers, sensitive, exact, caller):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f"column {sorted(overlap)[0]} is both quasi-identifier and sensitive",
                         hint="A column has one role.")
-    access.require_select(db, caller, rel, qis + sas)
     frame = datapath.read(db, rel, qis + sas)
     if frame.n == 0:
         return []

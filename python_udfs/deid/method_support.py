@@ -1,17 +1,34 @@
 """Pieces shared by the method adapters (anatomy_release, generalization_release):
 reading the request's snapshot, hierarchy-ordered codes, per-source QI sets."""
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import catalog, datapath
 from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
 
 
-def read_snapshot(db, req, names):
-    """Read `names` (+ the row id) of the selected rows of the source, ordered
-    by row id (the join of the dictionary encoding scrambles the scan order)."""
-    rid = catalog.row_id_column(db, req.rel, req.options.get("row_id"))
+@dataclass
+class ReadSpec:
+    """What a request reads, planned by deid_owner's part (adapter.plan) and read by the role
+    the request reads as (pipeline.read_pending): the source's `names` and row id of the rows
+    matching the rendered selection ((sql, params) or None)."""
+    rel: catalog.Relation
+    names: list
+    rid: str
+    selection: tuple = None
+    by_rid: bool = True        # order the rows by row id (the order methods and verifier share)
+
+    def read(self, db):
+        frame = datapath.read(db, self.rel, self.names, rid_column=self.rid, selection=self.selection)
+        return frame.sorted_by_rid() if self.by_rid else frame
+
+
+def read_spec(req, names, rid):
+    """Read `names` (+ the row id) of the selected rows of the source, ordered by row id (the
+    join of the dictionary encoding scrambles the scan order)."""
     selection = req.selection.render() if req.selection is not None else None
-    return datapath.read(db, req.rel, names, rid_column=rid, selection=selection).sorted_by_rid()
+    return ReadSpec(req.rel, names, rid, selection)
 
 
 def columns_with_role(req, role):
@@ -22,13 +39,12 @@ def refuse_null_qis(frame, qis, options):
     """NULL quasi-identifiers need options.nulls = 'value' (NULL is then a value
     of its own); otherwise the request is refused."""
     nulls = options.get("nulls", "error")
-    if nulls not in ("error", "value"):
-        raise DeidError(INVALID_PARAMETER_VALUE, f"options.nulls must be 'error' or 'value', not {nulls!r}")
     for q in qis:
         n = int(frame.columns[q].null.sum())
         if n and nulls == "error":
             raise DeidError(NULL_VALUE_NOT_ALLOWED,
-                            f'quasi-identifier "{q}" is NULL in {n} selected row(s)',
+                            f'quasi-identifier "{q}" is NULL in some selected rows',
+                            detail=f"{n} selected row(s)",
                             hint='Filter them out with selection => \'... AND '
                                  f'{q} IS NOT NULL\', or pass options => \'{{"nulls": "value"}}\' '
                                  "to treat NULL as a value of its own.")

@@ -6,11 +6,15 @@ handle and turns a :class:`~deid.errors.DeidError` into a PostgreSQL error
 with its SQLSTATE, detail and hint.
 """
 import importlib
+import re
 import time
 
 import plpy
 
-from .errors import DeidError
+from .errors import DeidError, INSUFFICIENT_PRIVILEGE
+
+READ_HINT = ("deid reads as the calling role (for a policy-based request, as the policy's grantor):"
+             " that role needs SELECT on the columns read, and on what a view reads.")
 
 
 class Database:
@@ -30,6 +34,12 @@ class Database:
                 return plpy.execute(sql)
             types = types or ["text"] * len(params)
             return plpy.execute(self._plan(sql, types), list(params))
+        except plpy.SPIError as e:
+            if getattr(e, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+                # PostgreSQL's own privilege error (it names the relation, nothing more)
+                raise DeidError(INSUFFICIENT_PRIVILEGE, _PREFIX.sub("", str(e.args[0] if e.args else e)),
+                                hint=_detail_hint(e)[1] or READ_HINT) from None
+            raise
         finally:
             self.sql_seconds += time.perf_counter() - t
 
@@ -82,3 +92,21 @@ def entry(function, *args, **kwargs):
     except DeidError as e:
         extra = {k: v for k, v in (("detail", e.detail), ("hint", e.hint)) if v}
         plpy.error(e.message, sqlstate=e.sqlstate, **extra)
+    except plpy.SPIError as e:
+        # An error of a statement this function ran (e.g. a nested deid function): raise it
+        # again as it was, without PL/Python's exception-class prefix.
+        state = getattr(e, "sqlstate", None)
+        if state is None:
+            raise
+        detail, hint = _detail_hint(e)
+        extra = {k: v for k, v in (("detail", detail), ("hint", hint)) if v}
+        plpy.error(_PREFIX.sub("", str(e.args[0] if e.args else e)), sqlstate=state, **extra)
+
+
+def _detail_hint(e):
+    """(detail, hint) of a PL/Python SPIError (kept in its spidata tuple)."""
+    data = getattr(e, "spidata", None) or ()
+    return (data[1] if len(data) > 1 else None), (data[2] if len(data) > 2 else None)
+
+
+_PREFIX = re.compile(r"^(?:(?:plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): )+")

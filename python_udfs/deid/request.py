@@ -243,6 +243,25 @@ class Selection:
             out[node.column] = out[node.column] & vals if node.column in out else vals
         return out
 
+    def literals(self):
+        """Every (column, literal text) the selection compares, in order (each becomes a bound
+        parameter cast to the column's type)."""
+        def walk(node):
+            if isinstance(node, _Cmp):
+                yield node.column, node.value
+            elif isinstance(node, _InList):
+                for v in node.values:
+                    yield node.column, v
+            elif isinstance(node, _Between):
+                yield node.column, node.low
+                yield node.column, node.high
+            elif isinstance(node, (_And, _Or)):
+                for i in node.items:
+                    yield from walk(i)
+            elif isinstance(node, _Not):
+                yield from walk(node.item)
+        return list(walk(self._root))
+
 
 # --------------------------------------------------------------------------------------------
 # Parsing
@@ -251,6 +270,11 @@ _TYPE_TOKEN_RE = re.compile(
     r'\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_$]*)|(?P<quoted>"(?:[^"]|"")+")|(?P<dot>\.)'
     r"|(?P<array>\[\d*\])|(?P<typmod>\(\s*\d+\s*(?:,\s*-?\d+\s*)?\)))"
 )
+
+
+def cast_type(column: str, pg_type) -> str:
+    """The type a selection literal on `column` is cast to (see _cast_type)."""
+    return _cast_type(column, pg_type)
 
 
 def _cast_type(column: str, pg_type) -> str:
@@ -401,7 +425,8 @@ class _Parser:
     # -- predicates ------------------------------------------------------------------------
     def pred(self, node, depth=0):
         if depth > _MAX_DEPTH:
-            raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply")
+            raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
+                            hint="Write long OR chains as col IN (...) and flatten parentheses.")
         t = type(node)
         if t is exp.Paren:
             return self.pred(node.this, depth + 1)
@@ -508,7 +533,8 @@ def parse_selection(text: str, columns: dict[str, str]) -> Selection:
                         hint="Pass NULL for no selection, or a condition such as age >= 18.")
     if len(text) > MAX_SELECTION_LENGTH:
         raise DeidError(INVALID_PARAMETER_VALUE,
-                        f"selection is too long ({len(text)} characters, at most {MAX_SELECTION_LENGTH})")
+                        f"selection is too long ({len(text)} characters, at most {MAX_SELECTION_LENGTH})",
+                        hint="Select on fewer values, or release a view that holds the selection.")
     if "\x00" in text:
         raise DeidError(INVALID_PARAMETER_VALUE, "selection contains a NUL character")
     dialect = Dialect.get_or_raise("postgres")
@@ -541,7 +567,8 @@ def parse_selection(text: str, columns: dict[str, str]) -> Selection:
     except sg_errors.SqlglotError as e:
         raise DeidError(SYNTAX_ERROR, f"syntax error in selection: {_first_line(e)}", hint=_GRAMMAR_HINT)
     except RecursionError:
-        raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply")
+        raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
+                            hint="Write long OR chains as col IN (...) and flatten parentheses.")
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
         raise DeidError(SYNTAX_ERROR, "a selection must be exactly one condition", hint=_GRAMMAR_HINT)
@@ -551,7 +578,8 @@ def parse_selection(text: str, columns: dict[str, str]) -> Selection:
     try:
         root = p.pred(trees[0])
     except RecursionError:
-        raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply")
+        raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
+                            hint="Write long OR chains as col IN (...) and flatten parentheses.")
     return Selection(root, p.types, text)
 
 

@@ -245,11 +245,12 @@ def test_row_level_security_applies_as_defined(admin, connect, attacker_schema):
 def test_column_privilege_only_grant_for_requests(admin, connect, attacker_schema):
     """SELECT on some columns: a request may release exactly those."""
     admin.execute("SELECT deid.set_role('public.t_secret', 'dx', 'quasi_identifier')")
+    admin.execute("SELECT deid.set_role('public.t_secret', 'name', 'sensitive')")
     admin.execute("SELECT deid.set_role('public.t_secret', 'ssn', 'sensitive')")
-    admin.execute(f"GRANT SELECT (id, dx) ON public.t_secret TO {ATTACKER}")
+    admin.execute(f"GRANT SELECT (id, dx, name) ON public.t_secret TO {ATTACKER}")
     conn = connect(ATTACKER)
     ok = conn.execute("SELECT verified, rows FROM deid.anonymize_request('public.t_secret',"
-                      " 'anatomy', k => 2, columns => '{dx}', release => 't_colgrant')").fetchone()
+                      " 'anatomy', k => 2, columns => '{dx,name}', release => 't_colgrant')").fetchone()
     assert ok == (True, 40)
     with pytest.raises(psycopg.Error) as e:
         conn.execute("SELECT * FROM deid.anonymize_request('public.t_secret', 'anatomy', k => 2,"

@@ -85,7 +85,7 @@ def test_fig4_fig8_column_wise():
     assert anatomize(qi, codes, K=2, L=3).certified_l.tolist() == [3]
     with pytest.raises(DeidError) as e:
         anatomize(qi, codes, K=2, L=4)
-    assert e.value.sqlstate == INVALID_PARAMETER_VALUE and "3" in e.value.hint
+    assert e.value.sqlstate == INVALID_PARAMETER_VALUE and "3" in e.value.detail   # a count of the data: in the detail only
 
 
 def test_exponential_l_on_fig1():

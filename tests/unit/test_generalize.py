@@ -262,7 +262,8 @@ def test_only_rows_fewer_than_k():
     h = AttributeHierarchy("a", [[0, 0]], [["x", "y"], ["*"]], [0, 1])
     with pytest.raises(DeidError) as e:
         greedy(np.array([[0], [1]]), np.array([1, 1]), [h], 3)
-    assert e.value.sqlstate == PRIVACY_MODEL_UNSATISFIABLE and "only 2 rows" in e.value.message
+    assert e.value.sqlstate == PRIVACY_MODEL_UNSATISFIABLE and "too few rows" in e.value.message
+    assert "2 row(s)" in e.value.detail          # the count goes to the detail (dropped for policy callers)
 
 
 def test_ties_first_listed_attribute_wins():

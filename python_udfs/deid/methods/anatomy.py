@@ -75,8 +75,9 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
     caps = _check_column_l(column_l, L, s, model)
     if n < K:
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
-                        f"the table has {n} rows, fewer than K = {K}",
-                        hint="lower K or release more rows")
+                        f"the request selects fewer rows than K = {K}",
+                        detail=f"{n} row(s) selected",
+                        hint="Lower K, or widen the selection to release more rows.")
     dense, sizes = diversity.dense_columns(codes)
     if L is not None:
         _check_reachable(dense, sizes, L, caps, model)
@@ -104,8 +105,8 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
         if whole < L:
             raise DeidError(
                 PRIVACY_MODEL_UNSATISFIABLE,
-                f"the whole table does not satisfy the {model} model with L = {L} "
-                f"(certified L = {whole})",
+                f"the selected rows as one group do not satisfy the {model} model with L = {L}",
+                detail=f"certified L of all selected rows: {whole}",
                 hint="lower L" + (
                     " (Exponential-L needs every combination of the other sensitive values "
                     "to have L values of each attribute)" if model == "exponential_l" else
@@ -205,6 +206,7 @@ def _check_reachable(dense, sizes, L, caps, model):
                 bound, which = distinct, a
     if bound is not None and L > bound:
         raise DeidError(INVALID_PARAMETER_VALUE,
-                        f"L = {L} exceeds the {bound} distinct values of sensitive attribute "
-                        f"{which}; no group can be {L}-diverse",
-                        hint=f"choose L <= {bound}")
+                        f"L = {L} exceeds the distinct values of a sensitive attribute; "
+                        f"no group can be {L}-diverse",
+                        detail=f"sensitive attribute {which} has {bound} distinct value(s)",
+                        hint="Lower L, or release a sensitive attribute with more distinct values.")

@@ -515,17 +515,19 @@ def _unsatisfiable(k, source, nsources, attrs, smallest, total):
     if not blocking:
         return DeidError(
             PRIVACY_MODEL_UNSATISFIABLE,
-            f"k-anonymity (k={k}) cannot be reached{where}: only {total} rows match the request",
+            f"k-anonymity (k={k}) cannot be reached{where}: too few rows match the request",
+            detail=f"{total} row(s) match",
             hint="Widen the selection or lower k.")
     names = ", ".join(f"{h.name} (limit {h.cap} of {h.top})" for h in blocking)
     return DeidError(
         PRIVACY_MODEL_UNSATISFIABLE,
-        f"k-anonymity (k={k}) cannot be reached{where}: with every attribute at its limit the smallest "
-        f"class still has {smallest} rows; blocking limits: {names}",
+        f"k-anonymity (k={k}) cannot be reached{where}: with every attribute at its limit some "
+        f"class stays below k; blocking limits: {names}",
         hint="Raise or remove the generalization limits of " + ", ".join(h.name for h in blocking)
         + " (a column pinned by an equality in the selection cannot rise above the selected value), "
         "drop such columns from the request, widen the selection, or lower k.",
-        detail="levels at the limit: " + ", ".join(f"{h.name}={h.cap}" for h in attrs))
+        detail=f"smallest class: {smallest} row(s); levels at the limit: "
+        + ", ".join(f"{h.name}={h.cap}" for h in attrs))
 
 
 def _finish(codes, counts, attributes, levels, steps, final, stats):

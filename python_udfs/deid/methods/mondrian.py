@@ -99,8 +99,9 @@ def partition(qi, K, accept=None, *, accept_groups=None):
     n, d = qi.shape
     if n < K:
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
-                        f"{n} rows cannot form a group of K = {K} rows",
-                        hint="lower K or release more rows")
+                        f"the rows cannot form a group of K = {K} rows",
+                        detail=f"{n} row(s)",
+                        hint="Lower K, or widen the selection to release more rows.")
     if d == 0 or n < 2 * K:
         return np.zeros(n, dtype=np.int64)
     std = qi.std(axis=0)

@@ -1,0 +1,105 @@
+"""Build the extension script deid--X.Y.Z.sql from sql/*.sql.
+
+    python3 build_sql.py PYDIR sql/00_x.sql sql/10_y.sql ... > deid--X.Y.Z.sql
+
+Two expansions:
+
+``#@BOOT`` (a line of a PL/Python body): puts deid's private package directory on sys.path
+and imports ``entry``.
+
+``#@WRAP <public signature> RETURNS <type> => <implementation call>`` (a line of its own):
+the public function, a PL/pgSQL SECURITY INVOKER wrapper that runs as the caller, calls the
+implementation and re-raises any error through ``deid._raise`` (SQLSTATE, message, detail and
+hint kept; PL/Python's exception prefix and traceback dropped; a cancel stays a cancel).
+A public argument of type ``regclass`` also gets an overload taking ``text``, resolved with
+the caller's search_path by ``deid._relation`` so that an unknown relation is a 42P01 with a
+HINT instead of PostgreSQL's bare cast error.
+"""
+import re
+import sys
+
+WRAP = re.compile(r"^#@WRAP\s+(?P<name>[\w.]+)\((?P<args>.*)\)\s+RETURNS\s+(?P<ret>.+?)\s+=>\s+(?P<call>.+)$")
+
+BODY = """CREATE FUNCTION {name}({args})
+RETURNS {ret} LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE s text; m text; d text; h text;
+BEGIN
+    {ret_stmt};
+EXCEPTION WHEN OTHERS OR query_canceled THEN
+    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL,
+                            h = PG_EXCEPTION_HINT;
+    PERFORM deid._raise(s, m, d, h);
+END $$;
+"""
+
+# No pinned search_path: the text names a relation as the caller would write it.
+TEXT_OVERLOAD = """CREATE FUNCTION {name}({args})
+RETURNS {ret} LANGUAGE plpgsql AS $$
+BEGIN
+    {ret_stmt};
+END $$;
+"""
+
+
+def split_args(args):
+    """Top-level comma split (defaults may hold commas inside quotes or brackets)."""
+    out, depth, quote, cur = [], 0, False, ""
+    for ch in args:
+        if ch == "'":
+            quote = not quote
+        elif not quote and ch in "([":
+            depth += 1
+        elif not quote and ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0 and not quote:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def ret_stmt(ret, call):
+    if ret.upper().startswith(("TABLE", "SETOF")):
+        return f"RETURN QUERY SELECT * FROM {call}"
+    return f"RETURN {call}"
+
+
+def wrap(m):
+    name, args, ret, call = m["name"], m["args"], m["ret"], m["call"].rstrip(";")
+    parts = split_args(args)
+    out = [BODY.format(name=name, args=args, ret=ret, ret_stmt=ret_stmt(ret, call))]
+    rel = [i for i, a in enumerate(parts) if a.split()[1:2] == ["regclass"]]
+    if rel:
+        i = rel[0]
+        pname = parts[i].split()[0]
+        text_parts = list(parts)
+        text_parts[i] = text_parts[i].replace("regclass", "text", 1)
+        names = [p.split()[0] for p in parts]
+        forward = ", ".join(f"{n} => deid._relation({n})" if j == i else f"{n} => {n}"
+                            for j, n in enumerate(names))
+        out.append(TEXT_OVERLOAD.format(name=name, args=", ".join(text_parts), ret=ret,
+                                        ret_stmt=ret_stmt(ret, f"{name}({forward})")))
+        assert pname == names[i]
+    return "\n".join(out)
+
+
+def build(pydir, paths):
+    boot = (f"import sys\nif {pydir!r} not in sys.path: sys.path.insert(0, {pydir!r})\n"
+            "from deid.pg import entry")
+    out = []
+    for path in paths:
+        out.append(f"-- ---- {path}")
+        for line in open(path, encoding="utf-8").read().splitlines():
+            if line == "#@BOOT":
+                out.append(boot)
+                continue
+            m = WRAP.match(line)
+            out.append(wrap(m) if m else line.replace("@DEID_PYDIR@", pydir))
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(build(sys.argv[1], sys.argv[2:]))

@@ -1,0 +1,200 @@
+"""deid.anonymize_request across the privilege boundary (README, "Security model").
+
+    _anonymize_request   SECURITY INVOKER, as the caller
+      -> begin           SECURITY DEFINER (deid_owner): validate, authorize, plan the read
+           policy-based: -> deid._reader_<grantor>(token) -> read_pending, as the grantor
+      -> read_pending    with SELECT: as the caller, in the caller's own function
+      -> finish          SECURITY DEFINER (deid_owner): method -> write -> verify -> log
+
+The snapshot passes from the reading part to deid_owner's part in this backend's memory
+(``_PENDING``), keyed by a random token: only deid's own Python puts rows there, so no SQL
+caller can hand deid rows of its own making, and deid_owner never reads a caller's relation.
+A failed request leaves nothing: the whole call is one transaction.
+
+For a caller without SELECT (a policy-based request), errors carry no raw value and no count
+below k: messages and hints never hold data, and the detail (which may) is dropped.
+"""
+import contextlib
+import random
+import secrets
+import time
+from dataclasses import dataclass
+
+from . import access, catalog, options as opts_schema, release
+from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
+                     INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED)
+
+_PENDING = {}
+
+
+@dataclass
+class Pending:
+    req: release.Request
+    adapter: object
+    spec: object            # method_support.ReadSpec: what to read
+    reader: str             # the role that must read it: the caller, or the policy's grantor
+    old: dict = None        # the release this one replaces
+    frame: object = None
+    read_seconds: float = 0.0
+    read_sql_seconds: float = 0.0
+
+
+def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
+    """SECURITY INVOKER: the caller's part."""
+    token = db.value("SELECT deid._request_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
+                     [relid, method, k, l, columns, selection, options, name],
+                     ["oid", "text", "int", "int", "text[]", "text", "text", "text"])
+    try:
+        pending = _PENDING.get(token)
+        if pending is not None and pending.frame is None:
+            read_pending(db, token)          # the caller holds SELECT: it reads, as itself
+        return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])
+    finally:
+        _PENDING.pop(token, None)
+
+
+def read_pending(db, token):
+    """Read a planned request's snapshot as the role now current, which must be the role
+    begin() chose: the caller, or (inside the grantor's reader) the policy's grantor."""
+    p = _PENDING.get(token)
+    if p is None or p.frame is not None or access.current_user(db) != p.reader:
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no request of this session waits for this read",
+                        hint="Call deid.anonymize_request(...).")
+    t, sql0 = time.perf_counter(), db.sql_seconds
+    with _redacted(p.req, reading=True):
+        p.frame = p.spec.read(db)
+    p.read_seconds, p.read_sql_seconds = time.perf_counter() - t, db.sql_seconds - sql0
+    return p.frame.n
+
+
+def begin(db, relid, method, k, l, columns, selection, options, name, caller):
+    """SECURITY DEFINER: validate, authorize, plan; for a policy, have the grantor read."""
+    from .methods_registry import adapter_of, METHOD_NAMES
+    access.caller_role(db, caller)
+    rel = catalog.relation(db, relid)
+    catalog.require(method, "method", "One of: " + ", ".join(METHOD_NAMES) + ".")
+    adapter = adapter_of(method)
+    if k is None:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
+                        hint="k is the smallest group size of the release, e.g. k => 10.")
+    opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + adapter.OPTIONS,
+                                method)
+    adapter.validate(k, l, opts)
+    cols = release.projection(rel, columns)
+    sel = parse_selection(db, rel, selection)
+    rid = catalog.row_id_column(db, rel, opts.get("row_id"))
+    grant = access.authorize_request(db, caller, rel, cols + [rid] + sorted(sel.columns if sel else []),
+                                     k, l)
+    if grant["via"] == "policy" and sel is not None:
+        released = {c for c in cols if rel.columns[c].role == "quasi_identifier"}
+        outside = sorted(set(sel.columns) - released)
+        if outside:
+            raise DeidError(INSUFFICIENT_PRIVILEGE,
+                            f'a policy-based request may not select on column "{outside[0]}"',
+                            hint="Without SELECT on the source, a selection may use only the "
+                                 "quasi-identifiers this request releases: "
+                                 + (", ".join(sorted(released)) or "none") + ".")
+    release_id = db.value("SELECT nextval(pg_catalog.pg_get_serial_sequence('deid.release',"
+                          " 'release_id'))")
+    name = release.release_name(rel, name, release_id)
+    db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release'), hashtext($1))",
+               [name])
+    old = release.existing_release(db, name)
+    if old:
+        release.check_replace(db, old, name, caller, opts.get("replace", False))
+    seed = opts.get("seed")
+    if seed is None:
+        seed = random.SystemRandom().randrange(2 ** 31)
+    started = db.value("SELECT clock_timestamp()::text")
+    req = release.Request(rel, method, k, l, cols, selection, sel, opts, name, release_id, seed,
+                          caller, grant, started)
+    with _redacted(req):
+        spec = adapter.plan(db, req, rid)
+    token = secrets.token_hex(16)
+    _PENDING[token] = Pending(req, adapter, spec, grant["reader"], old)
+    if grant["via"] == "policy":
+        with _redacted(req, reading=True):
+            db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
+    return token
+
+
+def finish(db, token, caller):
+    """SECURITY DEFINER: method -> write -> verify -> log, on the snapshot read for `token`."""
+    access.caller_role(db, caller)
+    p = _PENDING.pop(token, None)
+    if p is None or p.frame is None or p.req.caller != caller:
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no snapshot was read for this request",
+                        hint="Call deid.anonymize_request(...).")
+    req = p.req
+    with _redacted(req):
+        if p.old:
+            release.drop_relations(db, p.old["relations"])
+            db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
+                       [p.old["release_id"]], ["bigint"])
+        req.read_seconds, req.read_sql_seconds = p.read_seconds, p.read_sql_seconds
+        out = _run_method(db, p)
+        relations = release.publish(db, req, out.tables)
+        release.log(db, req, relations, out)
+    return [(req.release_id, relations, out.rows, out.groups, out.discernibility, True)]
+
+
+def _run_method(db, p):
+    try:
+        return p.adapter.run(db, p.req, p.frame)
+    except DeidError:
+        raise
+    except Exception as e:
+        if getattr(e, "sqlstate", None) == DUPLICATE_TABLE:
+            raise DeidError(DUPLICATE_TABLE,
+                            f'a table of release "{p.req.name}" has the name of an existing relation',
+                            hint="Choose another release name: a release's tables are named "
+                                 "<release>_<suffix>.") from None
+        raise
+
+
+@contextlib.contextmanager
+def _redacted(req, reading=False):
+    """Errors for a caller without SELECT keep their SQLSTATE, message and hint (which never
+    hold data) and lose their detail (which may); an error PostgreSQL raised while reading
+    becomes a message of deid's own."""
+    try:
+        yield
+    except DeidError as e:
+        if req.grant["via"] != "select":
+            e.detail = None
+        raise
+    except Exception as e:
+        state = getattr(e, "sqlstate", None)
+        if req.grant["via"] == "select" or state is None:
+            raise
+        if reading:
+            raise DeidError(state, f"reading {req.rel.display} as the policy's grantor failed",
+                            hint="Ask the role that granted the policy to check the source "
+                                 "(its rights, its views) and the request.") from None
+        raise
+
+
+def parse_selection(db, rel, text):
+    """The selection, parsed against every column (its columns are then authorized like the
+    projection), with every literal checked against its column's type."""
+    if text is None:
+        return None
+    from .request import cast_type, parse_selection as parse
+    sel = parse(text, {n: c.type for n, c in rel.columns.items()})
+    for column, value in sel.literals():
+        target = cast_type(column, rel.columns[column].type)
+        try:
+            with db.subtransaction():
+                db.value(f"SELECT $1::{target} IS NULL", [value])
+        except Exception as e:
+            if getattr(e, "sqlstate", None) is None:
+                raise
+            raise DeidError(INVALID_TEXT_REPRESENTATION,
+                            f'selection value {value!r} is not a valid {target} for column "{column}"',
+                            hint=f'Compare "{column}" with a literal of its type, e.g. '
+                                 + ("'2020-01-31'" if "date" in target else "42" if target in
+                                    ("integer", "bigint", "smallint", "numeric") else "'text'")
+                                 + ".") from None
+    return sel
+
+
