@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(42);
+SELECT plan(51);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -28,9 +28,30 @@ SELECT has_function('deid', 'k_anonymity', ARRAY['regclass', 'text[]']);
 SELECT has_function('deid', 'equivalence_classes', ARRAY['regclass', 'text[]']);
 SELECT has_function('deid', 'l_diversity', ARRAY['regclass', 'text[]', 'text[]', 'boolean']);
 
--- Implementations that read raw data are SECURITY DEFINER with a pinned search_path.
-SELECT is_definer('deid', '_k_anonymity', ARRAY['oid', 'text[]', 'name']);
-SELECT is_definer('deid', '_l_diversity', ARRAY['oid', 'text[]', 'text[]', 'boolean', 'name']);
+-- Implementations that read a caller's relation run as the caller (issue 8); the definers
+-- pin search_path and belong to deid_owner, a NOLOGIN role that is no superuser.
+SELECT isnt_definer('deid', '_k_anonymity', ARRAY['oid', 'text[]']);
+SELECT isnt_definer('deid', '_l_diversity', ARRAY['oid', 'text[]', 'text[]', 'boolean']);
+SELECT isnt_definer('deid', '_equivalence_classes', ARRAY['oid', 'text[]']);
+SELECT isnt_definer('deid', '_set_role', ARRAY['oid', 'name', 'text', 'text', 'text']);
+SELECT has_role('deid_owner');
+SELECT ok((SELECT NOT rolsuper AND NOT rolcanlogin AND NOT rolbypassrls FROM pg_roles
+            WHERE rolname = 'deid_owner'), 'deid_owner: no login, no superuser, no BYPASSRLS');
+SELECT is(
+    (SELECT string_agg(p.proname || ':' || pg_get_userbyid(p.proowner), ',' ORDER BY p.proname)
+       FROM pg_proc p
+      WHERE p.pronamespace = 'deid'::regnamespace AND p.prosecdef
+        AND pg_get_userbyid(p.proowner) <> 'deid_owner'),
+    '_copy_in:deid_loader,_install_reader:' || (SELECT pg_get_userbyid(extowner) FROM pg_extension
+                                                  WHERE extname = 'deid'),
+    'every SECURITY DEFINER belongs to deid_owner but the COPY helper and the reader installer');
+SELECT is((SELECT count(*)::int FROM pg_class
+            WHERE relnamespace = 'deid'::regnamespace AND relkind IN ('r', 'v')
+              AND pg_get_userbyid(relowner) <> 'deid_owner'), 0, 'deid_owner owns the catalog');
+SELECT ok(NOT has_function_privilege('deid_reader', 'deid._copy_in(regclass, text[], text)', 'EXECUTE'),
+          'only deid_owner may call the COPY helper');
+SELECT ok(NOT has_function_privilege('deid_admin', 'deid._install_reader(name)', 'EXECUTE'),
+          'only deid_owner may install a grantor''s reader');
 SELECT is(
     (SELECT count(*)::int FROM pg_proc
       WHERE pronamespace = 'deid'::regnamespace AND prosecdef
@@ -56,8 +77,9 @@ SELECT is((SELECT sum(size)::int FROM deid.equivalence_classes('t_pgtap', '{a}')
 SELECT has_function('deid', 'anonymize_request',
                     ARRAY['regclass', 'text', 'integer', 'integer', 'text[]', 'text', 'jsonb', 'text']);
 SELECT has_function('deid', 'drop_release', ARRAY['text']);
-SELECT is_definer('deid', '_anonymize_request',
-                  ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text', 'name']);
+SELECT isnt_definer('deid', '_anonymize_request',
+                    ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text']);
+SELECT is_definer('deid', '_request_finish', ARRAY['text', 'name']);
 CREATE TABLE public.t_pgtap_src (id int PRIMARY KEY, a int, s text);
 INSERT INTO t_pgtap_src SELECT i, i % 10, 'v' || (i % 4) FROM generate_series(1, 200) i;
 SELECT deid.set_role('t_pgtap_src', 'a', 'quasi_identifier');
