@@ -13,7 +13,10 @@ implementation and re-raises any error through ``deid._raise`` (SQLSTATE, messag
 hint kept; PL/Python's exception prefix and traceback dropped; a cancel stays a cancel).
 A public argument of type ``regclass`` also gets an overload taking ``text``, resolved with
 the caller's search_path by ``deid._relation`` so that an unknown relation is a 42P01 with a
-HINT instead of PostgreSQL's bare cast error.
+HINT instead of PostgreSQL's bare cast error; in that overload a ``jsonb`` argument is taken
+as ``text`` too and parsed by ``deid._jsonb`` (malformed JSON: 22023 with a HINT). A call
+with string literals resolves to the all-text overload (PostgreSQL prefers the string
+category for unknown literals); typed regclass or jsonb values reach the original.
 """
 import re
 import sys
@@ -78,8 +81,15 @@ def wrap(m):
         text_parts = list(parts)
         text_parts[i] = text_parts[i].replace("regclass", "text", 1)
         names = [p.split()[0] for p in parts]
-        forward = ", ".join(f"{n} => deid._relation({n})" if j == i else f"{n} => {n}"
-                            for j, n in enumerate(names))
+        as_json = {j for j, a in enumerate(parts) if a.split()[1:2] == ["jsonb"]}
+        for j in as_json:
+            text_parts[j] = text_parts[j].replace("jsonb", "text", 1)
+
+        def arg(j, n):
+            if j == i:
+                return f"{n} => deid._relation({n})"
+            return f"{n} => deid._jsonb({n}, '{n}')" if j in as_json else f"{n} => {n}"
+        forward = ", ".join(arg(j, n) for j, n in enumerate(names))
         out.append(TEXT_OVERLOAD.format(name=name, args=", ".join(text_parts), ret=ret,
                                         ret_stmt=ret_stmt(ret, f"{name}({forward})")))
         assert pname == names[i]

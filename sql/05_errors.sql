@@ -34,3 +34,13 @@ EXCEPTION
         RAISE EXCEPTION 'invalid relation name "%"', relation USING ERRCODE = 'invalid_name',
               HINT = 'Write schema.table, with double quotes around names that need them.';
 END $$;
+
+-- A JSON argument given as text (the text overloads of build_sql.py).
+CREATE FUNCTION deid._jsonb(value text, what text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN value::jsonb;
+EXCEPTION WHEN invalid_text_representation OR invalid_parameter_value THEN
+    RAISE EXCEPTION '% is not valid JSON', what USING ERRCODE = 'invalid_parameter_value',
+          HINT = format('%s is a JSON object, e.g. ''{"seed": 7}''.', what);
+END $$;

@@ -15,13 +15,15 @@ DO $grants$
 DECLARE
     f regprocedure;
     -- public wrappers and the SECURITY INVOKER implementations they call (they run as the
-    -- caller, so executing them grants nothing), and the definers those call back
+    -- caller, so executing them grants nothing), and the definers those call back. The
+    -- administration functions check deid_admin membership themselves, so that a non-admin
+    -- gets a 42501 with a HINT rather than PostgreSQL's bare "permission denied".
     public_fns text[] := ARRAY['usage', 'k_anonymity', 'equivalence_classes', 'l_diversity',
                                'allow_requests', 'anonymize_request', 'drop_release',
-                               'request_begin', 'request_finish', 'raise', 'relation',
-                               'column_roles'];
-    admin_fns  text[] := ARRAY['set_role', 'store_role', 'load_hierarchy', 'interval_hierarchy',
+                               'request_begin', 'request_finish', 'raise', 'relation', 'jsonb',
+                               'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
                                'drop_hierarchy'];
+    admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure FROM pg_proc p

@@ -208,6 +208,8 @@ def write_counts(db, req, attribute, pairs, col, row_codes, dictionary):
     return name
 
 
+VERIFY_HINT = ("Nothing was released. The stored release differs from what the method computed: "
+               "report it with the request (deid.release keeps no row of a failed request).")
 RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an entry boundary)
 
 
@@ -385,13 +387,13 @@ def read_rid_sets(db, release_id):
         if not (np.array_equal(packed["ng"], entries) and np.array_equal(packed["nv"], entries)
                 and packed["v"].size == entries.sum()):
             raise DeidError("DE002", f"deid.rid_set of attribute {r['a']!r}: group_ids, value_list "
-                                     "and rid_counts differ in length")
+                                     "and rid_counts differ in length", hint=VERIFY_HINT)
         n = unpack_arrays(r["c"], entries, width=4)
         per_chunk = np.bincount(np.repeat(np.arange(len(entries)), entries), weights=n,
                                 minlength=len(entries)).astype(np.int64)
         if not np.array_equal(per_chunk, packed["nr"]):
             raise DeidError("DE002", f"deid.rid_set of attribute {r['a']!r}: rid_counts do not "
-                                     "add up to the RIDs stored")
+                                     "add up to the RIDs stored", hint=VERIFY_HINT)
         groups.append(unpack_arrays(r["g"], entries, width=4))
         values.append(packed["v"])
         attrs.append(np.full(len(n), r["a"]))
@@ -425,7 +427,7 @@ def unpack_arrays(buf, counts, width=8):
         np.repeat(starts + head - (4 + width) * before, counts)
     lengths = np.ndarray((len(buf) - 3,), dtype=">i4", buffer=buf, strides=(1,))[word]
     if np.any(lengths != width):
-        raise DeidError("DE002", "deid.rid_set holds NULL or malformed array elements")
+        raise DeidError("DE002", "deid.rid_set holds NULL or malformed array elements", hint=VERIFY_HINT)
     every = np.ndarray((len(buf) - width + 1,), dtype=f">i{width}", buffer=buf, strides=(1,))
     return every[word + 4].astype(np.int64)
 
@@ -445,6 +447,7 @@ def verify_release(db, req, all_rids, tables, sas, column_l):
     sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
     out["sizes"] = verify.check_group_sizes(np.repeat(np.arange(len(sizes)), sizes), req.k)
     if int(sizes.sum()) != len(all_rids):
-        raise DeidError("DE002", f"release table holds {int(sizes.sum())} rows, the snapshot "
-                                 f"{len(all_rids)}")
+        raise DeidError("DE002", "the release table does not hold every row of the snapshot",
+                        detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
+                        hint=VERIFY_HINT)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))

@@ -90,7 +90,8 @@ def _num(x, what):
     try:
         return Decimal(str(x))
     except (InvalidOperation, ValueError):
-        raise DeidError(INVALID_PARAMETER_VALUE, f"{what} is not a number: {x!r}")
+        raise DeidError(INVALID_PARAMETER_VALUE, f"{what} is not a number: {x!r}",
+                        hint="Write numbers as in SQL, e.g. 0.5.")
 
 
 def check_interval(low, high, widths):
@@ -100,7 +101,8 @@ def check_interval(low, high, widths):
     low, high = _num(low, "low"), _num(high, "high")
     ws = [_num(w, "width") for w in widths]
     if high <= low:
-        raise DeidError(INVALID_PARAMETER_VALUE, f"high ({high}) must be greater than low ({low})")
+        raise DeidError(INVALID_PARAMETER_VALUE, f"high ({high}) must be greater than low ({low})",
+                        hint="The bands cover [low, high): e.g. low => 0, high => 120.")
     for a, b in zip([None] + ws, ws):
         if b <= 0 or (a is not None and (b <= a or b % a != 0)):
             raise DeidError(INVALID_PARAMETER_VALUE,

@@ -475,7 +475,8 @@ class _Parser:
                 _refuse(self.operand(node.this))
             items = node.args.get("expressions") or []
             if not items:
-                raise DeidError(SYNTAX_ERROR, f"empty IN list: {_snippet(node)}")
+                raise DeidError(SYNTAX_ERROR, f"empty IN list: {_snippet(node)}",
+                                hint="List at least one value: col IN ('a', 'b').")
             ctx = _snippet(node)
             return _InList(col, tuple(self.value(i, ctx) for i in items), False)
         if t is exp.Between:
@@ -536,7 +537,8 @@ def parse_selection(text: str, columns: dict[str, str]) -> Selection:
                         f"selection is too long ({len(text)} characters, at most {MAX_SELECTION_LENGTH})",
                         hint="Select on fewer values, or release a view that holds the selection.")
     if "\x00" in text:
-        raise DeidError(INVALID_PARAMETER_VALUE, "selection contains a NUL character")
+        raise DeidError(INVALID_PARAMETER_VALUE, "selection contains a NUL character",
+                        hint="Remove the NUL byte from the selection text.")
     dialect = Dialect.get_or_raise("postgres")
     try:
         tokens = dialect.tokenize(text)

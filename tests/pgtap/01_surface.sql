@@ -59,8 +59,8 @@ SELECT is(
     0, 'every SECURITY DEFINER function pins search_path');
 SELECT ok(NOT has_function_privilege('deid_reader', 'deid._datapath_probe(oid, text[], text, boolean)', 'EXECUTE'),
           'the data-path probe is superuser only');
-SELECT ok(NOT has_function_privilege('deid_reader', 'deid.set_role(regclass, name, text, text, text)', 'EXECUTE'),
-          'readers cannot classify columns');
+SELECT ok(NOT has_function_privilege('deid_reader', 'deid._store_role(oid, name, text, text, text, name)', 'EXECUTE'),
+          'readers cannot write column roles (set_role itself refuses them with a hint)');
 SELECT ok(NOT has_table_privilege('deid_reader', 'deid.rid_set', 'SELECT'), 'readers never see RID sets');
 SELECT ok(NOT has_table_privilege('deid_reader', 'deid.rid_sets', 'SELECT'), 'nor their per-value view');
 

@@ -1,0 +1,271 @@
+"""Independent verification of a condensation release (paper 004) before it commits.
+
+Written from the paper, not from the method: this module imports nothing from
+``deid.methods`` and shares no code with it, so a bug in the method cannot hide here.
+
+:func:`verify_condensation` checks, from the source rows, the cluster membership the method
+claims and the released synthetic rows with their cluster ids:
+
+1. every source row is in exactly one cluster (004 sec. 3.1: the clusters partition D);
+2. every cluster has >= k source rows (004 Def. 1, k-indistinguishability; Alg. 2 step 2c);
+3. each cluster releases exactly as many rows as it has source rows (Alg. 3: |C'_j| = |C_j|);
+4. on the ``moment_columns``, each released cluster's mean vector and covariance matrix equal
+   the source cluster's within the stated tolerance (Alg. 2 step 2.d.i, Alg. 3 "the means and
+   the covariances among the attributes are preserved"), see below;
+5. with a status column, the status counts of each cluster are unchanged (Alg. 2 step 2.d.i:
+   "the survival status attribute is not changed");
+6. with ``survival_times="original"``, each cluster's released survival times are exactly its
+   source times as a multiset (Alg. 2 step 2.d.ii as printed);
+7. optionally: released values inside each column's observed source range, integer columns
+   integral (step 2.d.iii, permissible values).
+
+Tolerance of check 4 (``rtol``, default 1e-9).  Columns are put in units of the whole source
+table (z = (x - mean) / sd over all source rows; a column with sd 0 keeps unit 1).  For a
+cluster with source mean mu, covariance C (ddof = 1), largest absolute z value M over its source
+rows and moment columns, and scale = max(max_j C_jj, 1e-6 * M^2), the released moments must
+satisfy max |C' - C| <= rtol * scale and max |mu' - mu| <= rtol * (M + sqrt(scale)).  That is
+1e-9 relative to the cluster's largest variance, except for a cluster whose spread is below 1e-3
+of its magnitude, where floating-point representation itself limits what can be matched.
+
+Every failure raises :class:`deid.errors.DeidError` with SQLSTATE ``VERIFICATION_FAILED``
+(DE002) naming the first failing cluster id; messages carry no data value and no row count
+below k.  Malformed input raises ``INVALID_PARAMETER_VALUE``.  On success a dict report.
+"""
+
+import numpy as np
+
+from deid.errors import DeidError, INVALID_PARAMETER_VALUE, VERIFICATION_FAILED
+
+DEFAULT_RTOL = 1e-9
+
+_HINT = ("The release was rolled back; nothing was written.  The condensation output failed "
+         "the independent check, which points to a bug in the method: please report it.")
+
+
+def verify_condensation(source, membership, released, released_cluster, k, *,
+                        status_col=None, time_col=None, survival_times=None,
+                        moment_columns=(), moment_values=None, rtol=DEFAULT_RTOL,
+                        check_ranges=False, integer_columns=()):
+    """Verify a condensation release; return a report dict or raise DeidError (DE002).
+
+    ``source``: (n, m) source rows.  ``membership``: the cluster id of each source row (1-D,
+    length n), or a pair ``(rows, clusters)`` of equal-length arrays (the catalog's form: one
+    entry per membership).  ``released``: (r, m) released rows; ``released_cluster``: (r,) their
+    cluster ids.  ``moment_values``: (r, m) values on which the moments are checked (e.g. the
+    method's values before rounding), by default ``released``.  ``status_col``/``time_col``:
+    column indices.  ``survival_times``: "original" enables check 6.
+    """
+    source = _matrix(source, "source")
+    released = _matrix(released, "released")
+    n, m = source.shape
+    if released.shape[1] != m:
+        _bad("released rows must have the source's columns")
+    k = _positive_int(k, "k")
+    cluster_of_row = _membership(membership, n)
+    released_cluster = _ids(released_cluster, "released_cluster")
+    if released_cluster.size != released.shape[0]:
+        _bad("released_cluster must give one cluster id per released row")
+    moment_columns = [_column(c, m, "moment column") for c in moment_columns]
+    moment_values = released if moment_values is None else _matrix(moment_values,
+                                                                    "moment_values")
+    if moment_values.shape != released.shape:
+        _bad("moment_values must have the shape of the released rows")
+
+    # 1-3: partition, sizes, released sizes (clusters compared by id)
+    ids, src_index = np.unique(cluster_of_row, return_inverse=True)
+    src_index = src_index.reshape(-1)
+    sizes = np.bincount(src_index, minlength=ids.size)
+    if ids.size and sizes.min() < k:
+        bad = ids[np.flatnonzero(sizes < k)[0]]
+        _fail(f"cluster {bad} has fewer than k = {k} source rows (004 Def. 1)")
+    rel_ids, rel_index = np.unique(released_cluster, return_inverse=True)
+    rel_index = rel_index.reshape(-1)
+    if rel_ids.size != ids.size or not np.array_equal(rel_ids, ids):
+        missing = np.setxor1d(ids, rel_ids)
+        _fail(f"cluster {missing[0]} is released without source rows or not released at all")
+    rel_sizes = np.bincount(rel_index, minlength=ids.size)
+    if not np.array_equal(rel_sizes, sizes):
+        bad = ids[np.flatnonzero(rel_sizes != sizes)[0]]
+        _fail(f"cluster {bad} releases a different number of rows than it has source rows "
+              "(004 Alg. 3)")
+
+    report = {"rows": int(n), "released_rows": int(released.shape[0]),
+              "clusters": int(ids.size), "k": k,
+              "min_cluster_size": int(sizes.min()) if ids.size else 0,
+              "max_cluster_size": int(sizes.max()) if ids.size else 0}
+
+    # 4: moments
+    if moment_columns and n:
+        mean_err, cov_err = _check_moments(source[:, moment_columns],
+                                           moment_values[:, moment_columns],
+                                           src_index, rel_index, ids, rtol)
+        report.update(moment_columns=len(moment_columns), rtol=rtol,
+                      max_mean_error=mean_err, max_cov_error=cov_err)
+
+    # 5: status counts per cluster
+    if status_col is not None:
+        s = _column(status_col, m, "status_col")
+        for value in np.unique(source[:, s]):
+            before = np.bincount(src_index, weights=source[:, s] == value, minlength=ids.size)
+            after = np.bincount(rel_index, weights=released[:, s] == value, minlength=ids.size)
+            if not np.array_equal(before, after):
+                bad = ids[np.flatnonzero(before != after)[0]]
+                _fail(f"cluster {bad} changes its vital-status counts (004 Alg. 2 step 2.d.i)")
+        if not np.isin(released[:, s], source[:, s]).all():
+            _fail("a released vital status does not occur in the source")
+        report["status_checked"] = True
+
+    # 6: original survival times, as multisets per cluster
+    if survival_times == "original":
+        if time_col is None:
+            _bad("survival_times='original' needs time_col")
+        t = _column(time_col, m, "time_col")
+        src_sorted = source[np.lexsort((source[:, t], src_index)), t]
+        rel_sorted = released[np.lexsort((released[:, t], rel_index)), t]
+        if not np.array_equal(src_sorted, rel_sorted):
+            where = np.flatnonzero(src_sorted != rel_sorted)[0]
+            bad = ids[np.sort(src_index)[where]]
+            _fail(f"cluster {bad} does not release its original survival times "
+                  "(004 Alg. 2 step 2.d.ii)")
+        report["times_checked"] = True
+
+    # 7: permissible values
+    if check_ranges and n:
+        lo, hi = source.min(axis=0), source.max(axis=0)
+        outside = (released < lo) | (released > hi)
+        if outside.any():
+            _fail(f"column {int(np.flatnonzero(outside.any(axis=0))[0])} releases values "
+                  "outside its observed range (004 Alg. 2 step 2.d.iii)")
+        report["ranges_checked"] = True
+    for c in integer_columns:
+        c = _column(c, m, "integer column")
+        if not np.array_equal(released[:, c], np.rint(released[:, c])):
+            _fail(f"integer column {c} releases non-integral values (004 Alg. 2 step 2.d.iii)")
+    return report
+
+
+def _check_moments(src, rel, src_index, rel_index, ids, rtol):
+    """Per-cluster means and covariances in whole-table units; (max mean err, max cov err),
+    each relative to its cluster's tolerance scale."""
+    g = ids.size
+    centre = src.mean(axis=0)
+    unit = src.std(axis=0)
+    unit[unit == 0] = 1.0
+    zs, zr = (src - centre) / unit, (rel - centre) / unit
+    counts = np.bincount(src_index, minlength=g).astype(np.float64)
+    mu_s = _group_sums(zs, src_index, g) / counts[:, None]
+    mu_r = _group_sums(zr, rel_index, g) / counts[:, None]
+    ds, dr = zs - mu_s[src_index], zr - mu_r[rel_index]
+    q = src.shape[1]
+    magnitude = np.zeros(g)
+    np.maximum.at(magnitude, src_index, np.abs(zs).max(axis=1))
+    cov_s = np.empty((g, q, q))
+    cov_r = np.empty((g, q, q))
+    denom = np.maximum(counts - 1.0, 1.0)
+    for a in range(q):
+        for b in range(a, q):
+            cov_s[:, a, b] = cov_s[:, b, a] = np.bincount(
+                src_index, weights=ds[:, a] * ds[:, b], minlength=g) / denom
+            cov_r[:, a, b] = cov_r[:, b, a] = np.bincount(
+                rel_index, weights=dr[:, a] * dr[:, b], minlength=g) / denom
+    variance = np.diagonal(cov_s, axis1=1, axis2=2).max(axis=1)
+    scale = np.maximum(variance, 1e-6 * magnitude ** 2)
+    mean_err = np.abs(mu_r - mu_s).max(axis=1)
+    cov_err = np.abs(cov_r - cov_s).reshape(g, -1).max(axis=1)
+    mean_tol = rtol * (magnitude + np.sqrt(scale))
+    cov_tol = rtol * scale
+    bad_mean = mean_err > mean_tol
+    if bad_mean.any():
+        _fail(f"cluster {ids[np.flatnonzero(bad_mean)[0]]} does not keep its mean vector "
+              f"within rtol = {rtol:g} (004 Alg. 3)")
+    bad_cov = cov_err > cov_tol
+    if bad_cov.any():
+        _fail(f"cluster {ids[np.flatnonzero(bad_cov)[0]]} does not keep its covariance matrix "
+              f"within rtol = {rtol:g} (004 Alg. 3)")
+    rel_mean = mean_err / np.where(mean_tol > 0, mean_tol / rtol, 1.0)
+    rel_cov = cov_err / np.where(cov_tol > 0, cov_tol / rtol, 1.0)
+    return float(rel_mean.max(initial=0.0)), float(rel_cov.max(initial=0.0))
+
+
+def _group_sums(values, index, g):
+    return np.stack([np.bincount(index, weights=values[:, j], minlength=g)
+                     for j in range(values.shape[1])], axis=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# input checks
+# ---------------------------------------------------------------------------------------------
+
+def _fail(message):
+    raise DeidError(VERIFICATION_FAILED, message, hint=_HINT)
+
+
+def _bad(message):
+    raise DeidError(INVALID_PARAMETER_VALUE, message,
+                    hint="pass the source rows, the membership and the released rows "
+                         "of one release")
+
+
+def _matrix(x, name):
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        _bad(f"{name} must be numeric")
+    if a.ndim != 2:
+        _bad(f"{name} must be a 2-D array")
+    if not np.isfinite(a).all():
+        _bad(f"{name} contains NULL/NaN/infinite values")
+    return a
+
+
+def _ids(x, name):
+    a = np.asarray(x)
+    if a.ndim != 1:
+        _bad(f"{name} must be one-dimensional")
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if a.dtype.kind == "f":
+        if not np.isfinite(a).all() or not np.array_equal(a, np.rint(a)):
+            _bad(f"{name} must hold integers")
+    elif a.dtype.kind not in "iu":
+        _bad(f"{name} must hold integers")
+    a = a.astype(np.int64)
+    if a.min() < 0:
+        _bad(f"{name} must hold non-negative cluster ids")
+    return a
+
+
+def _membership(membership, n):
+    """Cluster id of every source row; every row must appear exactly once."""
+    if isinstance(membership, tuple) and len(membership) == 2:
+        rows, clusters = _ids(membership[0], "membership rows"), _ids(membership[1],
+                                                                     "membership clusters")
+        if rows.size != clusters.size:
+            _bad("membership rows and clusters must have equal length")
+        if rows.size and rows.max() >= n:
+            _fail("the membership names a row that is not a source row")
+        seen = np.bincount(rows, minlength=n)
+        if n and seen.max(initial=0) > 1:
+            _fail(f"source row {int(np.flatnonzero(seen > 1)[0])} is in more than one cluster")
+        if n and seen.min() == 0:
+            _fail(f"source row {int(np.flatnonzero(seen == 0)[0])} is in no cluster")
+        out = np.empty(n, dtype=np.int64)
+        out[rows] = clusters
+        return out
+    out = _ids(membership, "membership")
+    if out.size != n:
+        _fail("the membership does not give exactly one cluster for every source row")
+    return out
+
+
+def _column(c, m, name):
+    if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) \
+            or not 0 <= c < m:
+        _bad(f"{name} must be a column index")
+    return int(c)
+
+
+def _positive_int(v, name):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+        _bad(f"{name} must be a positive integer")
+    return int(v)

@@ -1,0 +1,287 @@
+"""Independent check of a disassociated release (paper 003: Def. 1, Guarantee 1, Figs. 4, 10).
+
+Written from the paper, not from ``deid.methods``: it imports nothing from that package, and
+its itemset counting is its own (every j-subset of every subrecord is listed with
+``itertools.combinations`` index tables and counted by sorting), so a bug in the method cannot
+hide itself here.
+
+:func:`verify_km` checks, from the released pieces plus the record -> cluster membership and
+the source records:
+  * every cluster has >= k records (and the sizes agree with the membership);
+  * every record chunk and every shared chunk is k^m-anonymous: each itemset of <= m codes
+    that occurs in a subrecord of the chunk occurs in >= k of its subrecords;
+  * the release is faithful, record for record through the membership:
+      - within a cluster, a code is placed once: in one record chunk's domain, in the item
+        chunk, or in the domain of one shared chunk covering the cluster;
+      - every (cluster, code) of the source is placed, and record-chunk and item-chunk codes
+        occur in the cluster (no invented code); every domain code occurs in its chunk;
+      - the subrecords of a record chunk are, as a multiset, the projections of the
+        cluster's records on its domain (one per record, empty ones included); the stored
+        subrecords of a shared chunk are the non-empty projections of its clusters' records.
+    Together these say that the multiset of (cluster, code) occurrences in record chunks,
+    shared chunks and item chunks is the source's (item chunks hide their counts by design,
+    so there the check is that the code occurs in the cluster and nowhere else in it).
+
+Failures raise :class:`deid.errors.DeidError` with SQLSTATE ``VERIFICATION_FAILED`` (DE002);
+messages name chunk and cluster numbers but never a code value or a count below k.
+"""
+
+import itertools
+
+import numpy as np
+
+from deid.errors import DeidError, INVALID_PARAMETER_VALUE, VERIFICATION_FAILED
+
+__all__ = ["verify_km", "RELEASE_FIELDS"]
+
+RELEASE_FIELDS = (
+    "cluster_size", "chunk_cluster", "chunk_domain_offsets", "chunk_domain_codes",
+    "chunk_subrecords", "subrecord_offsets", "subrecord_codes", "item_offsets", "item_codes",
+    "shared_cluster_offsets", "shared_cluster_ids", "shared_domain_offsets",
+    "shared_domain_codes", "shared_subrecords", "shared_subrecord_offsets",
+    "shared_subrecord_codes")
+
+_HINT = ("The release was rolled back; nothing was written.  The disassociated data failed "
+         "the independent check, which points to a bug in the method or an altered release: "
+         "please report it with the request.")
+_COMBINATION_BUDGET = 1 << 24
+
+
+def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=None):
+    """Check a disassociated release against its source (module docstring).
+
+    ``release``: a mapping or object with the arrays of :data:`RELEASE_FIELDS` (the layout of
+    deid.methods.disassociation.DisassociationResult) and, unless ``cluster_of_record`` is
+    given, ``cluster_of_record``.  ``source_offsets``/``source_codes``: the source records as
+    CSR.  Returns a dict of figures; raises DeidError (DE002) on the first violation.
+    """
+    get = release.get if isinstance(release, dict) else (lambda f: getattr(release, f))
+    r = {f: _int_array(get(f), f) for f in RELEASE_FIELDS}
+    membership = _int_array(get("cluster_of_record") if cluster_of_record is None
+                            else cluster_of_record, "cluster_of_record")
+    src_offsets = _int_array(source_offsets, "source_offsets")
+    src_codes = _int_array(source_codes, "source_codes")
+    k, m = int(k), int(m)
+    n_clusters = r["cluster_size"].size
+    _check_csr(src_offsets, src_codes, "the source records")
+    for offs, vals, what in (
+            ("chunk_domain_offsets", "chunk_domain_codes", "record chunk domains"),
+            ("chunk_subrecords", None, "record chunk subrecords"),
+            ("subrecord_offsets", "subrecord_codes", "subrecords"),
+            ("item_offsets", "item_codes", "item chunks"),
+            ("shared_cluster_offsets", "shared_cluster_ids", "shared chunk clusters"),
+            ("shared_domain_offsets", "shared_domain_codes", "shared chunk domains"),
+            ("shared_subrecords", None, "shared chunk subrecords"),
+            ("shared_subrecord_offsets", "shared_subrecord_codes", "shared subrecords")):
+        _check_csr(r[offs], r[vals] if vals else None, what)
+    n_chunks, n_shared = r["chunk_cluster"].size, r["shared_cluster_offsets"].size - 1
+    _require(r["chunk_domain_offsets"].size == n_chunks + 1
+             and r["chunk_subrecords"].size == n_chunks + 1
+             and r["chunk_subrecords"][-1] == r["subrecord_offsets"].size - 1
+             and r["item_offsets"].size == n_clusters + 1
+             and r["shared_domain_offsets"].size == n_shared + 1
+             and r["shared_subrecords"].size == n_shared + 1
+             and r["shared_subrecords"][-1] == r["shared_subrecord_offsets"].size - 1,
+             "the release's arrays do not fit together")
+
+    # clusters: membership, sizes, >= k records
+    n = src_offsets.size - 1
+    _require(membership.size == n, "the membership does not cover the source records")
+    _require(membership.size == 0 or (membership.min() >= 0 and membership.max() < n_clusters),
+             "the membership names a cluster that is not released")
+    size = np.bincount(membership, minlength=n_clusters)
+    _require(np.array_equal(size, r["cluster_size"]),
+             "released cluster sizes disagree with the membership")
+    if n_clusters and size.min() < k:
+        raise DeidError(VERIFICATION_FAILED,
+                        f"cluster {int(np.argmin(size))} has fewer than k = {k} records",
+                        hint=_HINT)
+    _require(n_chunks == 0 or (r["chunk_cluster"].min() >= 0
+                               and r["chunk_cluster"].max() < n_clusters),
+             "a record chunk belongs to no released cluster")
+    _require(np.array_equal(np.diff(r["chunk_subrecords"]), size[r["chunk_cluster"]]),
+             "a record chunk does not hold one subrecord per record of its cluster")
+    shared_owner = np.repeat(np.arange(n_shared), np.diff(r["shared_cluster_offsets"]))
+    ids = r["shared_cluster_ids"]
+    _require(ids.size == 0 or (ids.min() >= 0 and ids.max() < n_clusters),
+             "a shared chunk names a cluster that is not released")
+    _require(np.unique(shared_owner * max(n_clusters, 1) + ids).size == ids.size,
+             "a shared chunk names a cluster twice")
+    joint_size = np.bincount(shared_owner, weights=size[ids], minlength=n_shared)
+    _require(np.all(np.diff(r["shared_subrecords"]) <= joint_size),
+             "a shared chunk holds more subrecords than its clusters have records")
+
+    # every subrecord lies in its chunk's domain, codes sorted and unique
+    n_sub, n_ssub = r["subrecord_offsets"].size - 1, r["shared_subrecord_offsets"].size - 1
+    label_of_sub = np.r_[_owner(r["chunk_subrecords"]), n_chunks + _owner(r["shared_subrecords"])]
+    sub_offsets = np.r_[r["subrecord_offsets"],
+                        r["subrecord_offsets"][-1] + r["shared_subrecord_offsets"][1:]]
+    sub_codes = np.r_[r["subrecord_codes"], r["shared_subrecord_codes"]]
+    _check_sorted_sets(sub_offsets, sub_codes, "a subrecord")
+    dom_offsets = np.r_[r["chunk_domain_offsets"],
+                        r["chunk_domain_offsets"][-1] + r["shared_domain_offsets"][1:]]
+    dom_codes = np.r_[r["chunk_domain_codes"], r["shared_domain_codes"]]
+    _check_sorted_sets(dom_offsets, dom_codes, "a chunk domain")
+    _check_sorted_sets(r["item_offsets"], r["item_codes"], "an item chunk")
+    width = 1 + max([int(a.max()) for a in (src_codes, dom_codes, r["item_codes"], sub_codes)
+                     if a.size] + [0])
+    occ_label = np.repeat(label_of_sub, np.diff(sub_offsets))
+    in_domain = np.unique(occ_label * width + sub_codes)
+    domain_keys = _owner(dom_offsets) * width + dom_codes
+    _require(np.array_equal(in_domain, domain_keys),
+             "a subrecord holds a code outside its chunk's domain, or a domain code occurs "
+             "in no subrecord of its chunk")
+
+    # placement of (cluster, code): exactly once, and the source's pairs exactly
+    chunk_of_dom = _owner(r["chunk_domain_offsets"])
+    place_cluster = [r["chunk_cluster"][chunk_of_dom], _owner(r["item_offsets"])]
+    place_code = [r["chunk_domain_codes"], r["item_codes"]]
+    place_label = [chunk_of_dom, np.full(r["item_codes"].size, -1)]
+    for s in range(n_shared):          # expand shared domains over their clusters
+        cl = ids[r["shared_cluster_offsets"][s]:r["shared_cluster_offsets"][s + 1]]
+        dom = r["shared_domain_codes"][
+            r["shared_domain_offsets"][s]:r["shared_domain_offsets"][s + 1]]
+        place_cluster.append(np.repeat(cl, dom.size))
+        place_code.append(np.tile(dom, cl.size))
+        place_label.append(np.full(cl.size * dom.size, n_chunks + s))
+    p_key = np.concatenate(place_cluster) * width + np.concatenate(place_code)
+    p_label = np.concatenate(place_label)
+    own = p_label < n_chunks                      # record chunk or item chunk placements
+    order = np.argsort(p_key, kind="stable")
+    p_key, p_label, own = p_key[order], p_label[order], own[order]
+    dup = np.flatnonzero(p_key[1:] == p_key[:-1])
+    if dup.size:
+        raise DeidError(VERIFICATION_FAILED, f"cluster {int(p_key[dup[0]] // width)} places a "
+                        "code in more than one chunk", hint=_HINT)
+    src_row = _owner(src_offsets)
+    src_key = membership[src_row] * width + src_codes
+    src_pairs = np.unique(src_key)
+    at = np.searchsorted(p_key, src_pairs)
+    placed = (at < p_key.size) & (p_key[np.minimum(at, p_key.size - 1)] == src_pairs)
+    if not placed.all():
+        raise DeidError(VERIFICATION_FAILED, f"cluster {int(src_pairs[~placed][0] // width)} "
+                        "has a code that is in none of its chunks", hint=_HINT)
+    at = np.searchsorted(src_pairs, p_key[own])
+    real = (at < src_pairs.size) & (src_pairs[np.minimum(at, src_pairs.size - 1)] == p_key[own])
+    if not real.all():
+        raise DeidError(VERIFICATION_FAILED, f"cluster {int(p_key[own][~real][0] // width)} "
+                        "releases a code that none of its records has", hint=_HINT)
+
+    # record for record: subrecords are the projections of the records on the domains
+    src_label = p_label[np.searchsorted(p_key, src_key)]
+    chunked = src_label >= 0
+    exp_label, exp_row, exp_code = src_label[chunked], src_row[chunked], src_codes[chunked]
+    order = np.lexsort((exp_code, exp_row, exp_label))
+    exp_label, exp_row, exp_code = exp_label[order], exp_row[order], exp_code[order]
+    new = np.r_[True, (exp_label[1:] != exp_label[:-1]) | (exp_row[1:] != exp_row[:-1])] \
+        if exp_label.size else np.zeros(0, dtype=bool)
+    exp_offsets = np.r_[np.flatnonzero(new), exp_label.size]
+    got_len = np.diff(sub_offsets)
+    keep = got_len > 0
+    got_offsets = np.r_[0, np.cumsum(got_len[keep])]
+    if not _same_multiset(exp_label[new], exp_offsets, exp_code,
+                          label_of_sub[keep], got_offsets, sub_codes):
+        raise DeidError(VERIFICATION_FAILED, "the subrecords of a chunk are not the "
+                        "projections of its cluster's records", hint=_HINT)
+
+    # k^m-anonymity of every record chunk and shared chunk
+    min_support = _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width,
+                                         n_chunks + n_shared)
+    if n_chunks + n_shared and min_support.min() < k:
+        bad = int(np.argmin(min_support))
+        where = (f"record chunk {bad} (cluster {int(r['chunk_cluster'][bad])})"
+                 if bad < n_chunks else f"shared chunk {bad - n_chunks}")
+        raise DeidError(VERIFICATION_FAILED, f"{where} is not {k}^{m}-anonymous: an itemset "
+                        f"of at most {m} codes occurs in fewer than k subrecords", hint=_HINT)
+    occurring = min_support[min_support < np.iinfo(np.int64).max]
+    return {"n_records": int(n), "n_clusters": int(n_clusters),
+            "min_cluster_size": int(size.min()) if n_clusters else 0,
+            "n_record_chunks": int(n_chunks), "n_shared_chunks": int(n_shared),
+            "n_item_codes": int(r["item_codes"].size), "n_subrecords": int(n_sub),
+            "n_shared_subrecords": int(n_ssub), "k": k, "m": m,
+            "min_itemset_support": int(occurring.min()) if occurring.size else None}
+
+
+# --------------------------------------------------------------------------------------------
+
+def _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width, n_labels):
+    """Per chunk label: the least support of an itemset of 1..m codes occurring in it (int64
+    max when the chunk has no non-empty subrecord).  Lists every j-subset of every subrecord."""
+    least = np.full(n_labels, np.iinfo(np.int64).max, dtype=np.int64)
+    lengths = np.diff(sub_offsets)
+    for j in range(1, m + 1):
+        rows = []
+        for length in np.unique(lengths[lengths >= j]).tolist():
+            subs = np.flatnonzero(lengths == length)
+            table = np.array(list(itertools.combinations(range(length), j)), dtype=np.int64)
+            step = max(1, _COMBINATION_BUDGET // (table.size or 1))
+            for lo in range(0, subs.size, step):
+                part = subs[lo:lo + step]
+                codes = sub_codes[sub_offsets[part][:, None] + np.arange(length)]
+                sets = codes[:, table].reshape(-1, j)
+                labels = np.repeat(label_of_sub[part], table.shape[0])
+                rows.append(np.column_stack([labels, sets]))
+        if not rows:
+            break
+        rows = np.concatenate(rows)
+        order = np.lexsort(rows.T[::-1])
+        rows = rows[order]
+        new = np.r_[True, np.any(rows[1:] != rows[:-1], axis=1)]
+        starts = np.flatnonzero(new)
+        counts = np.diff(np.r_[starts, rows.shape[0]])
+        np.minimum.at(least, rows[starts, 0], counts)
+    return least
+
+
+def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b):
+    """Whether two lists of labelled code sequences are equal as multisets."""
+    len_a, len_b = np.diff(offsets_a), np.diff(offsets_b)
+    if len_a.size != len_b.size:
+        return False
+    for length in np.unique(np.r_[len_a, len_b]).tolist():
+        ia, ib = np.flatnonzero(len_a == length), np.flatnonzero(len_b == length)
+        if ia.size != ib.size:
+            return False
+        rows_a = np.column_stack([label_a[ia], codes_a[offsets_a[ia][:, None] + np.arange(length)]])
+        rows_b = np.column_stack([label_b[ib], codes_b[offsets_b[ib][:, None] + np.arange(length)]])
+        rows_a = rows_a[np.lexsort(rows_a.T[::-1])]
+        rows_b = rows_b[np.lexsort(rows_b.T[::-1])]
+        if not np.array_equal(rows_a, rows_b):
+            return False
+    return True
+
+
+def _owner(offsets):
+    return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
+
+
+def _check_sorted_sets(offsets, codes, what):
+    same = _owner(offsets)
+    bad = (same[1:] == same[:-1]) & (codes[1:] <= codes[:-1])
+    _require(not bad.any(), f"{what} is not a sorted set of codes")
+
+
+def _check_csr(offsets, values, what):
+    ok = offsets.ndim == 1 and offsets.size >= 1 and offsets[0] == 0 \
+        and not np.any(np.diff(offsets) < 0)
+    if ok and values is not None:
+        ok = offsets[-1] == values.size and (values.size == 0 or values.min() >= 0)
+    _require(ok, f"{what} are not well-formed CSR arrays")
+
+
+def _int_array(values, name):
+    if values is None:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"the release lacks {name}",
+                        hint="pass every released piece (deid.verify_km.RELEASE_FIELDS)")
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return arr.reshape(-1).astype(np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"{name} must hold integers",
+                        hint="pass the released pieces as integer arrays")
+    return arr.astype(np.int64)
+
+
+def _require(condition, message):
+    if not condition:
+        raise DeidError(VERIFICATION_FAILED, message, hint=_HINT)
