@@ -21,7 +21,8 @@ TEXTS = {
   Remove a hierarchy that no column role uses. Needs deid_admin.""",
     "allow_requests": """deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL) -> text
   Let `role` request releases of `relation` without SELECT on it, for k >= min_k (and l >= min_l).
-  Only the relation's owner, or a deid_admin who may read it, can do this. Rows: deid.policy.""",
+  Only the relation's owner, or a deid_admin, who may read every column, can do this; requests
+  under the policy read the relation as its grantor (the caller). Rows: deid.policy.""",
     "k_anonymity": """deid.k_anonymity(relation regclass, quasi_identifiers text[] DEFAULT NULL) -> bigint
   The smallest equivalence-class size over the quasi-identifiers (NULL: the columns whose
   role is quasi_identifier). NULL for an empty relation. Caller needs SELECT on the columns.""",
@@ -45,18 +46,31 @@ TEXTS = {
   selection: a predicate on the source (columns, literals, = <> < > <= >=, IN, BETWEEN,
   IS [NOT] NULL, AND, OR, NOT, parentheses). The release is a snapshot in schema release;
   it is verified independently before it commits, and a failure leaves nothing behind.
-  options (anatomy): column_l {"attr": n}, model "kl" | "exponential_l", output "anatomy" |
-  "generalized", nulls "error" | "value", row_id, replace, seed.
-  options (generalization): priorities {"attr": 0..1}, limits {"attr": level},
-  search "greedy" | "optimal", replace, seed.
-  Caller needs SELECT on the source, or a policy from deid.allow_requests.""",
+  options of every method:
+{common}
+  options (anatomy):
+{anatomy}
+  options (generalization):
+{generalization}
+  Caller needs SELECT on the columns read (then it reads them itself), or a policy from
+  deid.allow_requests (then the policy's grantor reads them, the selection may name only the
+  released quasi-identifiers, and errors carry no data).""",
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
-  or the role that requested it.""",
+  or the role that requested it (the same holds for options => '{"replace": true}').""",
 }
 
 
+def _with_options(text):
+    from . import anatomy_release, generalization_release, options
+    return (text.replace("{common}", options.usage(options.COMMON))
+            .replace("{anatomy}", options.usage(anatomy_release.OPTIONS))
+            .replace("{generalization}", options.usage(generalization_release.OPTIONS)))
+
+
 def usage(name=None):
+    if name == "anonymize_request":
+        return _with_options(TEXTS[name])
     if name is None or name not in TEXTS:
         head = "" if name is None else f"no function named {name!r}; "
         return (head + "deid functions (SELECT deid.usage('<name>') for one):\n  "
