@@ -51,7 +51,7 @@ def check_binding(db, rel, col, h):
     """Every value of the column must be in the hierarchy it is bound to."""
     q = quote_ident(col.name)
     if h.kind == "member":
-        leaves = sorted(h.members[0])
+        leaves = h.leaves
         bad = db.query(f"SELECT DISTINCT ({q})::text AS v FROM {rel.qualified}"
                        f" WHERE {q} IS NOT NULL AND NOT (({q})::text = ANY ($1::text[]))"
                        " ORDER BY 1 LIMIT 5", [leaves], ["text[]"])

@@ -3,6 +3,7 @@ policies, releases). Talks to the database only through a ``db`` handle
 (:class:`deid.pg.Database`)."""
 from dataclasses import dataclass, field
 
+from .hierarchies import Hierarchy
 from .sqltext import qualified
 from .errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
                      UNDEFINED_COLUMN, UNDEFINED_TABLE, UNDEFINED_OBJECT)
@@ -149,18 +150,6 @@ def row_id_column(db, rel, option=None):
 
 
 # ---------------------------------------------------------------- hierarchies
-@dataclass
-class Hierarchy:
-    name: str
-    kind: str
-    levels: int
-    info_loss: list
-    members: list = None      # members[level] = {value: parent}
-    low: float = None
-    high: float = None
-    widths: list = None
-
-
 def hierarchy(db, name):
     rows = db.query("SELECT name, kind, levels, low::float8 AS low, high::float8 AS high,"
                     " widths::float8[] AS widths FROM deid.hierarchy WHERE name = $1", [name])

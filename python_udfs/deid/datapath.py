@@ -21,13 +21,14 @@ NULLs: values are 0 (codes D) and ``null`` marks them.
 import itertools
 import os
 from dataclasses import dataclass
-
 import numpy as np
 
 from . import copybin
-from .errors import DeidError, INVALID_PARAMETER_VALUE
+from .frame import EncodedColumn, Frame, encoded_array, value_dictionary  # noqa: F401 (re-exported)
+from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
 from .sqltext import quote_ident
 
+FLAG_BITS = 62                 # NULL flags per int8 word (no sign bit, no surprises)
 _INT = {"int2", "int4", "int8"}
 _FLOAT = {"float4", "float8", "numeric"}
 _TIME = {"timestamp", "timestamptz"}
@@ -43,45 +44,6 @@ def column_kind(base_type):
     if base_type in _TIME:
         return "time"
     return "category"
-
-
-@dataclass
-class EncodedColumn:
-    name: str
-    kind: str
-    values: np.ndarray            # int64 or float64 (codes for categories)
-    null: np.ndarray              # bool mask
-    dictionary: list = None       # category labels (code -> text); NULL is code len(dictionary)
-
-    @property
-    def numeric(self):
-        """float64 view for the algorithms (NULL -> NaN)."""
-        v = self.values.astype(np.float64)
-        if self.null.any():
-            v[self.null] = np.nan
-        return v
-
-    def labels(self):
-        """Text of each value (categories only), None for NULL."""
-        lab = np.array(list(self.dictionary) + [None], dtype=object)
-        return lab[self.values]
-
-
-@dataclass
-class Frame:
-    n: int
-    rid: np.ndarray               # int64 row ids, or None
-    columns: dict                 # name -> EncodedColumn, in request order
-
-    def sorted_by_rid(self):
-        """The same rows ordered by row id: the order every method and the
-        verifier agree on (ties in 001's greedy are broken by row order)."""
-        if self.rid is None or self.n < 2 or bool(np.all(self.rid[1:] > self.rid[:-1])):
-            return self
-        o = np.argsort(self.rid, kind="stable")
-        cols = {k: EncodedColumn(c.name, c.kind, c.values[o], c.null[o], c.dictionary)
-                for k, c in self.columns.items()}
-        return Frame(self.n, self.rid[o], cols)
 
 
 def _value_expr(kind, base_type, col):
@@ -101,9 +63,15 @@ def _value_expr(kind, base_type, col):
 
 def _dictionaries(db, src, where, params, cols):
     """Distinct non-NULL text values of every categorical column, in sort
-    order, with their hashtext() -- from ONE scan (GROUPING SETS)."""
+    order, with their hashtext() -- from ONE scan (GROUPING SETS) per 31 columns
+    (GROUPING() takes at most 31 arguments)."""
     if not cols:
         return {}
+    if len(cols) > 31:
+        out = {}
+        for i in range(0, len(cols), 31):
+            out.update(_dictionaries(db, src, where, params, cols[i:i + 31]))
+        return out
     m = len(cols)
     vs = [f"v{i}" for i in range(m)]
     inner = ", ".join(f"(t.{quote_ident(c.name)})::text AS v{i}" for i, c in enumerate(cols))
@@ -140,7 +108,7 @@ def _codes_from_hashes(name, hashes, dictionary_hashes, null):
         pos = np.minimum(np.searchsorted(dh[order], hashes), len(dh) - 1)
         codes, seen = order[pos], dh[order][pos]
     if not np.all((seen == hashes) | null):
-        raise DeidError("40001", f'the values of "{name}" changed while the request read them',
+        raise DeidError(SERIALIZATION_FAILURE, f'the values of "{name}" changed while the request read them',
                         hint="Run the request again (the source was written to concurrently).")
     codes[null] = len(dh)
     return codes
@@ -166,9 +134,6 @@ def read(db, rel, columns, rid_column=None, selection=None):
     params = list(params)
     src = rel.qualified
     cols = [rel.column(c) for c in columns]
-    if len(cols) > 62:
-        raise DeidError(INVALID_PARAMETER_VALUE, "at most 62 columns can be read at once",
-                        hint="Project fewer columns.")
     select, joins, dtypes, names = [], [], [], []
     if rid_column:
         select.append(f"string_agg(int8send(t.{quote_ident(rid_column)}::int8), ''::bytea)")
@@ -198,8 +163,8 @@ def read(db, rel, columns, rid_column=None, selection=None):
             select.append(f"string_agg({expr}, ''::bytea)")
             dtypes.append(dt)
         names.append(c.name)
-        if not c.not_null:
-            null_terms.append(f"((({q}) IS NULL)::int::int8 << {j})")
+        if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
+            null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
     joined = len(dictionaries) - len(hashed)
     types = ["text"] * len(params)
     types[len(types) - joined:] = ["text[]"] * joined
@@ -212,11 +177,12 @@ def read(db, rel, columns, rid_column=None, selection=None):
         row = db.query(f"SELECT {', '.join(exprs)}, count(*) FILTER (WHERE {any_null}) AS nulls{base}",
                        params, types)[0]
         if row["nulls"]:      # read again, flags in the same pass as the values they mark
-            flags = "string_agg(int8send(" + " | ".join(null_terms) + "), ''::bytea)"
-            exprs.insert(len(select), f"{flags} AS c{len(select)}")
+            for word in sorted({w for w, _ in null_terms}):
+                terms = " | ".join(t for w, t in null_terms if w == word)
+                exprs.insert(len(names), f"string_agg(int8send({terms}), ''::bytea) AS c{len(names)}")
+                dtypes.append(">i8")
+                names.append(f"__null{word}")
             row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
-            dtypes.append(">i8")
-            names.append("__null")
     else:
         row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
     n = int(row["n"])
@@ -226,16 +192,23 @@ def read(db, rel, columns, rid_column=None, selection=None):
         # hashtext() values stay int32 until they become dictionary codes
         wide = np.float64 if dt[1] == "f" else np.int32 if name in hashed else np.int64
         arrays[name] = np.frombuffer(buf, dtype=dt).astype(wide) if n else np.zeros(0, wide)
-    nullbits = arrays.pop("__null", None)
+    flag_words = {int(k[6:]): arrays.pop(k) for k in [k for k in arrays if k.startswith("__null")]}
     out = {}
     for j, c in enumerate(cols):
-        null = ((nullbits >> j) & 1).astype(bool) if nullbits is not None else np.zeros(n, bool)
+        word = flag_words.get(j // FLAG_BITS)
+        null = ((word >> (j % FLAG_BITS)) & 1).astype(bool) if word is not None else np.zeros(n, bool)
         values = arrays[c.name]
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         if c.name in hashed:
             values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
+
+
+def read_spec(db, spec):
+    """Read what a plan.ReadSpec names (as the role now current)."""
+    frame = read(db, spec.rel, spec.names, rid_column=spec.rid, selection=spec.selection)
+    return frame.sorted_by_rid() if spec.by_rid else frame
 
 
 # ------------------------------------------------------------------ writing
@@ -323,59 +296,7 @@ def dictionary_field(col, column, codes, dictionary, row_codes):
     return None
 
 
-def value_dictionary(col):
-    """(codes, labels): every row's code into the text labels of the distinct
-    values (sort order); NULL has the code len(labels). The labels cast back to
-    the column's type."""
-    if col.kind == "category":
-        return col.values, list(col.dictionary)
-    uniq, codes = _sorted_codes(col.values, col.null)
-    if col.kind == "int":
-        labels = [str(int(v)) for v in uniq]
-    elif col.kind == "date":
-        labels = [str(np.datetime64(int(v), "D")) for v in uniq]
-    elif col.kind == "time":
-        labels = [str(np.datetime64(int(round(v * 1e6)), "us")) + "+00" for v in uniq]
-    else:
-        labels = [repr(float(v)) for v in uniq]
-    return codes, labels
-
-
-def _sorted_codes(values, null):
-    """(sorted distinct non-NULL values, every row's rank among them; NULL
-    rows get len(distinct)). Integers spanning a compact range are ranked
-    with a presence table (O(n)), anything else by sorting."""
-    n = len(values)
-    if values.dtype.kind in "iu" and n:
-        anynull = bool(null.any())
-        vals = values[~null] if anynull else values
-        if vals.size:
-            lo, hi = int(vals.min()), int(vals.max())
-            if hi - lo < 2 * n + 1024:
-                present = np.zeros(hi - lo + 1, dtype=bool)
-                present[vals - lo] = True
-                rank = np.cumsum(present, dtype=np.int64) - 1
-                uniq = (np.flatnonzero(present) + lo).astype(values.dtype)
-                if anynull:
-                    codes = np.full(n, uniq.size, dtype=np.int64)
-                    codes[~null] = rank[vals - lo]
-                else:
-                    codes = rank[vals - lo]
-                return uniq, codes
-    uniq = np.unique(values[~null])
-    codes = np.searchsorted(uniq, values).astype(np.int64)
-    codes[null] = len(uniq)
-    return uniq, codes
-
-
 # ------------------------------------------------------------ staging frames
-def encoded_array(col):
-    """The array that stores an encoded column in a staging table."""
-    if col.kind in ("int", "date", "category"):
-        return col.values.astype(np.int64)
-    return col.values.astype(np.float64)
-
-
 def stage(db, table, frame, extra, columns):
     """Write rid, `extra` [(name, int array)] and the encoded `columns` of
     `frame` to a new table (already quoted). Encoded columns are named c0, c1,
@@ -407,3 +328,73 @@ def decode_expr(j, col, column, params):
     if col.null.any() and col.kind != "category":
         expr = f"CASE WHEN s.n{j} = 1 THEN NULL ELSE {expr} END"
     return expr
+
+
+# ------------------------------------------------------------ set-valued columns
+@dataclass
+class SetColumn:
+    """A set-valued column (e.g. the diagnosis codes of a record) as CSR arrays: record i holds
+    codes[offsets[i]:offsets[i + 1]], codes into `dictionary` (its distinct items, sorted),
+    de-duplicated and ascending within a record; `rid` the records' ids, ascending."""
+    rid: np.ndarray
+    offsets: np.ndarray
+    codes: np.ndarray
+    dictionary: list
+
+    @property
+    def n(self):
+        return len(self.offsets) - 1
+
+
+def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
+    """Read a set-valued column: an array column `item_column` of rows identified by
+    `rid_column` (long=False), or a long table with one row per (record `rid_column`, item
+    `item_column`) (long=True). One packed read for the items' hashtext() and the record
+    lengths, one for the sorted dictionary; NULL items are refused. Every record with no item
+    (an empty or NULL array) is kept, with no codes."""
+    where, params = selection if selection else ("TRUE", [])
+    src, rid_q, item_q = rel.qualified, "t." + quote_ident(rid_column), "t." + quote_ident(item_column)
+    if long:
+        rows = (f"SELECT {rid_q}::int8 AS r, array_agg({item_q}) AS a FROM {src} t WHERE {where}"
+                f" GROUP BY {rid_q}")
+    else:
+        rows = f"SELECT {rid_q}::int8 AS r, {item_q} AS a FROM {src} t WHERE {where}"
+    packed = db.query(
+        "SELECT string_agg(int8send(s.r), ''::bytea ORDER BY s.r) AS rid,"
+        " string_agg(int4send(coalesce(cardinality(s.a), 0)), ''::bytea ORDER BY s.r) AS len,"
+        " string_agg((SELECT string_agg(int4send(hashtext(e::text)), ''::bytea) FROM unnest(s.a) e),"
+        "            ''::bytea ORDER BY s.r) AS h,"
+        " sum((SELECT count(*) FROM unnest(s.a) e WHERE e IS NULL)) AS nulls, count(*) AS n"
+        f" FROM ({rows}) s", list(params), ["text"] * len(params))[0]
+    if packed["nulls"]:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, f'"{item_column}" holds NULL items',
+                        hint=f"Filter them out in a view over {rel.display}, or in the selection.")
+    dictionary = db.query(
+        f"SELECT v, hashtext(v) AS h FROM (SELECT DISTINCT e::text AS v FROM ({rows}) s,"
+        " unnest(s.a) e) d ORDER BY v", list(params), ["text"] * len(params))
+    n = int(packed["n"])
+    rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
+    lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
+    labels, label_hashes = [r["v"] for r in dictionary], [r["h"] for r in dictionary]
+    if len(set(label_hashes)) == len(label_hashes):
+        hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)
+        codes = _codes_from_hashes(item_column, hashes, label_hashes, np.zeros(len(hashes), bool))
+    else:       # two items share a hashtext(): codes from a join on the dictionary
+        k = len(params) + 1
+        joined = db.query(
+            "SELECT string_agg((SELECT string_agg(int4send(d.o::int4 - 1), ''::bytea)"
+            f" FROM unnest(s.a) e JOIN unnest(${k}::text[]) WITH ORDINALITY d(v, o) ON d.v = e::text),"
+            f" ''::bytea ORDER BY s.r) AS c FROM ({rows}) s",
+            list(params) + [labels], ["text"] * len(params) + ["text[]"])[0]
+        codes = np.frombuffer(joined["c"] or b"", ">i4").astype(np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # ascending and de-duplicated within each record
+    record = np.repeat(np.arange(n), lengths)
+    order = np.lexsort((codes, record))
+    codes, record = codes[order], record[order]
+    keep = np.ones(len(codes), bool)
+    keep[1:] = (codes[1:] != codes[:-1]) | (record[1:] != record[:-1])
+    codes, record = codes[keep], record[keep]
+    np.cumsum(np.bincount(record, minlength=n), out=offsets[1:])
+    return SetColumn(rid, offsets, codes, labels)

@@ -4,6 +4,7 @@ A *member hierarchy* maps each value at level i to its parent at level i+1;
 the top level is '*' (suppression). A *dimension hierarchy* gives each level
 an information loss phi in [0, 1]: level 0 has 0, '*' has 1.
 """
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
@@ -130,3 +131,76 @@ def interval_chain(value, low, high, widths):
     if v < low or v >= high:
         return None
     return [interval_label(v, low, w) for w in widths] + [TOP]
+
+
+@dataclass
+class Hierarchy:
+    """A generalization hierarchy as loaded from the catalog (002 Tables 6-7): member
+    hierarchies map each value of level i to its parent at level i+1 (``members[i]``);
+    interval hierarchies are bands of ``widths`` over [low, high). Every walk over a member
+    hierarchy is one of these methods."""
+    name: str
+    kind: str                 # 'member' | 'interval'
+    levels: int               # including level 0 (the values) and the top ('*')
+    info_loss: list
+    members: list = None      # members[level] = {value: parent}
+    low: float = None
+    high: float = None
+    widths: list = None
+
+    @property
+    def leaves(self):
+        """The level-0 values, sorted."""
+        return sorted(self.members[0])
+
+    def ancestors(self, value):
+        """value's parent, grandparent, ... as far as the hierarchy knows them."""
+        out = []
+        for level in range(len(self.members) - 1):
+            value = self.members[level].get(value)
+            if value is None:
+                break
+            out.append(value)
+        return out
+
+    def chain(self, value, unknown):
+        """value and one generalization per level up to the top: a parent the hierarchy lacks
+        is `unknown` below the top level and '*' at it."""
+        out = [value]
+        for level in range(self.levels - 1):
+            value = self.members[level].get(value, unknown if level < self.levels - 2 else "*")
+            out.append(value)
+        return out
+
+    def rank(self, labels):
+        """Rank of each label in hierarchy order: sorted by their chain of ancestors from the
+        top down, so that siblings are adjacent."""
+        def key(i):
+            return tuple(reversed([labels[i]] + self.ancestors(labels[i])))
+        return sorted(range(len(labels)), key=key)
+
+    def common_ancestor(self, values):
+        """The lowest generalization shared by all `values` (None when they share none below
+        the levels the hierarchy has)."""
+        level_values = set(values)
+        for level in range(len(self.members) - 1):
+            level_values = {self.members[level].get(v) for v in level_values}
+            if len(level_values) == 1:
+                return next(iter(level_values)), True
+        return None, False
+
+    def level_of(self, value):
+        """The lowest level holding `value`, or None."""
+        return next((i for i, members in enumerate(self.members) if value in members), None)
+
+    def leaves_under(self, value):
+        """Leaves below a generalized value (None for a leaf or an unknown value)."""
+        if value in self.members[0]:
+            return None
+        frontier = {value}
+        for level in range(self.levels - 2, -1, -1):
+            below = {v for v, p in self.members[level].items() if p in frontier}
+            if level == 0:
+                return sorted(below) if below else None
+            frontier = below | ({value} if value in self.members[level] else set())
+        return None

@@ -1,27 +1,9 @@
-"""Pieces shared by the method adapters (anatomy_release, generalization_release):
-reading the request's snapshot, hierarchy-ordered codes, per-source QI sets."""
-from dataclasses import dataclass
-
+"""Pieces shared by the method plug-ins (pure): what to read, NULL quasi-identifiers,
+hierarchy-ordered codes, per-source QI sets."""
 import numpy as np
 
-from . import catalog, datapath
-from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
-
-
-@dataclass
-class ReadSpec:
-    """What a request reads, planned by deid_owner's part (adapter.plan) and read by the role
-    the request reads as (pipeline.read_pending): the source's `names` and row id of the rows
-    matching the rendered selection ((sql, params) or None)."""
-    rel: catalog.Relation
-    names: list
-    rid: str
-    selection: tuple = None
-    by_rid: bool = True        # order the rows by row id (the order methods and verifier share)
-
-    def read(self, db):
-        frame = datapath.read(db, self.rel, self.names, rid_column=self.rid, selection=self.selection)
-        return frame.sorted_by_rid() if self.by_rid else frame
+from .errors import DeidError, NULL_VALUE_NOT_ALLOWED
+from .plan import ReadSpec
 
 
 def read_spec(req, names, rid):
@@ -55,30 +37,20 @@ def hierarchy_rank(h, dictionary):
     chain of ancestors from the top down (so siblings are adjacent)."""
     if h is None or h.kind != "member":
         return np.arange(len(dictionary))
-
-    def chain(v):
-        out = [v]
-        for level in range(len(h.members) - 1):
-            v = h.members[level].get(v)
-            if v is None:
-                break
-            out.append(v)
-        return tuple(reversed(out))
-    order = sorted(range(len(dictionary)), key=lambda i: chain(dictionary[i]))
+    order = h.rank(dictionary)
     rank = np.empty(len(dictionary), dtype=np.int64)
     rank[order] = np.arange(len(dictionary))
     return rank
 
 
-def qi_matrix(db, req, frame, qis):
+def qi_matrix(req, frame, qis):
     """float64 (n, d) matrix of the QIs for the k-d split: numbers as they are,
     categories as codes in hierarchy (or sort) order; NULL after every value."""
     cols = []
     for q in qis:
         col = frame.columns[q]
-        meta = req.rel.columns[q]
         if col.kind == "category":
-            h = catalog.hierarchy(db, meta.hierarchy) if meta.hierarchy else None
+            h = req.hierarchies.get(q)
             rank = np.append(hierarchy_rank(h, col.dictionary), len(col.dictionary))
             v = rank[col.values].astype(np.float64)
         else:

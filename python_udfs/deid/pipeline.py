@@ -6,6 +6,13 @@
       -> read_pending    with SELECT: as the caller, in the caller's own function
       -> finish          SECURITY DEFINER (deid_owner): method -> write -> verify -> log
 
+That is the path of every request: request -> read -> method -> plan -> write -> verify -> log.
+A method is a plug-in of the registry (registry.py): it plans the read and turns the snapshot
+into a ReleasePlan (plan.py) without SQL; writer.py writes the plan's tables, catalog_log.py
+its artefacts, the views and the log row; the method's verifier checks what was stored.
+Each phase reports itself as a NOTICE (when client_min_messages lets it through) and its
+seconds go into the log.
+
 The snapshot passes from the reading part to deid_owner's part in this backend's memory
 (``_PENDING``), keyed by a random token: only deid's own Python puts rows there, so no SQL
 caller can hand deid rows of its own making, and deid_owner never reads a caller's relation.
@@ -20,7 +27,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from . import access, catalog, options as opts_schema, release
+from . import access, catalog, catalog_log, datapath, options as opts_schema, registry, release, writer
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
                      INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED)
 
@@ -30,8 +37,8 @@ _PENDING = {}
 @dataclass
 class Pending:
     req: release.Request
-    adapter: object
-    spec: object            # method_support.ReadSpec: what to read
+    method: registry.Method
+    spec: object            # plan.ReadSpec: what to read
     reader: str             # the role that must read it: the caller, or the policy's grantor
     old: dict = None        # the release this one replaces
     frame: object = None
@@ -62,24 +69,24 @@ def read_pending(db, token):
                         hint="Call deid.anonymize_request(...).")
     t, sql0 = time.perf_counter(), db.sql_seconds
     with _redacted(p.req, reading=True):
-        p.frame = p.spec.read(db)
+        p.frame = datapath.read_spec(db, p.spec)
     p.read_seconds, p.read_sql_seconds = time.perf_counter() - t, db.sql_seconds - sql0
     return p.frame.n
 
 
 def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     """SECURITY DEFINER: validate, authorize, plan; for a policy, have the grantor read."""
-    from .methods_registry import adapter_of, METHOD_NAMES
     access.caller_role(db, caller)
     rel = catalog.relation(db, relid)
-    catalog.require(method, "method", "One of: " + ", ".join(METHOD_NAMES) + ".")
-    adapter = adapter_of(method)
+    catalog.require(method, "method", "One of: " + ", ".join(registry.METHODS) + ".")
+    entry = registry.method(method)
+    plugin = entry.plugin
     if k is None:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
                         hint="k is the smallest group size of the release, e.g. k => 10.")
-    opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + adapter.OPTIONS,
+    opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + plugin.OPTIONS,
                                 method)
-    adapter.validate(k, l, opts)
+    plugin.validate(k, l, opts)
     cols = release.projection(rel, columns)
     sel = parse_selection(db, rel, selection)
     rid = catalog.row_id_column(db, rel, opts.get("row_id"))
@@ -108,10 +115,12 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     started = db.value("SELECT clock_timestamp()::text")
     req = release.Request(rel, method, k, l, cols, selection, sel, opts, name, release_id, seed,
                           caller, grant, started)
+    req.hierarchies = {c: catalog.hierarchy(db, rel.columns[c].hierarchy) for c in cols
+                       if rel.columns[c].hierarchy}
     with _redacted(req):
-        spec = adapter.plan(db, req, rid)
+        spec = plugin.plan_read(req, rid)
     token = secrets.token_hex(16)
-    _PENDING[token] = Pending(req, adapter, spec, grant["reader"], old)
+    _PENDING[token] = Pending(req, entry, spec, grant["reader"], old)
     if grant["via"] == "policy":
         with _redacted(req, reading=True):
             db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
@@ -125,31 +134,56 @@ def finish(db, token, caller):
     if p is None or p.frame is None or p.req.caller != caller:
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no snapshot was read for this request",
                         hint="Call deid.anonymize_request(...).")
-    req = p.req
+    req, frame, clock = p.req, p.frame, _Clock(db, p)
     with _redacted(req):
+        clock.phase("read", rows=frame.n)
+        plan = p.method.plugin.run(frame, req)
+        clock.phase("method", groups=plan.groups)
         if p.old:
             release.drop_relations(db, p.old["relations"])
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
-        req.read_seconds, req.read_sql_seconds = p.read_seconds, p.read_sql_seconds
-        out = _run_method(db, p)
-        relations = release.publish(db, req, out.tables)
-        release.log(db, req, relations, out)
-    return [(req.release_id, relations, out.rows, out.groups, out.discernibility, True)]
+        tables = _write(db, req, plan)
+        clock.phase("write", tables=len(tables))
+        verification = p.method.verifier.verify(db, req, frame, tables)
+        clock.phase("verify", rows=frame.n)
+        relations = catalog_log.publish(db, req, tables)
+        catalog_log.log(db, req, relations, plan, verification, clock.seconds())
+    return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 
 
-def _run_method(db, p):
+def _write(db, req, plan):
     try:
-        return p.adapter.run(db, p.req, p.frame)
-    except DeidError:
-        raise
+        tables = [writer.write_table(db, release.STORE_SCHEMA, t) for t in plan.tables]
     except Exception as e:
         if getattr(e, "sqlstate", None) == DUPLICATE_TABLE:
             raise DeidError(DUPLICATE_TABLE,
-                            f'a table of release "{p.req.name}" has the name of an existing relation',
+                            f'a table of release "{req.name}" has the name of an existing relation',
                             hint="Choose another release name: a release's tables are named "
                                  "<release>_<suffix>.") from None
         raise
+    catalog_log.write_artefacts(db, req.release_id, plan)
+    return tables
+
+
+class _Clock:
+    """Phase timings of a request (the log keeps them) and its progress NOTICEs."""
+
+    def __init__(self, db, pending):
+        self.db, self.t = db, time.perf_counter()
+        self.sql0 = db.sql_seconds
+        self.times = {"read": pending.read_seconds}
+        self.read_sql = pending.read_sql_seconds
+
+    def phase(self, name, **counts):
+        now = time.perf_counter()
+        if name != "read":
+            self.times[name], self.t = now - self.t, now
+        self.db.notice(f"deid: {name} done in {self.times[name]:.2f} s ("
+                       + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")")
+
+    def seconds(self):
+        return dict(self.times, in_sql=self.db.sql_seconds - self.sql0 + self.read_sql)
 
 
 @contextlib.contextmanager

@@ -1,18 +1,17 @@
-"""Releases: the request record, names and owners, the views analysts read, the log row,
-and deid.drop_release. The sequence of a request lives in pipeline.py.
+"""Releases: the request record, names and owners, and deid.drop_release. The sequence of a
+request lives in pipeline.py; what it logs, in catalog_log.py.
 
 Storage: the tables of a release live in schema ``deid_release`` (owned by deid_owner, no
 grants); analysts read views of the same names in schema ``release`` (SELECT granted to
 deid_reader and to the requester).
 """
-import json
 import re
 from dataclasses import dataclass, field
 
 from . import access, catalog
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE,
                      NULL_VALUE_NOT_ALLOWED, UNDEFINED_OBJECT)
-from .sqltext import qualified, quote_ident
+from .sqltext import qualified
 
 STORE_SCHEMA = "deid_release"
 VIEW_SCHEMA = "release"
@@ -36,19 +35,7 @@ class Request:
     caller: str
     grant: dict                # access.authorize_request: via select | policy, and the reader
     started: str = None        # clock_timestamp() at the start, as text
-    read_seconds: float = 0.0
-    read_sql_seconds: float = 0.0
-
-
-@dataclass
-class Outcome:
-    """What a method adapter returns."""
-    tables: list                      # unqualified names created in STORE_SCHEMA
-    rows: int
-    groups: int
-    discernibility: float
-    verification: dict
-    metrics: dict = field(default_factory=dict)
+    hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
 
 
 def projection(rel, columns):
@@ -111,47 +98,6 @@ def drop_relations(db, relations):
         schema, _, table = qualified_name.partition(".")
         for s, kind in ((VIEW_SCHEMA, "VIEW"), (STORE_SCHEMA, "TABLE")):
             db.execute(f"DROP {kind} IF EXISTS {qualified(s, table.strip(chr(34)))} CASCADE")
-
-
-def publish(db, req, tables):
-    """Views in schema release over the stored tables, readable by deid_reader
-    and by the requester."""
-    relations = []
-    for t in tables:
-        view = qualified(VIEW_SCHEMA, t)
-        db.execute(f"CREATE VIEW {view} AS SELECT * FROM {qualified(STORE_SCHEMA, t)}")
-        db.execute(f"GRANT SELECT ON {view} TO deid_reader, {quote_ident(req.caller)}")
-        db.execute(f"COMMENT ON VIEW {view} IS " + db.quote_literal(
-            f"deid release {req.name} (#{req.release_id}, {req.method}, k={req.k}"
-            + (f", l={req.l}" if req.l else "") + f") of {req.rel.display}"))
-        relations.append(f"{VIEW_SCHEMA}.{t}")
-    return relations
-
-
-def log(db, req, relations, out):
-    """The release's row in the append-only log (its seed, who asked and how it was allowed)."""
-    metrics = dict(out.metrics, rows=out.rows, groups=out.groups,
-                   discernibility=out.discernibility, verification=out.verification)
-    grant = {k: v for k, v in req.grant.items() if k != "reader_function"}
-    params = {"k": req.k, "l": req.l, "columns": req.columns, "selection": req.selection_text,
-              "options": req.options, "authorized_via": grant}
-    try:
-        db.execute(
-            "INSERT INTO deid.release (release_id, name, method, source, source_name, parameters,"
-            " seed, requested_by, started_at, finished_at, status, relations, metrics)"
-            " OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8,"
-            " $9::timestamptz, clock_timestamp(), 'committed', $10, $11::jsonb)",
-            [req.release_id, req.name, req.method, req.rel.oid, req.rel.display,
-             json.dumps(params, default=str), req.seed, req.caller, req.started, relations,
-             json.dumps(metrics, default=float)],
-            ["bigint", "text", "text", "oid", "text", "text", "bigint", "name", "text", "text[]",
-             "text"])
-    except Exception as e:
-        if getattr(e, "sqlstate", None) == "23505":
-            raise DeidError(DUPLICATE_TABLE, f'release "{req.name}" already exists',
-                            hint="Another request committed a release of this name first; "
-                                 "choose another name.") from None
-        raise
 
 
 def drop_release(db, name, caller):

@@ -41,17 +41,14 @@ TEXTS = {
                        options jsonb DEFAULT '{}', release text DEFAULT NULL)
   -> TABLE(release_id bigint, relations text[], rows bigint, groups bigint,
            discernibility float8, verified boolean)
-  methods: anatomy (001), generalization (002).
+  methods: {methods}.
   columns: the projection (NULL: every column with a role, identifiers excluded).
   selection: a predicate on the source (columns, literals, = <> < > <= >=, IN, BETWEEN,
   IS [NOT] NULL, AND, OR, NOT, parentheses). The release is a snapshot in schema release;
   it is verified independently before it commits, and a failure leaves nothing behind.
   options of every method:
 {common}
-  options (anatomy):
-{anatomy}
-  options (generalization):
-{generalization}
+{per_method}
   Caller needs SELECT on the columns read (then it reads them itself), or a policy from
   deid.allow_requests (then the policy's grantor reads them, the selection may name only the
   released quasi-identifiers, and errors carry no data).""",
@@ -62,10 +59,12 @@ TEXTS = {
 
 
 def _with_options(text):
-    from . import anatomy_release, generalization_release, options
+    from . import options, registry
+    per_method = "\n".join(f"  options ({m.name}):\n" + options.usage(m.plugin.OPTIONS)
+                            for m in registry.METHODS.values())
+    methods = ", ".join(f"{m.name} ({m.paper})" for m in registry.METHODS.values())
     return (text.replace("{common}", options.usage(options.COMMON))
-            .replace("{anatomy}", options.usage(anatomy_release.OPTIONS))
-            .replace("{generalization}", options.usage(generalization_release.OPTIONS)))
+            .replace("{per_method}", per_method).replace("{methods}", methods))
 
 
 def usage(name=None):

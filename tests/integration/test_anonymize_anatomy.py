@@ -239,7 +239,8 @@ VERIFY_STORED = """
 DO $verify$
 import sys
 sys.path.insert(0, PYTHON_DIR)
-from deid import anatomy_release, verify
+from deid import verify
+from deid.verify import anatomy as anatomy_release   # the stored-RID-set reader moved to the verifier
 from deid.errors import DeidError
 from deid.pg import Database
 try:

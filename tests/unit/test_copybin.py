@@ -131,8 +131,8 @@ def test_frame_sorted_by_rid():
 
 
 def test_unpack_stored_rid_sets():
-    """anatomy_release.unpack_arrays reads concatenated array_send(int8[]) images."""
-    from deid.anatomy_release import unpack_arrays
+    """verify.anatomy.unpack_arrays reads concatenated array_send(int8[]) images."""
+    from deid.verify.anatomy import unpack_arrays
 
     def array_send(xs):
         if not xs:
@@ -145,7 +145,7 @@ def test_unpack_stored_rid_sets():
 
 def test_unpack_int4_arrays_and_malformed_images():
     """rid_counts are int4[]; a NULL element or a wrong count is refused (DE002)."""
-    from deid.anatomy_release import unpack_arrays
+    from deid.verify.anatomy import unpack_arrays
     from deid.errors import DeidError
 
     def int4_send(xs):
@@ -180,7 +180,7 @@ def test_many_layouts_use_positioned_chunks():
 
 
 def test_rid_chunks_cut_at_entry_boundaries():
-    from deid.anatomy_release import rid_chunks
+    from deid.catalog_log import rid_chunks
     counts = np.array([3, 4, 1, 9, 2, 2])            # RIDs before each entry: 0 3 7 8 17 19
     assert rid_chunks(counts, limit=8).tolist() == [3, 1, 2]
     assert rid_chunks(counts, limit=100).tolist() == [6]

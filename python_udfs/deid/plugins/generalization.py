@@ -1,23 +1,23 @@
-"""method => 'generalization': request-driven, priority-weighted generalization
-over hierarchies with k per source system (paper 002, sec. 4.5).
+"""method => 'generalization': request-driven, priority-weighted generalization over
+hierarchies with k per source system (paper 002, sec. 4.5). A pure plug-in: no SQL.
 
-Flow: selection (whitelisted; a generalized value such as PT = '1' matches its
-leaves) -> snapshot of the projected QIs -> class table (002 step 1) ->
-methods.generalize.greedy (step 3; or the optimal lattice search) -> release
-table with the generalized values as hierarchy labels (step 4) -> verify k per
-source by GROUP BY on the released table.
+    plan_read(req, rid)  -> what to read; a generalized value in the selection (PT = '1') matches
+                            its leaves (sec. 4.5 step 2)
+    run(frame, req)      -> ReleasePlan: class table (step 1), methods.generalize.greedy (step 3;
+                            or the optimal lattice search), the release table with the QIs as
+                            hierarchy labels (step 4), and the classes.
+The independent check of what was stored (k per source system, sec. 2) is
+verify/generalization.py.
 """
-import json
-import time
-
 import numpy as np
 
-from . import catalog, copybin, datapath, hierarchies, method_support as ms, verify
-from .errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
-from .options import Option
-from .release import Outcome, STORE_SCHEMA
-from .sqltext import qualified, quote_ident
+from .. import hierarchies, method_support as ms
+from ..errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
+from ..frame import value_dictionary
+from ..options import Option
+from ..plan import Classes, Labels, ReleasePlan, SourceValues, Table
 
+NAME = "generalization"
 OPTIONS = (
     Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "
            "(002 sec. 4.3: a higher priority is generalized later).", low=0, high=1,
@@ -55,8 +55,8 @@ def validate(k, l, opts):
 def build_attribute(h, name, col, priority, limit, source):
     """AttributeHierarchy over the values present (002 sec. 4.1-4.2) and the
     level-0 code of every row."""
-    from .methods.generalize import AttributeHierarchy
-    codes, leaves = datapath.value_dictionary(col)
+    from ..methods.generalize import AttributeHierarchy
+    codes, leaves = value_dictionary(col)
     leaves = list(leaves) + ["NULL"]          # the code of NULL (used with options.nulls)
     present = np.unique(codes)
     leaves = [leaves[i] for i in present]
@@ -71,10 +71,7 @@ def build_attribute(h, name, col, priority, limit, source):
                                 f'a value of "{name}" is not in hierarchy "{h.name}"',
                                 detail=f"value {v!r}",
                                 hint="Add the column's values to the hierarchy and load it again.")
-            chain, x = [v], v
-            for level in range(h.levels - 1):
-                x = h.members[level].get(x, "NULL" if level < h.levels - 2 else "*")
-                chain.append(x)
+            chain = h.chain(v, unknown="NULL")
         elif v == "NULL":
             chain = [v] * (h.levels - 1) + ["*"]
         else:
@@ -102,19 +99,19 @@ def build_attribute(h, name, col, priority, limit, source):
                               priority=float(priority), limit=limit, source=source), codes
 
 
-def _hierarchies(db, req, qis):
+
+def _hierarchies(req, qis):
     hier = {}
     for q in qis:
-        meta = req.rel.columns[q]
-        if not meta.hierarchy:
+        if q not in req.hierarchies:
             raise DeidError(INVALID_PARAMETER_VALUE, f'quasi-identifier "{q}" has no hierarchy',
                             hint=f"SELECT deid.set_role('{req.rel.display}', '{q}', 'quasi_identifier', "
                                  "hierarchy => '<name>');")
-        hier[q] = catalog.hierarchy(db, meta.hierarchy)
+        hier[q] = req.hierarchies[q]
     return hier
 
 
-def plan(db, req, rid):
+def plan_read(req, rid):
     """Check the request against the hierarchies; what to read (by deid_owner, before
     anything is read)."""
     qis = ms.columns_with_role(req, "quasi_identifier")
@@ -122,7 +119,7 @@ def plan(db, req, rid):
     if not qis:
         raise DeidError(INVALID_PARAMETER_VALUE, "generalization needs at least one quasi-identifier",
                         hint="Project a column whose role is quasi_identifier.")
-    hier = _hierarchies(db, req, qis)
+    hier = _hierarchies(req, qis)
     for opt in ("priorities", "limits"):
         for a in req.options.get(opt, {}):
             if a not in qis:
@@ -138,8 +135,7 @@ def plan(db, req, rid):
     for q, values in pinned.items():
         h = hier.get(q)
         if h is not None and h.kind == "member":
-            known = set().union(*h.members)
-            unknown = sorted(v for v in values if v not in known)
+            unknown = sorted(v for v in values if h.level_of(v) is None)
             if unknown:
                 raise DeidError(INVALID_PARAMETER_VALUE,
                                 f"selection value {unknown[0]!r} of column {q!r} is not in its hierarchy",
@@ -151,13 +147,13 @@ def plan(db, req, rid):
     return ms.ReadSpec(req.rel, qis + others, rid, selection, by_rid=False)
 
 
-def run(db, req, frame):
-    """002 sec. 4.5 on the snapshot, then write, then verify what was stored."""
-    from .methods import generalize
-    t_read = time.perf_counter()
+
+def run(frame, req):
+    """002 sec. 4.5 on the snapshot -> the release as a ReleasePlan."""
+    from ..methods import generalize
     qis = ms.columns_with_role(req, "quasi_identifier")
     others = [c for c in req.columns if c not in qis]
-    hier = _hierarchies(db, req, qis)
+    hier = _hierarchies(req, qis)
     if frame.n < req.k:
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         f"the request selects fewer rows than k = {req.k}",
@@ -182,28 +178,27 @@ def run(db, req, frame):
     search = req.options.get("search", "greedy")
     solve = generalize.optimal if search == "optimal" else generalize.greedy
     result = solve(classes, counts.astype(np.int64), attrs, req.k)
-    t_method = time.perf_counter()
-
     final = generalize.apply_levels(rows, attrs, result.levels)
-    table = req.name
-    write_release(db, req, table, frame, qis, attrs, result.levels, final, others)
-    record_classes(db, req, qis, attrs, result)
-    t_write = time.perf_counter()
-    verification = verify_release(db, req, table, qis, attrs)
     sizes = result.class_counts
-    return Outcome(tables=[table], rows=frame.n, groups=int(len(sizes)),
-                   discernibility=float((sizes.astype(float) ** 2).sum() / frame.n),
-                   verification=verification,
-                   metrics={"search": search, "steps": result.steps,
-                            "levels": {q: int(lv) for q, lv in zip(qis, result.levels)},
-                            "level_labels": {q: level_name(a, lv) for q, a, lv in
-                                             zip(qis, attrs, result.levels)},
-                            "limits": {a.name: a.limit for a in attrs},
-                            "loss": float(result.loss), "suppressed": [
-                                a.name for a, lv in zip(attrs, result.levels)
-                                if lv == len(a.labels) - 1],
-                            "seconds": {"read": req.read_seconds, "method": t_method - t_read,
-                                        "write": t_write - t_method}})
+    table = Table(req.name, [Labels(q, final[:, j], list(a.labels[lv]))
+                             for j, (q, a, lv) in enumerate(zip(qis, attrs, result.levels))]
+                  + [SourceValues(o, frame.columns[o], req.rel.columns[o]) for o in others])
+    class_labels = {q: [a.labels[lv][c] for c in result.class_codes[:, j].tolist()]
+                    for j, (q, a, lv) in enumerate(zip(qis, attrs, result.levels))}
+    by_source = {}
+    for q, a in zip(qis, attrs):
+        by_source.setdefault(a.source, []).append(q)
+    return ReleasePlan(
+        tables=[table], rows=frame.n, groups=int(len(sizes)),
+        discernibility=float((sizes.astype(float) ** 2).sum() / frame.n),
+        classes=Classes(sizes, class_labels),
+        metrics={"search": search, "steps": result.steps,
+                 "levels": {q: int(lv) for q, lv in zip(qis, result.levels)},
+                 "level_labels": {q: level_name(a, lv) for q, a, lv in zip(qis, attrs, result.levels)},
+                 "limits": {a.name: a.limit for a in attrs},
+                 "loss": float(result.loss),
+                 "suppressed": [a.name for a, lv in zip(attrs, result.levels) if lv == len(a.labels) - 1]},
+        evidence={"sources": by_source})
 
 
 def selection_limit(h, attribute, values):
@@ -211,10 +206,10 @@ def selection_limit(h, attribute, values):
     level of v in the column's hierarchy (the lowest, for several values). Taken from the
     whole hierarchy, so a value no selected row holds is still known; interval hierarchies
     name their bands from the values present (methods.generalize.selection_limit)."""
-    from .methods import generalize
+    from ..methods import generalize
     if h.kind != "member":
         return generalize.selection_limit(attribute, values)
-    levels = [min(i for i, members in enumerate(h.members) if v in members) for v in values]
+    levels = [h.level_of(v) for v in values]
     return min(levels) if levels else 0
 
 
@@ -228,33 +223,6 @@ def class_table(rows, sizes):
     return np.unique(rows, axis=0, return_counts=True)
 
 
-def write_release(db, req, table, frame, qis, attrs, levels, final, others):
-    """002 sec. 4.5 step 4: the projected rows with each QI as its hierarchy
-    label at the chosen level (text), the other columns as they are. One
-    binary COPY when every other column has a direct binary form."""
-    target = qualified(STORE_SCHEMA, table)
-    labels = [copybin.Text(final[:, j], list(a.labels[lv])) for j, (a, lv) in enumerate(zip(attrs, levels))]
-    rest = [datapath.binary_field(frame.columns[o], req.rel.columns[o]) for o in others]
-    defs = ", ".join([f"{quote_ident(q)} text" for q in qis] +
-                     [f"{quote_ident(o)} {req.rel.columns[o].type}" for o in others])
-    if all(f is not None for f in rest):
-        db.execute(f"CREATE TABLE {target} ({defs})")
-        datapath.copy_fields(db, target, qis + others, labels + rest)
-        return
-    stage = qualified(STORE_SCHEMA, f"_stage_{req.release_id}")
-    datapath.stage(db, stage, frame, [(f"g{j}", final[:, j]) for j in range(len(qis))], others)
-    params, cols = [], []
-    for j, (q, a) in enumerate(zip(qis, attrs)):
-        params.append(a.labels[levels[j]])
-        cols.append(f"(${len(params)}::text[])[s.g{j} + 1] AS {quote_ident(q)}")
-    for j, o in enumerate(others):
-        cols.append(f"{datapath.decode_expr(j, frame.columns[o], req.rel.columns[o], params)}"
-                    f" AS {quote_ident(o)}")
-    db.execute(f"CREATE TABLE {target} AS SELECT {', '.join(cols)} FROM {stage} s",
-               params, ["text[]"] * len(params))
-    db.execute(f"DROP TABLE {stage}")
-
-
 def level_name(a, level):
     return "*" if level == len(a.labels) - 1 else f"level {level}"
 
@@ -262,37 +230,6 @@ def level_name(a, level):
 def leaves_under(h, value):
     """Leaves of a member hierarchy below a generalized value (None for a leaf
     or an unknown value: the literal then stands for itself)."""
-    if h is None or h.kind != "member" or value in h.members[0]:
+    if h is None or h.kind != "member":
         return None
-    frontier = {value}
-    for level in range(h.levels - 2, -1, -1):
-        below = {v for v, p in h.members[level].items() if p in frontier}
-        if level == 0:
-            return sorted(below) if below else None
-        frontier = below | ({value} if value in h.members[level] else set())
-    return None
-
-
-def record_classes(db, req, qis, attrs, result):
-    gen = [json.dumps({q: a.labels[lv][c] for q, a, lv, c in zip(qis, attrs, result.levels, row)})
-           for row in result.class_codes.tolist()]
-    db.execute("INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized)"
-               " SELECT $1, g - 1, c, j::jsonb FROM unnest($2::bigint[], $3::text[])"
-               " WITH ORDINALITY AS u(c, j, g)",
-               [req.release_id, result.class_counts.tolist(), gen], ["bigint", "bigint[]", "text[]"])
-
-
-def verify_release(db, req, table, qis, attrs):
-    """002 sec. 2: every source system is k-anonymous on its own projected
-    attributes -- checked by GROUP BY on the stored release table."""
-    by_source = {}
-    for q, a in zip(qis, attrs):
-        by_source.setdefault(a.source, []).append(q)
-    counts = {}
-    for source, cols in by_source.items():
-        keys = ", ".join(quote_ident(c) for c in cols)
-        buf = db.query(f"SELECT string_agg(int8send(n), ''::bytea) AS c FROM (SELECT count(*) AS n"
-                       f" FROM {qualified(STORE_SCHEMA, table)} GROUP BY {keys}) s")[0]["c"]
-        counts[source] = np.frombuffer(buf or b"", ">i8").astype(np.int64)
-    out = verify.check_k_per_source(counts, req.k)
-    return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+    return h.leaves_under(value)

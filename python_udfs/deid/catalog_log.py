@@ -1,0 +1,111 @@
+"""The one writer of deid's catalog log for a release: the analysts' views, the release row
+(append-only), and the artefacts of the ReleasePlan -- 001 Theorem 3's RID sets
+(deid.rid_set) and the equivalence classes (deid.equivalence_class)."""
+import json
+
+import numpy as np
+
+from . import copybin, datapath
+from .errors import DeidError, DUPLICATE_TABLE
+from .release import STORE_SCHEMA, VIEW_SCHEMA
+from .sqltext import qualified, quote_ident
+
+RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an entry boundary)
+
+
+def publish(db, req, tables):
+    """Views in schema release over the stored tables, readable by deid_reader
+    and by the requester."""
+    relations = []
+    for t in tables:
+        view = qualified(VIEW_SCHEMA, t)
+        db.execute(f"CREATE VIEW {view} AS SELECT * FROM {qualified(STORE_SCHEMA, t)}")
+        db.execute(f"GRANT SELECT ON {view} TO deid_reader, {quote_ident(req.caller)}")
+        db.execute(f"COMMENT ON VIEW {view} IS " + db.quote_literal(
+            f"deid release {req.name} (#{req.release_id}, {req.method}, k={req.k}"
+            + (f", l={req.l}" if req.l else "") + f") of {req.rel.display}"))
+        relations.append(f"{VIEW_SCHEMA}.{t}")
+    return relations
+
+
+def log(db, req, relations, plan, verification, seconds):
+    """The release's row in the append-only log (its seed, who asked and how it was allowed,
+    the method's metrics, the verifier's report and the phase timings)."""
+    metrics = dict(plan.metrics, rows=plan.rows, groups=plan.groups,
+                   discernibility=plan.discernibility, verification=verification, seconds=seconds)
+    grant = {k: v for k, v in req.grant.items() if k != "reader_function"}
+    params = {"k": req.k, "l": req.l, "columns": req.columns, "selection": req.selection_text,
+              "options": req.options, "authorized_via": grant}
+    try:
+        db.execute(
+            "INSERT INTO deid.release (release_id, name, method, source, source_name, parameters,"
+            " seed, requested_by, started_at, finished_at, status, relations, metrics)"
+            " OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8,"
+            " $9::timestamptz, clock_timestamp(), 'committed', $10, $11::jsonb)",
+            [req.release_id, req.name, req.method, req.rel.oid, req.rel.display,
+             json.dumps(params, default=str), req.seed, req.caller, req.started, relations,
+             json.dumps(metrics, default=float)],
+            ["bigint", "text", "text", "oid", "text", "text", "bigint", "name", "text", "text[]",
+             "text"])
+    except Exception as e:
+        if getattr(e, "sqlstate", None) == "23505":
+            raise DeidError(DUPLICATE_TABLE, f'release "{req.name}" already exists',
+                            hint="Another request committed a release of this name first; "
+                                 "choose another name.") from None
+        raise
+
+
+def write_artefacts(db, release_id, plan):
+    for r in plan.rid_sets:
+        write_rid_set(db, release_id, r)
+    if plan.classes is not None:
+        write_classes(db, release_id, plan.classes)
+
+
+def write_rid_set(db, release_id, r):
+    """deid.rid_set (001 Theorem 3), one binary COPY per attribute: its entries (one per group
+    and value: the group, the value, the size of its RID set) and the RID sets concatenated,
+    each sorted, cut into chunks of about RID_CHUNK RIDs."""
+    entries = rid_chunks(r.count)
+    chunks = len(entries)
+    rids_per_chunk = np.bincount(np.repeat(np.arange(chunks), entries), weights=r.count,
+                                 minlength=chunks).astype(np.int64)
+    datapath.copy_fields(db, "deid.rid_set", ["release_id", "attribute", "chunk", "group_ids",
+                                              "value_list", "rid_counts", "rids"],
+                         [copybin.Fixed(np.full(chunks, release_id, np.int64), ">i8"),
+                          copybin.Text(np.zeros(chunks, np.int64), [r.attribute]),
+                          copybin.Fixed(np.arange(chunks), ">i4"),
+                          copybin.Array(entries, copybin.Fixed(r.group, ">i4"), copybin.INT4OID),
+                          copybin.Array(entries, copybin.Text(r.code, r.dictionary), copybin.TEXTOID),
+                          copybin.Array(entries, copybin.Fixed(r.count, ">i4"), copybin.INT4OID),
+                          copybin.Array(rids_per_chunk, copybin.Fixed(r.rids, ">i8"),
+                                        copybin.INT8OID)])
+
+
+def rid_chunks(counts, limit=RID_CHUNK):
+    """Entries per chunk: consecutive entries, a new chunk once a chunk holds `limit` RIDs or
+    more (so a chunk exceeds `limit` only by its last entry)."""
+    if len(counts) == 0:
+        return np.zeros(0, np.int64)
+    before = np.cumsum(counts) - counts            # RIDs before each entry
+    chunk = before // limit                         # chunk of each entry's first RID
+    _, entries = np.unique(chunk, return_counts=True)
+    return entries.astype(np.int64)
+
+
+def write_classes(db, release_id, classes):
+    """deid.equivalence_class: per class its size and generalized values, one binary COPY
+    (jsonb's binary form is a version byte, 1, then the text)."""
+    count = len(classes.sizes)
+    encoded, parts = {}, []
+    for values in classes.labels.values():          # each distinct label is JSON-encoded once
+        parts.append([encoded.setdefault(x, json.dumps(x)) for x in values])
+    keys = [json.dumps(q) + ": " for q in classes.labels]
+    generalized = ["\x01{" + ", ".join(k + v for k, v in zip(keys, values)) + "}"
+                   for values in zip(*parts)] if keys else ["\x01{}"] * count
+    datapath.copy_fields(db, "deid.equivalence_class",
+                         ["release_id", "class_id", "cardinality", "generalized"],
+                         [copybin.Fixed(np.full(count, release_id, np.int64), ">i8"),
+                          copybin.Fixed(np.arange(count), ">i4"),
+                          copybin.Fixed(np.asarray(classes.sizes, dtype=np.int64), ">i8"),
+                          copybin.Text(np.arange(count), generalized)])

@@ -1,0 +1,212 @@
+"""001 Fig. 6 capped at a limit, without column limits: the fast path of the ">= L" test.
+
+min(|C|, ``limit``) for every group, where C is Fig. 6's independent row set (Theorems 4-5).
+This is what the partition's acceptor asks for every candidate split (anatomy, 001 Fig. 5
+``Split``), so it avoids sorting and scanning the rows a group never needs: thresholds of
+the total frequency cut each group's Fig. 6 order into rounds, and a round stops as soon as
+the group reaches the limit.  Same answer as the sequential greedy
+(:func:`.reference.greedy_trace`) and as the uncapped :mod:`.greedy` path.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..segments import ranges
+from .common import (_NO_LIMIT, _index_dtype, _order_by_group_then, _order_grouped_then,
+                     _sampled_thresholds)
+
+CAPPED_LOCAL_PAIRS = 1 << 21     # (group, value) tables above this: work in group order
+
+
+def _capped_fits(G, sizes, n):
+    """Whether :func:`_capped_count` can index (group, value) pairs directly."""
+    return G * max(int(np.max(sizes)), 1) <= max(8 * n, 1 << 22)
+
+
+@dataclass
+class _CappedScan:
+    """State of the capped greedy, carried from round to round (updated in place)."""
+    gid: np.ndarray           # group of each row (the layout's index dtype)
+    pair_keys: list           # per attribute: the (group, value) pair of each row
+    target: np.ndarray        # int64 (G,): the limit of each group
+    used: list                # per attribute: bool per pair, value held by a row of C
+    first_at: list            # per attribute: int32 scratch per pair (first occurrence)
+    count: np.ndarray         # int64 (G,): rows of C so far
+
+
+def _capped_count(gid, dense, sizes, G, gsize, limit, grouped=False):
+    """001 Fig. 6 without column limits, capped: min(|C|, ``limit``) for every group.
+
+    Same answer as the sequential greedy (the tests compare it with :func:`greedy_trace`):
+
+    * Fig. 6 lines 1-2: the total frequency f of every row from one histogram of
+      (group, value) per attribute.  When those tables are large, the rows are first put in
+      group order (stable, so each group keeps its rows in input order and the tie order of
+      Fig. 6 line 3 is unchanged): the histogram and f then touch one group's small part of
+      the table at a time instead of the whole table at random.  ``grouped``: the rows
+      already are in group order (each group's rows in input order).
+    * Fig. 6 lines 3-8 in rounds: a round takes, for every group still short of ``limit``, its
+      rows with below < f <= top (inclusive thresholds never split rows of equal f), sorts
+      them by (group, f, row) and continues the greedy from the state (values used, count)
+      of the earlier rounds.  Every round is therefore exactly the next slice of each group's
+      Fig. 6 order.  The first threshold of a group aims at an eighth of its rows (at
+      least 4 x ``limit``; estimated from a histogram of f, on a 1/16 sample for large
+      groups); it doubles while a group needs more rows.  Thresholds only affect speed.
+      Groups of at most 8 x ``limit`` rows take all their rows in the first round.  After the
+      first sort, only the first sixth of each group's sorted rows (at least 3 x ``limit``)
+      is scanned, and the rest -- the next slice of the same sorted order -- only for the
+      groups still short of ``limit`` (the greedy typically needs 12-16 % of a large group,
+      about 2-3 x ``limit`` rows of a small one).  Rows already in group order are sorted by
+      :func:`_order_grouped_then` (one 16-bit radix pass per run of groups).
+    * Inside a round (:func:`_pick_sorted`) every row whose values do not occur in any
+      earlier live row of its group is certainly picked by the sequential greedy, so all of
+      them are taken at once and the rows sharing a value with them die; repeat.  Every
+      repetition picks at least one row in every group still below ``limit``, so a round
+      takes at most ``limit`` repetitions.
+    """
+    # 32-bit indices where they fit: fewer bytes of fresh memory per call
+    index_t = _index_dtype(G * max(int(np.max(sizes)), 1))
+    gid, cols, grouped = _layout(gid, dense, sizes, G, gsize, index_t, grouped)
+    freq, pair_keys, n_pairs = _row_frequencies(gid, cols, sizes, G, gsize, index_t)
+    count = np.zeros(G, dtype=np.int64)
+    if limit <= 0:
+        return count
+    scan = _CappedScan(gid=gid, pair_keys=pair_keys,
+                       target=np.full(G, limit, dtype=np.int64),
+                       used=[np.zeros(p, dtype=bool) for p in n_pairs],
+                       first_at=[np.empty(p, dtype=np.int32) for p in n_pairs],
+                       count=count)
+    top = _first_thresholds(gid, freq, gsize, limit, len(dense))
+    sort = _order_grouped_then if grouped else _order_by_group_then
+    gstart = np.cumsum(gsize) - gsize
+    scanned = np.zeros(G, dtype=np.int64)
+    # first round: every row with f <= its group's first threshold
+    rows = np.flatnonzero(freq <= (top[0] if G == 1 else np.take(top, gid)))
+    rows, per_group = _sort_round(rows, gid, freq, G, sort)
+    scanned += per_group
+    rows = _pick_quota(rows, per_group, gsize, limit, scan)
+    while True:
+        _pick_sorted(rows, scan)
+        more = (count < scan.target) & (scanned < gsize)
+        if not more.any():
+            return np.minimum(count, limit)
+        # next round: the groups short of the limit, with below < f <= top (doubled)
+        below = np.where(more, top, _NO_LIMIT)
+        top = np.where(more, np.minimum(2 * top, _NO_LIMIT), _NO_LIMIT)
+        if grouped:
+            rows = ranges(gstart[more], gsize[more])
+        else:
+            rows = np.flatnonzero(np.take(more, gid))
+        row_freq = freq[rows]
+        row_gid = gid[rows]
+        rows = rows[(row_freq > np.take(below, row_gid)) & (row_freq <= np.take(top, row_gid))]
+        rows, per_group = _sort_round(rows, gid, freq, G, sort)
+        scanned += per_group
+
+
+def _layout(gid, dense, sizes, G, gsize, index_t, grouped):
+    """(group of each row, columns, whether rows are in group order) for the capped scan:
+    rows in input order, or -- when the (group, value) tables are larger than
+    CAPPED_LOCAL_PAIRS -- stably put in group order first."""
+    if grouped:
+        return gid.astype(index_t, copy=False), dense, G > 1
+    if G > 1 and G * int(np.max(sizes)) > CAPPED_LOCAL_PAIRS:
+        order = _order_by_group_then(gid, np.zeros(gid.size, dtype=np.uint8), G)
+        local_gid = np.repeat(np.arange(G, dtype=index_t), gsize)
+        return local_gid, [np.take(c, order) for c in dense], True
+    return gid.astype(index_t, copy=False), dense, False
+
+
+def _row_frequencies(gid, cols, sizes, G, gsize, index_t):
+    """001 Fig. 6 lines 1-2: (total frequency of each row, per attribute the (group, value)
+    pair of each row, per attribute the number of pairs)."""
+    s = len(cols)
+    freq = np.zeros(gid.size, dtype=_index_dtype(s * int(gsize.max()) + 1))
+    pair_keys, n_pairs = [], []
+    for a in range(s):
+        size = max(int(sizes[a]), 1)
+        if G == 1:
+            pair = cols[a]
+        else:
+            pair = gid * index_t(size)
+            pair += cols[a]
+        pair_count = np.bincount(pair, minlength=G * size)
+        freq += np.take(pair_count.astype(freq.dtype, copy=False), pair)
+        pair_keys.append(pair)
+        n_pairs.append(G * size)
+    return freq, pair_keys, n_pairs
+
+
+def _first_thresholds(gid, freq, gsize, limit, s):
+    """First threshold of f per group: the lowest buckets of f (relative to the group's size)
+    holding about ``want`` rows (an eighth of the group, at least 4 x limit; the greedy
+    typically needs 10-30 %), counted on every row, or on every 16th row when the groups are
+    large; groups of at most 2 x want rows take all their rows (no threshold)."""
+    top = np.full(gsize.size, _NO_LIMIT, dtype=np.int64)
+    want = np.maximum(4 * limit, gsize // 8)
+    big = gsize > 2 * want
+    if big.any():
+        n_big = int(np.count_nonzero(big))
+        step = 16 if gid.size >= 16 * 256 * n_big else 1
+        top[big] = _sampled_thresholds(gid, freq, gsize, big, s, step, 256 if step > 1 else 32,
+                                       want[big])
+    return top
+
+
+def _sort_round(rows, gid, freq, G, sort):
+    """Fig. 6 line 3 (stable) on one round's rows: (rows sorted by (group, f, row), number of
+    rows per group)."""
+    row_gid = gid[rows] if G > 1 else np.zeros(rows.size, dtype=np.uint8)
+    per_group = np.bincount(row_gid, minlength=G)
+    return rows[sort(row_gid, freq[rows], G)], per_group
+
+
+def _pick_quota(rows, per_group, gsize, limit, scan):
+    """First round: scan the first ``quota`` rows of every group's Fig. 6 order (a sixth of
+    the group, at least 3 x limit) now; return the rest (already in order) of the groups
+    still short of the limit, to be scanned next."""
+    quota = np.maximum(3 * limit, gsize // 6)
+    if not (quota < per_group).any():
+        return rows
+    rank = np.arange(rows.size, dtype=np.intp)
+    rank -= np.repeat(np.cumsum(per_group) - per_group, per_group)
+    now = rank < np.repeat(quota, per_group)
+    later = rows[~now]
+    _pick_sorted(rows[now], scan)
+    return later[np.take(scan.count < scan.target, scan.gid[later])]
+
+
+def _pick_sorted(rows, scan):
+    """Continue 001 Fig. 6 over ``rows`` (sorted by group, f, row) until every group reaches
+    its target or runs out of rows; updates ``scan.used`` (values taken) and ``scan.count``
+    in place.
+
+    A live row none of whose values occurs in an earlier live row of its group is picked by the
+    sequential greedy (no earlier pick can hold its values), so all such rows are picked at
+    once; rows sharing a value with a pick die.  (A pick past the target is a pick the
+    uncapped greedy makes too, so min(count, target) is the capped greedy's answer.)"""
+    count, target, used, first_at = scan.count, scan.target, scan.used, scan.first_at
+    G = count.size
+    row_group = scan.gid[rows] if G > 1 else np.zeros(rows.size, dtype=np.intp)
+    pair_keys = [pk[rows] for pk in scan.pair_keys]
+    live = np.take(count < target, row_group)
+    for a, key in enumerate(pair_keys):
+        live &= ~np.take(used[a], key)
+    while True:
+        row_group = row_group[live]
+        if row_group.size == 0:
+            return
+        pair_keys = [key[live] for key in pair_keys]
+        idx = np.arange(row_group.size, dtype=np.int32)
+        sure = np.ones(row_group.size, dtype=bool)
+        for a, key in enumerate(pair_keys):
+            first_at[a][key[::-1]] = idx[::-1]          # last write wins: first occurrence
+            sure &= first_at[a][key] == idx
+        for a, key in enumerate(pair_keys):
+            used[a][key[sure]] = True
+        count += np.bincount(row_group[sure], minlength=G)
+        live = ~sure
+        live &= np.take(count < target, row_group)
+        for a, key in enumerate(pair_keys):
+            live &= ~np.take(used[a], key)

@@ -1,0 +1,106 @@
+"""ReleasePlan: what a method returns -- plain data, no SQL, no plpy, no writer.
+
+A plan lists the release tables to create (each a list of typed columns holding numpy arrays)
+and the catalog artefacts to log (RID sets of 001 Theorem 3, equivalence classes). The writer
+(writer.py) turns it into tables; the verifier checks what was stored against it.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class ReadSpec:
+    """What a request reads, planned by a plug-in (plan_read) and read by the role the request
+    reads as (pipeline.read_pending through datapath.read_spec): the source's `names` and row id
+    of the rows matching the rendered selection ((sql, params) or None)."""
+    rel: object               # catalog.Relation
+    names: list
+    rid: str
+    selection: tuple = None
+    by_rid: bool = True       # order the rows by row id (the order methods and verifier share)
+
+
+@dataclass
+class Fixed:
+    """A NOT NULL number column the method computed (int32 -> integer, int64 -> bigint,
+    float64 -> double precision)."""
+    name: str
+    values: np.ndarray
+
+
+@dataclass
+class Labels:
+    """A text column given as dictionary codes: row i holds labels[codes[i]]; a code equal to
+    len(labels) is NULL."""
+    name: str
+    codes: np.ndarray
+    labels: list
+
+
+@dataclass
+class SourceValues:
+    """A source column's values (a frame.EncodedColumn) in the column's own release type
+    (``column``: its catalog.Column), rows taken in the order ``take`` (None: as they are)."""
+    name: str
+    values: object
+    column: object
+    take: np.ndarray = None
+
+
+@dataclass
+class SourceCodes:
+    """Distinct values of a source column, given as codes into frame.value_dictionary's
+    (``row_codes``, ``dictionary``) of that column, in the column's own release type."""
+    name: str
+    values: object
+    column: object
+    codes: np.ndarray
+    dictionary: list
+    row_codes: np.ndarray
+
+
+@dataclass
+class Table:
+    name: str                 # unqualified; created in the release storage schema
+    columns: list             # Fixed | Labels | SourceValues | SourceCodes, in table order
+
+    @property
+    def rows(self):
+        c = self.columns[0]
+        if isinstance(c, SourceValues):
+            return len(c.take) if c.take is not None else len(c.values.values)
+        return len(c.codes if isinstance(c, (Labels, SourceCodes)) else c.values)
+
+
+@dataclass
+class RidSets:
+    """001 Theorem 3 for one sensitive attribute: its entries (one per group and value: the
+    group, the value's code into ``dictionary`` -- len(dictionary) is NULL -- and the size of
+    its RID set) and the RID sets concatenated, entry after entry, each sorted."""
+    attribute: str
+    group: np.ndarray
+    code: np.ndarray
+    dictionary: list
+    count: np.ndarray
+    rids: np.ndarray
+
+
+@dataclass
+class Classes:
+    """Equivalence classes of the release: per class its size and, per quasi-identifier, its
+    generalized value (text)."""
+    sizes: np.ndarray
+    labels: dict              # quasi-identifier -> list of str, one per class
+
+
+@dataclass
+class ReleasePlan:
+    tables: list
+    rows: int
+    groups: int
+    discernibility: float
+    rid_sets: list = field(default_factory=list)
+    classes: Classes = None
+    metrics: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)   # what the verifier compares the stored release with

@@ -1,0 +1,231 @@
+"""method => 'anatomy': (K,L)-anonymity over several sensitive attributes, released as anatomy
+(paper 001, Def. 3 / Fig. 3) or as one generalized table. A pure plug-in: no SQL.
+
+    plan_read(req, rid)  -> what to read (the QIs, sensitive and insensitive columns, row ids)
+    run(frame, req)      -> ReleasePlan: 001 Fig. 5 Anonymize (methods.anatomy.anatomize, with the
+                            k-d split of Fig. 5 and the L checks of Figs. 6-8), then the QIT and
+                            one count table per sensitive attribute (Def. 3), the RID sets of
+                            Theorem 3 and the groups' generalized values (Def. 2).
+The independent check of what was stored is verify/anatomy.py.
+"""
+import numpy as np
+
+from .. import method_support as ms, metrics
+from ..errors import DeidError, INVALID_PARAMETER_VALUE
+from ..frame import value_dictionary
+from ..options import Option
+from ..plan import Classes, Fixed, Labels, ReleasePlan, RidSets, SourceCodes, SourceValues, Table
+
+NAME = "anatomy"
+OPTIONS = (
+    Option("column_l", "map_int", "column-wise limits L_i per sensitive attribute (001 Def. 7); "
+           "needs l.", low=1, high=2 ** 31 - 1, example='{"column_l": {"treatment": 2}}'),
+    Option("model", "choice", "'kl' (001 Def. 6) or 'exponential_l' (the baseline of 001).",
+           choices=("kl", "exponential_l")),
+    Option("output", "choice", "'anatomy' (QIT + one count table per sensitive attribute) or "
+           "'generalized' (one table, QIs as group ranges).", choices=("anatomy", "generalized")),
+)
+
+
+def validate(k, l, opts):
+    if k < 2:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"K must be at least 2 for anatomy, got {k}",
+                        hint="K is the smallest group size; K = 1 would release every row alone.")
+    if l is not None and l < 1:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"L must be at least 1, got {l}",
+                        hint="L is the number of sensitive values an attacker must rule out.")
+    if opts.get("model", "kl") not in ("kl", "exponential_l"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown model {opts['model']!r}",
+                        hint="options.model is 'kl' (001 Def. 6) or 'exponential_l' (the baseline).")
+    if opts.get("output", "anatomy") not in ("anatomy", "generalized"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown output {opts['output']!r}",
+                        hint="options.output is 'anatomy' or 'generalized'.")
+    cl = opts.get("column_l")
+    if cl is not None:
+        if not isinstance(cl, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in cl.values()):
+            raise DeidError(INVALID_PARAMETER_VALUE, "options.column_l must map attributes to "
+                            "integers >= 1", hint='e.g. {"column_l": {"treatment": 2}}')
+        if l is None:
+            raise DeidError(INVALID_PARAMETER_VALUE, "options.column_l needs l",
+                            hint="Column-wise limits (001 Def. 7) refine an L requirement.")
+
+
+def _columns(req):
+    return (ms.columns_with_role(req, "quasi_identifier"), ms.columns_with_role(req, "sensitive"),
+            ms.columns_with_role(req, "insensitive"))
+
+
+def plan_read(req, rid):
+    """Check the request's columns; what to read (by deid_owner, before anything is read)."""
+    qis, sas, others = _columns(req)
+    if not qis:
+        raise DeidError(INVALID_PARAMETER_VALUE, "anatomy needs at least one quasi-identifier",
+                        hint="Project a column whose role is quasi_identifier.")
+    if req.l is not None and not sas:
+        raise DeidError(INVALID_PARAMETER_VALUE, "L needs at least one sensitive attribute",
+                        hint="Project a column whose role is sensitive, or leave l NULL.")
+    column_l = req.options.get("column_l") or {}
+    for a in column_l:
+        if a not in sas:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f"options.column_l names {a!r}, which is not a projected sensitive attribute",
+                            hint="Sensitive attributes: " + ", ".join(sas) + ".")
+    names = qis + sas + others
+    reserved = {"group_id"} | ({"count"} & set(sas))
+    clash = sorted(reserved & set(names))
+    if clash:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f'column "{clash[0]}" clashes with a column of the anatomy tables',
+                        hint="Release it under another name: a view over the source that renames it.")
+    return ms.read_spec(req, names, rid)
+
+
+
+
+def run(frame, req):
+    """001 Fig. 5 on the snapshot (rows ordered by row id) -> the release as a ReleasePlan."""
+    from ..methods import anatomy
+    qis, sas, others = _columns(req)
+    column_l = req.options.get("column_l") or {}
+    ms.refuse_null_qis(frame, qis, req.options)
+    sa_dicts = [value_dictionary(frame.columns[s]) for s in sas]
+    qi = ms.qi_matrix(req, frame, qis)
+    sa = (np.stack([codes for codes, _ in sa_dicts], axis=1) if sas
+          else np.zeros((frame.n, 0), np.int64))
+    result = anatomy.anatomize(qi, sa, req.k, req.l,
+                               column_l={sas.index(a): v for a, v in column_l.items()} or None,
+                               model=req.options.get("model", "kl"))
+    group = result.group_id.astype(np.int64)
+    order = np.argsort(group, kind="stable")         # rows by group, then row id (frame is by rid)
+    labels = group_labels(req, frame, qis, group, result.n_groups, order)
+    pairs = [ValuePairs(group, codes, len(dictionary) + 1, order) for codes, dictionary in sa_dicts]
+    group_col = Fixed("group_id", group[order].astype(np.int32))
+    if req.options.get("output", "anatomy") == "anatomy":
+        tables = [Table(f"{req.name}_qit", [group_col] + [
+            SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in qis + others])]
+        for s, p, (codes, dictionary) in zip(sas, pairs, sa_dicts):
+            tables.append(Table(table_name(req.name, s), [
+                Fixed("group_id", p.group.astype(np.int32)),
+                SourceCodes(s, frame.columns[s], req.rel.columns[s], p.code, dictionary, codes),
+                Fixed("count", p.count.astype(np.int64))]))
+    else:
+        gen = []
+        for q in qis:
+            codes, dictionary = factorize(labels[q])
+            gen.append(Labels(q, codes[group[order]], dictionary))
+        tables = [Table(req.name, [group_col] + gen + [
+            SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in sas + others])]
+    sizes = np.bincount(group, minlength=result.n_groups)
+    return ReleasePlan(
+        tables=tables, rows=frame.n, groups=int(result.n_groups),
+        discernibility=float(metrics.discernibility(sizes)),
+        rid_sets=[RidSets(s, p.group, p.code, d, p.count, frame.rid[p.rows])
+                  for s, p, (_, d) in zip(sas, pairs, sa_dicts)],
+        classes=Classes(sizes, {q: labels[q] for q in qis}),
+        metrics={"model": result.model, "min_group": int(sizes.min()),
+                 "min_certified_l": int(result.certified_l.min()) if sas else None,
+                 "quasi_identifiers": qis, "sensitive": sas},
+        evidence={"rids": frame.rid, "sensitive": sas, "column_l": column_l,
+                  "l": req.l if req.options.get("model", "kl") == "kl" else None})
+
+
+class ValuePairs:
+    """The distinct (group, value) pairs of one sensitive attribute, the rows
+    holding each (001 Theorem 3's RID sets) and their counts.
+
+    `order` sorts the rows by (group, row id); a stable sort on the combined
+    key then orders them by (group, value, row id)."""
+
+    def __init__(self, group, codes, width, order):
+        key = group[order] * width + codes[order]
+        s = np.argsort(key, kind="stable")
+        self.rows = order[s]
+        key = key[s]
+        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
+        self.group, self.code = key[start] // width, key[start] % width
+        self.count = np.diff(np.r_[start, len(key)])
+
+
+def pair_counts(group, codes, width):
+    """Distinct (group, code) pairs and how many rows hold each (counted in a
+    histogram when the pair space is small, else by sorting)."""
+    key = group * width + codes
+    bins = (int(group.max()) + 1) * width if len(group) else 0
+    if bins <= 4 * len(key) + (1 << 16):
+        counts = np.bincount(key, minlength=bins)
+        key = np.flatnonzero(counts)
+        counts = counts[key]
+    else:
+        key, counts = np.unique(key, return_counts=True)
+    return key // width, key % width, counts
+
+
+def table_name(release, attribute):
+    name = f"{release}_{attribute}"
+    if len(name.encode()) > 63:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"release table name {name!r} is too long",
+                        hint="Choose a shorter release name.")
+    return name
+
+
+def factorize(values):
+    uniq, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+    return codes.astype(np.int64), [str(u) for u in uniq]
+
+
+def _fmt_array(col, v):
+    """Text of numbers (vectorised): dates as ISO dates, integers without a point."""
+    if col.kind == "date":
+        return np.datetime_as_string(v.astype(np.int64).astype("datetime64[D]")).tolist()
+    if col.kind == "int":
+        return v.astype(np.int64).astype(str).tolist()
+    return [f"{x:g}" for x in v.tolist()]
+
+
+def group_labels(req, frame, qis, group, n_groups, order):
+    """Per group and QI, the generalized value (001 Def. 2): a range for numbers,
+    the lowest common hierarchy ancestor or the value set for categories.
+    `order` sorts the rows by group."""
+    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    out = {}
+    for q in qis:
+        col = frame.columns[q]
+        if col.kind == "category":
+            h = req.hierarchies.get(q)
+            g, c, _ = pair_counts(group, col.values, len(col.dictionary) + 1)
+            first = np.searchsorted(g, np.arange(n_groups)).tolist()
+            distinct = np.bincount(g, minlength=n_groups).tolist()
+            texts, codes = list(col.dictionary) + ["NULL"], c.tolist()
+            labels = []
+            for f, d in zip(first, distinct):
+                seg = codes[f:f + d]
+                if d == 1:
+                    labels.append(texts[seg[0]])
+                elif h is not None:
+                    labels.append(category_label(col, h, seg))
+                else:
+                    labels.append("{" + ",".join(texts[x] for x in seg) + "}")
+        else:
+            vals, nulls = col.values[order].astype(float), col.null[order]
+            lo = np.minimum.reduceat(np.where(nulls, np.inf, vals), bounds[:-1])
+            hi = np.maximum.reduceat(np.where(nulls, -np.inf, vals), bounds[:-1])
+            anynull = (np.maximum.reduceat(nulls.astype(np.int8), bounds[:-1]) > 0).tolist()
+            finite = np.isfinite(lo)
+            lo_s = _fmt_array(col, np.where(finite, lo, 0))
+            hi_s = _fmt_array(col, np.where(finite, hi, 0))
+            labels = [("NULL" if not ok else a if a == b else f"[{a}-{b}]") + (" or NULL" if nn and ok else "")
+                      for ok, a, b, nn in zip(finite.tolist(), lo_s, hi_s, anynull)]
+        out[q] = labels
+    return out
+
+
+def category_label(col, h, codes):
+    values = [col.dictionary[c] if c < len(col.dictionary) else None for c in codes]
+    if len(values) == 1:
+        return "NULL" if values[0] is None else values[0]
+    if h is not None and h.kind == "member" and None not in values:
+        ancestor, found = h.common_ancestor(values)
+        if found:
+            return ancestor
+    return "{" + ",".join("NULL" if v is None else v for v in values) + "}"

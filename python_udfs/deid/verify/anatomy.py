@@ -1,0 +1,116 @@
+"""The independent check of an anatomy release (001), from what was STORED, before commit.
+
+Reads back the RID sets of deid.rid_set (001 Theorem 3) and the QIT's group sizes, and checks
+with this package's own code (nothing from deid.methods):
+  * the (K,L) model over every group (001 Def. 6; Def. 7 with column_l): verify.kl;
+  * that the RID sets of the first sensitive attribute partition the snapshot's rows
+    exactly (001 Def. 1): verify.partition;
+  * every QIT group has >= K rows and the QIT holds every row of the snapshot.
+The snapshot's row ids come from the read, not from the method.
+"""
+import json
+
+import numpy as np
+
+from ..errors import DeidError, VERIFICATION_FAILED
+from ..sqltext import qualified
+from . import check_group_sizes, check_kl, check_partition
+
+STORE_SCHEMA = "deid_release"
+VERIFY_HINT = ("Nothing was released. The stored release differs from what the method computed: "
+               "report it with the request (deid.release keeps no row of a failed request).")
+
+
+def verify(db, req, frame, tables):
+    """Independent checks on what was stored, before commit."""
+    sas = [c for c in req.columns if req.rel.columns[c].role == "sensitive"]
+    column_l = req.options.get("column_l") or None
+    out = {}
+    all_rids = frame.rid
+    if sas:
+        g, a, v, n, flat = read_rid_sets(db, req.release_id)
+        out["kl"] = check_kl(g, a, v, flat, req.k,
+                             req.l if req.options.get("model", "kl") == "kl" else None,
+                             column_l, rid_counts=n)
+        first = a == sas[0]
+        out["partition"] = check_partition(flat[np.repeat(first, n)], all_rids)
+    counts = db.query(f"SELECT string_agg(int8send(c), ''::bytea) AS c FROM (SELECT count(*) AS c"
+                      f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY group_id) s")[0]["c"]
+    sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
+    out["sizes"] = check_group_sizes(np.repeat(np.arange(len(sizes)), sizes), req.k)
+    if int(sizes.sum()) != len(all_rids):
+        raise DeidError(VERIFICATION_FAILED, "the release table does not hold every row of the snapshot",
+                        detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
+                        hint=VERIFY_HINT)
+    return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+
+
+def read_rid_sets(db, release_id):
+    """The stored RID sets, flattened to one entry per group, attribute and
+    value (001 Theorem 3): per entry its group, attribute, value hash and RID
+    count, and all RIDs concatenated. Values are identified by hashtext(): a
+    collision can only merge two values, which makes the verifier stricter (a
+    duplicate entry it refuses), never more lenient."""
+    rows = db.query(
+        "SELECT attribute AS a,"
+        " string_agg(int4send(cardinality(group_ids)), ''::bytea ORDER BY chunk) AS ng,"
+        " string_agg(int4send(cardinality(value_list)), ''::bytea ORDER BY chunk) AS nv,"
+        " string_agg(int4send(cardinality(rid_counts)), ''::bytea ORDER BY chunk) AS nc,"
+        " string_agg(int4send(cardinality(rids)), ''::bytea ORDER BY chunk) AS nr,"
+        " string_agg(array_send(group_ids), ''::bytea ORDER BY chunk) AS g,"
+        " string_agg((SELECT string_agg(int4send(coalesce(hashtext(v), -2147483648)), ''::bytea)"
+        "             FROM unnest(r.value_list) AS v), ''::bytea ORDER BY chunk) AS v,"
+        " string_agg(array_send(rid_counts), ''::bytea ORDER BY chunk) AS c,"
+        " string_agg(array_send(rids), ''::bytea ORDER BY chunk) AS r"
+        " FROM deid.rid_set r WHERE release_id = $1 GROUP BY attribute", [release_id], ["bigint"])
+    groups, attrs, values, counts, flat = [], [], [], [], []
+    for r in rows:
+        packed = {k: np.frombuffer(r[k] or b"", ">i4").astype(np.int64)
+                  for k in ("ng", "nv", "nc", "nr", "v")}
+        entries = packed["nc"]
+        if not (np.array_equal(packed["ng"], entries) and np.array_equal(packed["nv"], entries)
+                and packed["v"].size == entries.sum()):
+            raise DeidError(VERIFICATION_FAILED, f"deid.rid_set of attribute {r['a']!r}: group_ids, value_list "
+                                     "and rid_counts differ in length", hint=VERIFY_HINT)
+        n = unpack_arrays(r["c"], entries, width=4)
+        per_chunk = np.bincount(np.repeat(np.arange(len(entries)), entries), weights=n,
+                                minlength=len(entries)).astype(np.int64)
+        if not np.array_equal(per_chunk, packed["nr"]):
+            raise DeidError(VERIFICATION_FAILED, f"deid.rid_set of attribute {r['a']!r}: rid_counts do not "
+                                     "add up to the RIDs stored", hint=VERIFY_HINT)
+        groups.append(unpack_arrays(r["g"], entries, width=4))
+        values.append(packed["v"])
+        attrs.append(np.full(len(n), r["a"]))
+        counts.append(n)
+        flat.append(unpack_arrays(r["r"], packed["nr"]))
+    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
+    return (cat(groups, np.int64), cat(attrs, object), cat(values, np.int64),
+            cat(counts, np.int64), cat(flat, np.int64))
+
+
+def unpack_arrays(buf, counts, width=8):
+    """The elements of concatenated ``array_send`` images of one-dimensional
+    int8[] (width 8) or int4[] (width 4) arrays without NULLs (header 20
+    bytes -- 12 for an empty array -- then (int4 length, value) per element),
+    as one int64 array.  Raises DE002 if the images are not exactly that."""
+    counts = np.asarray(counts, dtype=np.int64)
+    buf = buf or b""
+    head = np.where(counts > 0, 20, 12)
+    sizes = head + (4 + width) * counts
+    if int(sizes.sum()) != len(buf):
+        raise DeidError(VERIFICATION_FAILED, "deid.rid_set holds arrays of an unexpected shape",
+                        hint="rid_counts and rids must be one-dimensional arrays without NULLs")
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    starts = np.cumsum(sizes) - sizes
+    before = np.cumsum(counts) - counts
+    # element j of the whole stream, i-th of entry e: its length word at
+    # starts[e] + head[e] + (4 + width) i, its value 4 bytes later
+    word = (4 + width) * np.arange(total, dtype=np.int64) + \
+        np.repeat(starts + head - (4 + width) * before, counts)
+    lengths = np.ndarray((len(buf) - 3,), dtype=">i4", buffer=buf, strides=(1,))[word]
+    if np.any(lengths != width):
+        raise DeidError(VERIFICATION_FAILED, "deid.rid_set holds NULL or malformed array elements", hint=VERIFY_HINT)
+    every = np.ndarray((len(buf) - width + 1,), dtype=f">i{width}", buffer=buf, strides=(1,))
+    return every[word + 4].astype(np.int64)

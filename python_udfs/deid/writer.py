@@ -1,0 +1,78 @@
+"""The one writer of release tables: a ReleasePlan's tables -> tables in the release storage
+schema, as deid_owner.
+
+A table whose every column has a direct binary form (numbers, dates, text) is written with one
+binary COPY (datapath.copy_fields, through deid._copy_in). Otherwise every column goes into one
+staging table of numbers (codes, encoded values, NULL flags, the row's position) and an
+INSERT ... SELECT decodes them into the column's own type, in plan order. Either way the table
+is created first with the plan's column types, so both paths give the same table.
+"""
+import numpy as np
+
+from . import copybin, datapath
+from .frame import EncodedColumn, encoded_array
+from .plan import Fixed, Labels, SourceCodes, SourceValues
+from .sqltext import qualified, quote_ident
+
+_FIXED = {np.dtype("int32"): ("integer", ">i4"), np.dtype("int64"): ("bigint", ">i8"),
+          np.dtype("float64"): ("double precision", ">f8")}
+
+
+def column_def(c):
+    if isinstance(c, Fixed):
+        return f"{quote_ident(c.name)} {_FIXED[c.values.dtype][0]} NOT NULL"
+    if isinstance(c, Labels):
+        return f"{quote_ident(c.name)} text"
+    return f"{quote_ident(c.name)} {c.column.type}"
+
+
+def binary_field(c):
+    """The copybin field of a plan column, or None when its type has no direct binary form."""
+    if isinstance(c, Fixed):
+        return copybin.Fixed(c.values, _FIXED[c.values.dtype][1])
+    if isinstance(c, Labels):
+        return copybin.Text(c.codes, c.labels)
+    if isinstance(c, SourceValues):
+        return datapath.binary_field(c.values, c.column, c.take)
+    return datapath.dictionary_field(c.values, c.column, c.codes, c.dictionary, c.row_codes)
+
+
+def write_table(db, schema, table):
+    """Create and fill one release table; returns its unqualified name."""
+    target = qualified(schema, table.name)
+    db.execute(f"CREATE TABLE {target} ({', '.join(column_def(c) for c in table.columns)})")
+    fields = [binary_field(c) for c in table.columns]
+    names = [c.name for c in table.columns]
+    if all(f is not None for f in fields):
+        datapath.copy_fields(db, target, names, fields)
+    else:
+        _write_staged(db, schema, target, table)
+    return table.name
+
+
+def _write_staged(db, schema, target, table):
+    stage = qualified(schema, f"_stage_{table.name}"[:63])
+    arrays, params, exprs = [("__row", np.arange(table.rows, dtype=np.int64))], [], []
+    for j, c in enumerate(table.columns):
+        if isinstance(c, Fixed):
+            arrays.append((f"c{j}", c.values))
+            exprs.append(f"s.c{j}")
+        elif isinstance(c, (Labels, SourceCodes)):
+            labels = c.labels if isinstance(c, Labels) else c.dictionary
+            arrays.append((f"c{j}", np.asarray(c.codes, dtype=np.int64)))
+            params.append(list(labels))
+            cast = "" if isinstance(c, Labels) else f"::{c.column.type}"
+            exprs.append(f"(${len(params)}::text[])[s.c{j} + 1]{cast}")
+        else:
+            col = c.values if c.take is None else EncodedColumn(
+                c.values.name, c.values.kind, c.values.values[c.take], c.values.null[c.take],
+                c.values.dictionary)
+            arrays.append((f"c{j}", encoded_array(col)))
+            if col.null.any():
+                arrays.append((f"n{j}", col.null.astype(np.int32)))
+            exprs.append(datapath.decode_expr(j, col, c.column, params))
+    datapath.write_table(db, stage, arrays)
+    cols = ", ".join(quote_ident(c.name) for c in table.columns)
+    db.execute(f"INSERT INTO {target} ({cols}) SELECT {', '.join(exprs)} FROM {stage} s"
+               " ORDER BY s.__row", params, ["text[]"] * len(params))
+    db.execute(f"DROP TABLE {stage}")

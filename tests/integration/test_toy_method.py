@@ -1,0 +1,74 @@
+"""A third method through the whole pipeline: tests/fixtures/toy_method.py is loaded into the
+server's interpreter and registered (one plug-in, one verifier, one registry line), then
+requested with plain SQL by a role with SELECT and by a policy-only role -- read, method,
+plan, write, verify and log as for the shipped methods."""
+import pathlib
+
+import psycopg
+import pytest
+
+TOY = (pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "toy_method.py").read_text()
+REGISTER = """
+CREATE OR REPLACE FUNCTION pg_temp.register_toy(src text) RETURNS text LANGUAGE plpython3u AS $$
+import types
+from deid import registry
+module = types.ModuleType("deid_toy_method")
+exec(compile(src, "toy_method.py", "exec"), module.__dict__)
+return registry.register(module.METHOD).name
+$$"""
+
+
+@pytest.fixture
+def toy(admin, url):
+    """A superuser session whose backend knows the toy method."""
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("SELECT deid.usage()")               # loads deid into this backend
+    conn.execute(REGISTER)
+    assert conn.execute("SELECT pg_temp.register_toy(%s)", [TOY]).fetchone()[0] == "toy_counts"
+    admin.execute("DROP TABLE IF EXISTS public.t_toy CASCADE")
+    admin.execute("CREATE TABLE public.t_toy (id int PRIMARY KEY, a text, b int, s text)")
+    admin.execute("INSERT INTO public.t_toy SELECT i, 'v' || (i % 3), i % 7, 'x' FROM generate_series(1, 100) i")
+    for col, role in [("a", "quasi_identifier"), ("b", "quasi_identifier"), ("s", "sensitive")]:
+        admin.execute("SELECT deid.set_role('public.t_toy', %s, %s)", [col, role])
+    yield conn
+    conn.close()
+    admin.execute("SELECT deid.drop_release(name) FROM deid.release WHERE status = 'committed'"
+                  " AND name LIKE 't_toy%'")
+
+
+def test_toy_method_runs_through_the_pipeline(toy, admin):
+    notices = []
+    toy.add_notice_handler(lambda d: notices.append(d.message_primary))
+    toy.execute("SET client_min_messages = notice")
+    rid, relations, rows, groups, disc, verified = toy.execute(
+        "SELECT * FROM deid.anonymize_request('public.t_toy', 'toy_counts', k => 5,"
+        " columns => '{a,b}', options => '{\"seed\": 3}', release => 't_toy')").fetchone()
+    assert verified and relations == ["release.t_toy_counts"]
+    stored = toy.execute("SELECT a, b, count FROM release.t_toy_counts ORDER BY 1, 2").fetchall()
+    expected = admin.execute("SELECT 'v' || (i % 3), (i % 7)::text, count(*) FROM generate_series(1, 100) i"
+                             " GROUP BY 1, 2 HAVING count(*) >= 5 ORDER BY 1, 2").fetchall()
+    assert stored == expected and rows == sum(c for *_, c in expected) and groups == len(expected)
+    log = admin.execute("SELECT method, seed, metrics->'verification'->>'min_count',"
+                        " metrics->'seconds' ? 'verify' FROM deid.release WHERE release_id = %s",
+                        [rid]).fetchone()
+    assert log[0] == "toy_counts" and log[1] == 3 and int(log[2]) >= 5 and log[3]
+    assert admin.execute("SELECT count(*) FROM deid.equivalence_class WHERE release_id = %s",
+                         [rid]).fetchone()[0] == groups
+    # progress: one NOTICE per phase
+    phases = [n.split()[1] for n in notices if n.startswith("deid: ")]
+    assert phases == ["read", "method", "write", "verify"], notices
+
+
+def test_toy_method_options_come_from_its_schema(toy):
+    with pytest.raises(psycopg.Error) as e:
+        toy.execute("SELECT * FROM deid.anonymize_request('public.t_toy', 'toy_counts', k => 5,"
+                    " columns => '{a,b}', options => '{\"min_classes\": 0}')").fetchall()
+    assert e.value.diag.sqlstate == "22023" and e.value.diag.message_hint
+    assert "toy_counts" in toy.execute("SELECT deid.usage('anonymize_request')").fetchone()[0]
+
+
+def test_unregistered_in_other_sessions(admin):
+    """Registration is this backend's: other sessions never see the toy."""
+    with pytest.raises(psycopg.Error) as e:
+        admin.execute("SELECT * FROM deid.anonymize_request('registry.patients', 'toy_counts', k => 5)")
+    assert e.value.diag.sqlstate == "22023"
