@@ -48,8 +48,8 @@ def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None):
         return _capped_count(gid, dense, sizes, G, gsize, int(max_l), grouped)
     tables = _pair_tables(gid, dense, sizes, G)
     if caps is None:                                  # Fig. 6 only: count the rows of C
-        count = _independent_count(gid, tables.freq, tables.keys, tables.n_pairs, gsize, G,
-                                   max_l, len(dense))
+        count = _independent_count(gid, tables.freq, tables.keys, tables.n_pairs, gsize,
+                                   n_groups=G, max_l=max_l)
         return count if max_l is None else np.minimum(count, int(max_l))
     cert = _certify_column_wise(gid, tables, sizes, gsize, G, caps, max_l)
     if max_l is not None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..segments import ranges
 from .common import _NO_LIMIT
+from .greedy import _Sorted
 
 PHASE2_MAX_SCAN = 1 << 16        # Fig. 7: candidate rows examined after Fig. 6 (per group) ...
 PHASE2_MAX_KEEP = 1024           # ... and rows added to C
@@ -51,7 +52,7 @@ def _column_targets(caps, counts, pgroups, sizes, G, target):
 @dataclass
 class _Fig6Scan:
     """Every group's rows in Fig. 6 order and the C that Fig. 6 found (Fig. 7 line 1)."""
-    rows: object              # greedy._Sorted: sorted position -> row, group, pair keys
+    rows: _Sorted             # sorted position -> row, its group, its pair keys
     n_pairs: list             # per attribute: number of (group, value) pairs
     group_start: np.ndarray   # int64 (G,): first sorted position of each group
     group_size: np.ndarray    # int64 (G,): rows of each group

@@ -16,6 +16,8 @@ Every variant gives exactly the sequential greedy's answer (checked against
 :func:`.reference.greedy_trace` by the tests).
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..segments import ranges
@@ -38,22 +40,37 @@ class _Sorted:
         return [pk[rows] for pk in self.pks]
 
 
-def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
+@dataclass
+class _CountScan:
+    """State of :func:`_independent_count`, carried from round to round (updated in place)."""
+    gid: np.ndarray           # group of each row
+    pair_keys: list           # per attribute: the (group, value) pair of each row
+    n_pairs: list             # per attribute: number of pairs
+    target: np.ndarray        # int64 (G,): stop a group at this many rows of C
+    used: list                # per attribute: bool per pair, value held by a row of C
+    count: np.ndarray         # int64 (G,): rows of C so far
+
+
+def _independent_count(gid, freq, pair_keys, n_pairs, gsize, *, n_groups, max_l):
     """001 Fig. 6 for all groups without column limits: the number of rows of C per group,
     stopping at ``max_l`` (None: no limit).  Same result as :func:`_independent_rows`.
 
-    ``f``: total frequency of each row (Fig. 6 lines 1-2); ``pks``: per attribute, the
-    (group, value) pair of each row, ``npairs`` pairs.  The greedy scans each group's rows by
-    increasing f (ties: input order).  With a limit it usually stops long before the end of
-    a large group, so large groups scan their rows in rounds: the rows with below < f <= top
-    (thresholds per group; the first one estimated from a 1/16 sample, then doubled while
-    the group needs more rows).  Each round is an exact slice of the group's Fig. 6 order and
-    continues from the greedy's state, so the result is the sequential greedy's.
+    ``freq``: total frequency f of each row (Fig. 6 lines 1-2); ``pair_keys``: per attribute,
+    the (group, value) pair of each row, ``n_pairs`` pairs.  The greedy scans each group's
+    rows by increasing f (ties: input order).  With a limit it usually stops long before the
+    end of a large group, so large groups scan their rows in rounds: the rows with
+    below < f <= top (thresholds per group; the first one estimated from a 1/16 sample, then
+    doubled while the group needs more rows).  Each round is an exact slice of the group's
+    Fig. 6 order and continues from the greedy's state, so the result is the sequential
+    greedy's.
     """
+    G = n_groups
     limit = _NO_LIMIT if max_l is None else int(max_l)
-    target = np.full(G, limit, dtype=np.int64)
-    used = [np.zeros(p, dtype=bool) for p in npairs]
-    count = np.zeros(G, dtype=np.int64)
+    scan = _CountScan(gid=gid, pair_keys=pair_keys, n_pairs=n_pairs,
+                      target=np.full(G, limit, dtype=np.int64),
+                      used=[np.zeros(p, dtype=bool) for p in n_pairs],
+                      count=np.zeros(G, dtype=np.int64))
+    count, target = scan.count, scan.target
     if limit <= 0:
         return count
     top = None
@@ -65,24 +82,24 @@ def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
             # of f (relative to the group's size) holding about 2 x window sampled-and-scaled
             # rows
             top = np.full(G, _NO_LIMIT, dtype=np.int64)
-            top[big] = _sampled_thresholds(gid, f, gsize, big, s, 16, 256, 2 * window)
+            top[big] = _sampled_thresholds(gid, freq, gsize, big, len(pair_keys), 16, 256,
+                                           2 * window)
     if top is None:
-        _scan_sorted(None, gid, f, pks, npairs, G, target, used, count)
+        _scan_sorted(None, freq, scan)
         return count
     # rows with below < f <= top, in rounds; a group's threshold doubles while it needs more
     below = np.full(G, -1, dtype=np.int64)
     scanned = np.zeros(G, dtype=np.int64)
     while True:
         if G == 1:
-            in_round = f <= top[0]
+            in_round = freq <= top[0]
             if below[0] >= 0:
-                in_round &= f > below[0]
+                in_round &= freq > below[0]
         else:
-            in_round = f <= np.take(top, gid)
+            in_round = freq <= np.take(top, gid)
             if below.max() >= 0:
-                in_round &= f > np.take(below, gid)
-        scanned += _scan_sorted(np.flatnonzero(in_round), gid, f, pks, npairs, G, target,
-                                used, count)
+                in_round &= freq > np.take(below, gid)
+        scanned += _scan_sorted(np.flatnonzero(in_round), freq, scan)
         more = (count < target) & (scanned < gsize)
         if not more.any():
             return count
@@ -90,33 +107,37 @@ def _independent_count(gid, f, pks, npairs, gsize, G, max_l, s):
         top = np.where(more, np.minimum(2 * top, _NO_LIMIT), _NO_LIMIT)
 
 
-def _scan_sorted(rows, gid, f, pks, npairs, G, target, used, count):
+def _scan_sorted(rows, freq, scan):
     """Continue Fig. 6 over ``rows`` (None: all rows; ascending), sorted by (group, f, row):
     the first LOCKSTEP_STEPS rows of every group in lockstep, the rest by windows.  Updates
-    ``used`` and ``count``; returns the number of rows given per group."""
+    ``scan.used`` and ``scan.count``; returns the number of rows given per group."""
+    G = scan.count.size
+    gid = scan.gid
     if rows is None:
-        row_gid, row_freq = gid, f
+        row_gid, row_freq = gid, freq
     else:
-        row_gid, row_freq = gid[rows], f[rows]
+        row_gid, row_freq = gid[rows], freq[rows]
     order = _order_by_group_then(row_gid, row_freq, G)
     if rows is not None:
         order = rows[order]
     size = np.bincount(row_gid, minlength=G).astype(np.int64)
     start = np.cumsum(size) - size
-    steps = _lockstep(order, gid, pks, start, size, target, used, count)
-    more = (count < target) & (size > steps)
+    steps = _lockstep(order, start, size, scan)
+    more = (scan.count < scan.target) & (size > steps)
     if more.any():
-        srt = _Sorted(order, gid, pks)
+        srt = _Sorted(order, gid, scan.pair_keys)
         rest = np.where(more, size - steps, 0)
-        count[:], _ = _independent_rows(srt, npairs, start + steps, rest, G, target,
-                                        used=used, count=count)
+        scan.count[:], _ = _independent_rows(srt, scan.n_pairs, start + steps, rest, G,
+                                             scan.target, used=scan.used, count=scan.count)
     return size
 
 
-def _lockstep(order, gid, pks, start, size, target, used, count):
-    """Fig. 6 on the first rows of the sorted segments, one row of every active group per
-    step (rows of distinct groups never share a (group, value) pair).  Returns the number of
-    steps taken (every group's rows before that position have been scanned)."""
+def _lockstep(order, start, size, scan):
+    """Fig. 6 on the first rows of the sorted segments (``order``, one segment per group at
+    ``start`` with ``size`` rows), one row of every active group per step (rows of distinct
+    groups never share a (group, value) pair).  Returns the number of steps taken (every
+    group's rows before that position have been scanned)."""
+    count, target, used = scan.count, scan.target, scan.used
     groups = np.flatnonzero((size > 0) & (count < target))
     if groups.size == 0:
         return 0
@@ -136,7 +157,7 @@ def _lockstep(order, gid, pks, start, size, target, used, count):
             return depth
         step_groups = groups[:n_long]
         rows = order[seg_start[:n_long] + step]
-        pair_keys = [pk[rows] for pk in pks]
+        pair_keys = [pk[rows] for pk in scan.pair_keys]
         free = ~used[0][pair_keys[0]]
         for a in range(1, len(pair_keys)):
             free &= ~used[a][pair_keys[a]]
