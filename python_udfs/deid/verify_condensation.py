@@ -13,7 +13,8 @@ claims and the released synthetic rows with their cluster ids:
    the source cluster's within the stated tolerance (Alg. 2 step 2.d.i, Alg. 3 "the means and
    the covariances among the attributes are preserved"), see below;
 5. with a status column, the status counts of each cluster are unchanged (Alg. 2 step 2.d.i:
-   "the survival status attribute is not changed");
+   "the survival status attribute is not changed"); the same for any ``count_columns`` (e.g.
+   categorical columns decoded with their cluster's category counts);
 6. with ``survival_times="original"``, each cluster's released survival times are exactly its
    source times as a multiset (Alg. 2 step 2.d.ii as printed);
 7. optionally: released values inside each column's observed source range, integer columns
@@ -45,7 +46,7 @@ _HINT = ("The release was rolled back; nothing was written.  The condensation ou
 def verify_condensation(source, membership, released, released_cluster, k, *,
                         status_col=None, time_col=None, survival_times=None,
                         moment_columns=(), moment_values=None, rtol=DEFAULT_RTOL,
-                        check_ranges=False, integer_columns=()):
+                        count_columns=(), check_ranges=False, integer_columns=()):
     """Verify a condensation release; return a report dict or raise DeidError (DE002).
 
     ``source``: (n, m) source rows.  ``membership``: the cluster id of each source row (1-D,
@@ -53,7 +54,8 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
     entry per membership).  ``released``: (r, m) released rows; ``released_cluster``: (r,) their
     cluster ids.  ``moment_values``: (r, m) values on which the moments are checked (e.g. the
     method's values before rounding), by default ``released``.  ``status_col``/``time_col``:
-    column indices.  ``survival_times``: "original" enables check 6.
+    column indices.  ``survival_times``: "original" enables check 6.  ``count_columns``: columns
+    whose value counts per cluster must be unchanged.
     """
     source = _matrix(source, "source")
     released = _matrix(released, "released")
@@ -102,18 +104,25 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
         report.update(moment_columns=len(moment_columns), rtol=rtol,
                       max_mean_error=mean_err, max_cov_error=cov_err)
 
-    # 5: status counts per cluster
+    # 5: status counts (and any other value counts) per cluster
+    counted = ([] if status_col is None else [_column(status_col, m, "status_col")]) + \
+        [_column(c, m, "count column") for c in count_columns]
+    for s in counted:
+        what = "vital-status" if s == status_col else f"column {s} value"
+        src_values, src_codes = np.unique(source[:, s], return_inverse=True)
+        pos = np.minimum(np.searchsorted(src_values, released[:, s]), src_values.size - 1)
+        if n and not np.all(src_values[pos] == released[:, s]):
+            _fail(f"column {s} releases a value that does not occur in the source")
+        g, v = ids.size, src_values.size
+        before = np.bincount(src_index * v + src_codes.reshape(-1), minlength=g * v)
+        after = np.bincount(rel_index * v + pos, minlength=g * v)
+        if not np.array_equal(before, after):
+            bad = ids[np.flatnonzero(before != after)[0] // v]
+            _fail(f"cluster {bad} changes its {what} counts (004 Alg. 2 step 2.d.i)")
     if status_col is not None:
-        s = _column(status_col, m, "status_col")
-        for value in np.unique(source[:, s]):
-            before = np.bincount(src_index, weights=source[:, s] == value, minlength=ids.size)
-            after = np.bincount(rel_index, weights=released[:, s] == value, minlength=ids.size)
-            if not np.array_equal(before, after):
-                bad = ids[np.flatnonzero(before != after)[0]]
-                _fail(f"cluster {bad} changes its vital-status counts (004 Alg. 2 step 2.d.i)")
-        if not np.isin(released[:, s], source[:, s]).all():
-            _fail("a released vital status does not occur in the source")
         report["status_checked"] = True
+    if count_columns:
+        report["count_columns"] = len(count_columns)
 
     # 6: original survival times, as multisets per cluster
     if survival_times == "original":

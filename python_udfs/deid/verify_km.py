@@ -16,8 +16,9 @@ the source records:
       - every (cluster, code) of the source is placed, and record-chunk and item-chunk codes
         occur in the cluster (no invented code); every domain code occurs in its chunk;
       - the subrecords of a record chunk are, as a multiset, the projections of the
-        cluster's records on its domain (one per record, empty ones included); the stored
-        subrecords of a shared chunk are the non-empty projections of its clusters' records.
+        cluster's records on its domain (one per record, empty ones included); the non-empty
+        stored subrecords of a shared chunk are the non-empty projections of the records of
+        its clusters, and it stores at most one subrecord per record (empty ones implied).
     Together these say that the multiset of (cluster, code) occurrences in record chunks,
     shared chunks and item chunks is the source's (item chunks hide their counts by design,
     so there the check is that the code occurs in the cluster and nowhere else in it).
@@ -137,13 +138,15 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     place_cluster = [r["chunk_cluster"][chunk_of_dom], _owner(r["item_offsets"])]
     place_code = [r["chunk_domain_codes"], r["item_codes"]]
     place_label = [chunk_of_dom, np.full(r["item_codes"].size, -1)]
-    for s in range(n_shared):          # expand shared domains over their clusters
-        cl = ids[r["shared_cluster_offsets"][s]:r["shared_cluster_offsets"][s + 1]]
-        dom = r["shared_domain_codes"][
-            r["shared_domain_offsets"][s]:r["shared_domain_offsets"][s + 1]]
-        place_cluster.append(np.repeat(cl, dom.size))
-        place_code.append(np.tile(dom, cl.size))
-        place_label.append(np.full(cl.size * dom.size, n_chunks + s))
+    # shared domains expanded over their clusters: one (cluster, code) per cluster and code
+    dom_len = np.diff(r["shared_domain_offsets"])
+    per_entry = dom_len[shared_owner]
+    entry = np.repeat(np.arange(ids.size), per_entry)
+    nth = np.arange(entry.size) - np.repeat(_offsets_of(per_entry)[:-1], per_entry)
+    place_cluster.append(ids[entry])
+    place_code.append(r["shared_domain_codes"][
+        r["shared_domain_offsets"][shared_owner[entry]] + nth])
+    place_label.append(n_chunks + shared_owner[entry])
     p_key = np.concatenate(place_cluster) * width + np.concatenate(place_code)
     p_label = np.concatenate(place_label)
     own = p_label < n_chunks                      # record chunk or item chunk placements
@@ -154,24 +157,26 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
         raise DeidError(VERIFICATION_FAILED, f"cluster {int(p_key[dup[0]] // width)} places a "
                         "code in more than one chunk", hint=_HINT)
     src_row = _owner(src_offsets)
-    src_key = membership[src_row] * width + src_codes
-    src_pairs = np.unique(src_key)
-    at = np.searchsorted(p_key, src_pairs)
-    placed = (at < p_key.size) & (p_key[np.minimum(at, p_key.size - 1)] == src_pairs)
+    src_pairs, src_pair_of = np.unique(membership[src_row] * width + src_codes,
+                                       return_inverse=True)
+    placed = _in_sorted(p_key, src_pairs)
     if not placed.all():
         raise DeidError(VERIFICATION_FAILED, f"cluster {int(src_pairs[~placed][0] // width)} "
                         "has a code that is in none of its chunks", hint=_HINT)
-    at = np.searchsorted(src_pairs, p_key[own])
-    real = (at < src_pairs.size) & (src_pairs[np.minimum(at, src_pairs.size - 1)] == p_key[own])
+    real = _in_sorted(src_pairs, p_key[own])
     if not real.all():
         raise DeidError(VERIFICATION_FAILED, f"cluster {int(p_key[own][~real][0] // width)} "
                         "releases a code that none of its records has", hint=_HINT)
 
     # record for record: subrecords are the projections of the records on the domains
-    src_label = p_label[np.searchsorted(p_key, src_key)]
+    src_label = p_label[np.searchsorted(p_key, src_pairs)][src_pair_of]
     chunked = src_label >= 0
     exp_label, exp_row, exp_code = src_label[chunked], src_row[chunked], src_codes[chunked]
-    order = np.lexsort((exp_code, exp_row, exp_label))
+    # by (chunk, record, code): one packed key when it fits in int64
+    if float(n_chunks + n_shared + 1) * max(n, 1) * width < 2.0 ** 62:
+        order = np.argsort((exp_label * max(n, 1) + exp_row) * width + exp_code)
+    else:
+        order = np.lexsort((exp_code, exp_row, exp_label))
     exp_label, exp_row, exp_code = exp_label[order], exp_row[order], exp_code[order]
     new = np.r_[True, (exp_label[1:] != exp_label[:-1]) | (exp_row[1:] != exp_row[:-1])] \
         if exp_label.size else np.zeros(0, dtype=bool)
@@ -223,14 +228,25 @@ def _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width, n_lab
                 rows.append(np.column_stack([labels, sets]))
         if not rows:
             break
-        rows = np.concatenate(rows)
-        order = np.lexsort(rows.T[::-1])
-        rows = rows[order]
-        new = np.r_[True, np.any(rows[1:] != rows[:-1], axis=1)]
-        starts = np.flatnonzero(new)
-        counts = np.diff(np.r_[starts, rows.shape[0]])
-        np.minimum.at(least, rows[starts, 0], counts)
+        labels, counts = _count_rows(np.concatenate(rows), width)
+        np.minimum.at(least, labels, counts)
     return least
+
+
+def _count_rows(rows, width):
+    """(label, count) of every distinct row of the int64 ``rows`` (label, code, code, ...),
+    codes < width.  One packed int64 key when it fits, else a lexicographic sort."""
+    j = rows.shape[1] - 1
+    if rows.shape[0] and float(rows[:, 0].max() + 1) * float(width) ** j < 2.0 ** 62:
+        key = rows[:, 0].copy()
+        for col in range(1, j + 1):
+            key = key * width + rows[:, col]
+        key.sort()
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        return key[starts] // width ** j, np.diff(np.r_[starts, key.size])
+    rows = rows[np.lexsort(rows.T[::-1])]
+    starts = np.flatnonzero(np.r_[True, np.any(rows[1:] != rows[:-1], axis=1)])
+    return rows[starts, 0], np.diff(np.r_[starts, rows.shape[0]])
 
 
 def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b):
@@ -249,6 +265,20 @@ def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b):
         if not np.array_equal(rows_a, rows_b):
             return False
     return True
+
+
+def _in_sorted(sorted_values, queries):
+    """Boolean: which ``queries`` occur in the sorted array ``sorted_values``."""
+    if sorted_values.size == 0:
+        return np.zeros(queries.size, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_values, queries), sorted_values.size - 1)
+    return sorted_values[at] == queries
+
+
+def _offsets_of(counts):
+    out = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
 
 
 def _owner(offsets):

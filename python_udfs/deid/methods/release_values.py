@@ -1,0 +1,194 @@
+"""From synthetic to released values (paper 004 Alg. 2 steps 2.d.ii-iii).
+
+* :func:`reassign_survival_times` -- step 2.d.ii.  004 keeps the Cox risk sets by giving the
+  synthetic rows of every cluster the cluster's original survival times, by rank of the
+  synthetic time.  That puts every original time back into the release: with Alg. 2 as
+  printed, anonymeter singled patients out through ``time == x`` (issue 11).  Option
+  "original" is the paper; the protective "perturbed" keeps the within-cluster rank order but
+  moves every time inside its own cell, so that no released time is an original time of its
+  cluster and, where the cell leaves room, of any source row.
+* :func:`decode_categories` -- step 2.d.iii for categorical columns: a permissible category
+  from the synthetic one-hot block.  "counts" (default) gives every cluster exactly its source
+  category counts (the counts are the one-hot block's mean, which the moment-exact synthesis
+  keeps anyway), choosing the rows by their synthetic scores; "argmax" is the plain argmax,
+  which under-represents a cluster's minority categories.
+* :func:`keep_cluster_constants`, :func:`permissible` -- step 2.d.iii for the rest: a column
+  constant within a cluster is released as that constant; integers rounded, numbers clipped
+  to the column's observed range.
+"""
+
+import numpy as np
+
+# Integer times: free integers (no source row has them) are listed when the column's range
+# has at most this many integers.
+_FREE_INTEGERS_LIMIT = 1 << 24
+DECODINGS = ("counts", "argmax")
+
+
+def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=False,
+                            grouping=None):
+    """004 Alg. 2 step 2.d.ii: survival times by within-cluster rank of the synthetic time.
+
+    In every cluster the synthetic rows are ranked by their synthetic time (ties by position);
+    the row of rank r gets the r-th smallest of the cluster's *released times*:
+
+    * ``"original"`` (004 as printed): the cluster's original times, so every original time is
+      released exactly (and the risk sets of 004 sec. 3.2 are unchanged);
+    * ``"perturbed"``: with v_1 < ... < v_d the cluster's distinct original times, each row
+      of value v_j gets a uniform draw from v_j's *cell*, the interval between the midpoints
+      (v_{j-1} + v_j) / 2 and (v_j + v_{j+1}) / 2 (an end cell mirrors its one half-width; cells
+      are clipped to the column's observed range).  Cells are disjoint and ordered, so the
+      within-cluster rank order is kept (ties among equal originals aside), and a cell holds no
+      other original time of the cluster; the draw is never v_j itself (for floats it almost
+      surely equals no source time at all).  Integer times split the integers strictly between
+      two neighbours between their cells and draw from the cell's *free* integers (held by no
+      source row), else from its integers other than v_j; a cell with neither (neighbours 1
+      apart on both sides, e.g. dense monthly data, where v_j is shared anyway) keeps v_j.  A
+      cluster whose times are all equal keeps them (a constant stays constant; >= k rows
+      share it).
+
+    ``original``/``synthetic``: float64 (n,) times of the source rows and of the synthetic rows
+    (both indexed like ``cluster_id``); returns the released times, indexed the same way.
+    ``grouping``: :func:`grouping_of` of ``cluster_id`` if already at hand.
+    """
+    n = original.size
+    out = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return out
+    order, sizes, starts = grouping if grouping is not None else grouping_of(cluster_id)
+    by_synthetic = order[segment_argsort(synthetic[order], sizes, starts)]
+    by_original = order[segment_argsort(original[order], sizes, starts)]
+    if mode == "original":
+        out[by_synthetic] = original[by_original]
+        return out
+    values = original[by_original]
+    clusters = cluster_id[by_original]
+    new_run = np.r_[True, (clusters[1:] != clusters[:-1]) | (values[1:] != values[:-1])]
+    run_of_row = np.cumsum(new_run) - 1
+    run_value, run_cluster = values[new_run], clusters[new_run]
+    has_prev = np.r_[False, run_cluster[1:] == run_cluster[:-1]]
+    has_next = np.r_[run_cluster[:-1] == run_cluster[1:], False]
+    gap_prev = np.where(has_prev, run_value - np.r_[run_value[:1], run_value[:-1]], 0.0)
+    gap_next = np.where(has_next, np.r_[run_value[1:], run_value[-1:]] - run_value, 0.0)
+    col_lo, col_hi = original.min(), original.max()
+    if integer:
+        below = gap_prev // 2                      # integers strictly between: split
+        above = (gap_next - 1) // 2
+        above = np.where(has_next, np.maximum(above, 0), 0)
+    else:
+        below, above = gap_prev / 2.0, gap_next / 2.0
+    below = np.where(has_prev, below, above)       # end cells mirror their one side
+    above = np.where(has_next, above, below)
+    lo = np.maximum(run_value - below, col_lo)[run_of_row]
+    hi = np.minimum(run_value + above, col_hi)[run_of_row]
+    u = rng.random(n)
+    if integer:
+        choices = np.rint(hi - lo).astype(np.int64)     # integers of [lo, hi] other than v
+        drawn = lo + np.floor(u * choices)
+        drawn += drawn >= values
+        moved = np.where(choices > 0, drawn, values)
+        free = _free_integers(original, col_lo, col_hi)
+        if free.size:
+            first = np.searchsorted(free, lo, side="left")
+            n_free = np.searchsorted(free, hi, side="right") - first
+            pick = np.minimum(first + np.floor(u * n_free).astype(np.int64), free.size - 1)
+            moved = np.where(n_free > 0, free[pick], moved)
+    else:
+        moved = lo + u * (hi - lo)
+        stuck = (moved == values) & (hi > lo)
+        moved[stuck] = np.where(hi[stuck] > values[stuck], (values[stuck] + hi[stuck]) / 2,
+                                (lo[stuck] + values[stuck]) / 2)
+    out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
+    return out
+
+
+def _free_integers(original, col_lo, col_hi):
+    """Sorted integers of [col_lo, col_hi] that no source time equals (empty if too many)."""
+    span = int(col_hi - col_lo)
+    if span + 1 > _FREE_INTEGERS_LIMIT:
+        return np.zeros(0)
+    free = np.ones(span + 1, dtype=bool)
+    free[(original - col_lo).astype(np.int64)] = False
+    return col_lo + np.flatnonzero(free).astype(np.float64)
+
+
+def grouping_of(cluster_id):
+    """(rows ordered by cluster (stable), cluster sizes, start of each cluster in that order)."""
+    sizes = np.bincount(cluster_id)
+    order = np.argsort(cluster_id, kind="stable")
+    return order, sizes, np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+
+
+def segment_argsort(grouped_keys, sizes, starts):
+    """Permutation of 0..n-1 sorting ``grouped_keys`` (cluster-major) within every cluster,
+    stably; clusters of equal size are sorted together as rows of one 2-D array."""
+    perm = np.arange(grouped_keys.size)
+    for size in np.unique(sizes):
+        if size < 2:
+            continue
+        pos = starts[sizes == size][:, None] + np.arange(size)
+        local = np.argsort(grouped_keys[pos], axis=1, kind="stable")
+        perm[pos] = np.take_along_axis(pos, local, axis=1)
+    return perm
+
+
+def decode_categories(scores, source_codes, cluster_id, grouping, mode="counts"):
+    """Category index (int64, 0..L-1) of every synthetic row from its one-hot scores (n, L).
+
+    ``"argmax"``: the level with the largest score.  ``"counts"``: every cluster gets exactly
+    its source count of each level (``source_codes``: the source rows' level indices, indexed
+    like ``cluster_id``).  Levels are filled from the rarest (whole table) to the commonest;
+    level l goes, within each cluster, to the still unassigned rows with the largest margin
+    ``score_l - max(score of the levels not yet filled)`` (ties by position); the commonest
+    level takes the rest.  A cluster's unassigned rows always suffice (the counts add up to
+    the cluster's size).
+    """
+    n, n_levels = scores.shape
+    if mode == "argmax" or n_levels <= 1 or n == 0:
+        return np.argmax(scores, axis=1).astype(np.int64) if n_levels else np.zeros(n, np.int64)
+    order, sizes, starts = grouping
+    n_clusters = sizes.size
+    target = np.bincount(cluster_id * n_levels + source_codes,
+                         minlength=n_clusters * n_levels).reshape(n_clusters, n_levels)
+    fill_order = np.argsort(target.sum(axis=0), kind="stable")          # rarest first
+    assigned = np.full(n, -1, dtype=np.int64)
+    cluster_of_pos = np.repeat(np.arange(n_clusters), sizes)
+    start_of_pos = np.repeat(starts, sizes)
+    for i, level in enumerate(fill_order[:-1]):
+        rest = fill_order[i + 1:]
+        margin = scores[:, level] - scores[:, rest].max(axis=1)
+        margin[assigned >= 0] = -np.inf
+        perm = segment_argsort(-margin[order], sizes, starts)           # best first
+        rank = np.empty(n, dtype=np.int64)
+        rank[perm] = np.arange(n) - start_of_pos[perm]
+        chosen = order[rank < target[cluster_of_pos, level]]
+        assigned[chosen] = level
+    assigned[assigned < 0] = fill_order[-1]
+    return assigned
+
+
+def keep_cluster_constants(values, X, cluster_id, grouping, skip=()):
+    """A column constant within a cluster is released as exactly that constant."""
+    if X.size == 0:
+        return
+    order, _, starts = grouping
+    for j in range(X.shape[1]):
+        if j in skip:
+            continue
+        grouped = X[order, j]
+        constant = np.maximum.reduceat(grouped, starts) == np.minimum.reduceat(grouped, starts)
+        if constant.any():
+            rows = constant[cluster_id]
+            values[rows, j] = grouped[starts][cluster_id[rows]]
+
+
+def permissible(values, X, kinds):
+    """004 Alg. 2 step 2.d.iii: integers rounded, numbers clipped to the observed range."""
+    for j, kind in enumerate(kinds):
+        if kind == "categorical" or X.shape[0] == 0:
+            continue
+        col = values[:, j]
+        if kind == "int":
+            np.rint(col, out=col)
+        np.clip(col, X[:, j].min(), X[:, j].max(), out=col)
+        values[:, j] = col
