@@ -53,7 +53,6 @@ PER_CLUSTER_METRICS = 200          # per-cluster sizes/statistics in the log up 
 def validate(k, l, opts):
     if k < MIN_K:
         raise DeidError(INVALID_PARAMETER_VALUE, f"k must be at least {MIN_K} for condensation",
-                        detail=f"k = {k}",
                         hint="A cluster of 2 rows is determined by its exact mean and covariance "
                              "(004 Alg. 3 would release its rows): use k >= 3.")
     if l is not None:
