@@ -1,6 +1,7 @@
 """The one writer of deid's catalog log for a release: the analysts' views, the release row
 (append-only), and the artefacts of the ReleasePlan -- 001 Theorem 3's RID sets
-(deid.rid_set) and the equivalence classes (deid.equivalence_class)."""
+(deid.rid_set), the equivalence classes (deid.equivalence_class) and the clusters of a
+condensation release (deid.cluster_member, 004 Def. 1)."""
 import json
 
 import numpy as np
@@ -60,6 +61,20 @@ def write_artefacts(db, release_id, plan):
         write_rid_set(db, release_id, r)
     if plan.classes is not None:
         write_classes(db, release_id, plan.classes)
+    if plan.clusters is not None:
+        write_clusters(db, release_id, plan.clusters)
+
+
+def write_clusters(db, release_id, clusters):
+    """deid.cluster_member (004 Def. 1): one row per cluster with its sorted RIDs, one binary
+    COPY."""
+    count = len(clusters.sizes)
+    datapath.copy_fields(db, "deid.cluster_member", ["release_id", "cluster_id", "rids"],
+                         [copybin.Fixed(np.full(count, release_id, np.int64), ">i8"),
+                          copybin.Fixed(np.arange(count), ">i4"),
+                          copybin.Array(np.asarray(clusters.sizes, np.int64),
+                                        copybin.Fixed(np.asarray(clusters.rids, np.int64), ">i8"),
+                                        copybin.INT8OID)])
 
 
 def write_rid_set(db, release_id, r):

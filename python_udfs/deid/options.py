@@ -12,7 +12,8 @@ INT64_MAX = 2 ** 63 - 1
 @dataclass(frozen=True)
 class Option:
     name: str
-    kind: str                 # bool | int | number | string | choice | map_int | map_number
+    kind: str                 # bool | int | number | string | choice | map_int | map_number |
+    #                           object (choices: its required keys, each a non-empty string)
     help: str
     choices: tuple = ()
     low: float = None
@@ -22,6 +23,8 @@ class Option:
     def describe(self):
         if self.kind == "choice":
             return " | ".join(repr(c) for c in self.choices)
+        if self.kind == "object":
+            return "an object {" + ", ".join(f'"{c}": column' for c in self.choices) + "}"
         rng = ""
         if self.low is not None or self.high is not None:
             rng = f" in [{self.low if self.low is not None else '-inf'}, " \
@@ -51,6 +54,13 @@ class Option:
         elif self.kind == "choice":
             if not isinstance(value, str) or value not in self.choices:
                 raise bad(json.dumps(value)[:40] if isinstance(value, (str, int, float)) else _json_type(value))
+        elif self.kind == "object":
+            if not isinstance(value, dict):
+                raise bad(_json_type(value))
+            if sorted(value) != sorted(self.choices):
+                raise bad("an object with other keys")
+            if not all(isinstance(v, str) and v for v in value.values()):
+                raise bad("an object with a value that is not a column name")
         else:
             if not isinstance(value, dict):
                 raise bad(_json_type(value))

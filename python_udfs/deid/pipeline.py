@@ -145,6 +145,7 @@ def finish(db, token, caller):
                        [p.old["release_id"]], ["bigint"])
         tables = _write(db, req, plan)
         clock.phase("write", tables=len(tables))
+        req.evidence = plan.evidence
         verification = p.method.verifier.verify(db, req, frame, tables)
         clock.phase("verify", rows=frame.n)
         relations = catalog_log.publish(db, req, tables)

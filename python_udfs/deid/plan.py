@@ -61,9 +61,18 @@ class SourceCodes:
 
 
 @dataclass
+class Synthetic:
+    """Synthetic numbers released in a source column's own type (004 Alg. 3): float64 values,
+    NOT NULL; integer and date columns hold whole numbers (days since 1970-01-01 for dates)."""
+    name: str
+    values: np.ndarray
+    column: object            # catalog.Column: its type is the release column's type
+
+
+@dataclass
 class Table:
     name: str                 # unqualified; created in the release storage schema
-    columns: list             # Fixed | Labels | SourceValues | SourceCodes, in table order
+    columns: list             # Fixed | Labels | SourceValues | SourceCodes | Synthetic, in order
 
     @property
     def rows(self):
@@ -71,6 +80,14 @@ class Table:
         if isinstance(c, SourceValues):
             return len(c.take) if c.take is not None else len(c.values.values)
         return len(c.codes if isinstance(c, (Labels, SourceCodes)) else c.values)
+
+
+@dataclass
+class Clusters:
+    """004 Def. 1: the source rows each cluster of a condensation release condensed -- the
+    clusters' sizes and their RIDs concatenated, cluster after cluster, each sorted."""
+    sizes: np.ndarray
+    rids: np.ndarray
 
 
 @dataclass
@@ -102,5 +119,6 @@ class ReleasePlan:
     discernibility: float
     rid_sets: list = field(default_factory=list)
     classes: Classes = None
+    clusters: Clusters = None
     metrics: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)   # what the verifier compares the stored release with

@@ -36,6 +36,7 @@ class Request:
     grant: dict                # access.authorize_request: via select | policy, and the reader
     started: str = None        # clock_timestamp() at the start, as text
     hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
+    evidence: dict = field(default_factory=dict)      # the plan's in-memory evidence, for verify
 
 
 def projection(rel, columns):

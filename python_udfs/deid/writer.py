@@ -11,9 +11,10 @@ import numpy as np
 
 from . import copybin, datapath
 from .frame import EncodedColumn, encoded_array
-from .plan import Fixed, Labels, SourceCodes, SourceValues
+from .plan import Fixed, Labels, SourceCodes, SourceValues, Synthetic
 from .sqltext import qualified, quote_ident
 
+_SYNTHETIC_BINARY = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8"}
 _FIXED = {np.dtype("int32"): ("integer", ">i4"), np.dtype("int64"): ("bigint", ">i8"),
           np.dtype("float64"): ("double precision", ">f8")}
 
@@ -23,6 +24,8 @@ def column_def(c):
         return f"{quote_ident(c.name)} {_FIXED[c.values.dtype][0]} NOT NULL"
     if isinstance(c, Labels):
         return f"{quote_ident(c.name)} text"
+    if isinstance(c, Synthetic):
+        return f"{quote_ident(c.name)} {c.column.type} NOT NULL"
     return f"{quote_ident(c.name)} {c.column.type}"
 
 
@@ -34,7 +37,22 @@ def binary_field(c):
         return copybin.Text(c.codes, c.labels)
     if isinstance(c, SourceValues):
         return datapath.binary_field(c.values, c.column, c.take)
+    if isinstance(c, Synthetic):
+        return synthetic_field(c)
     return datapath.dictionary_field(c.values, c.column, c.codes, c.dictionary, c.row_codes)
+
+
+def synthetic_field(c):
+    """Synthetic numbers in the column's own binary form: integers (rounded, as they are
+    whole already) and floats directly, dates as days; None for numeric (staged, cast)."""
+    base = c.column.base_type
+    if base == "date":
+        return copybin.Fixed.date(np.rint(c.values).astype(np.int64))
+    if base in _SYNTHETIC_BINARY:
+        dt = _SYNTHETIC_BINARY[base]
+        v = c.values if dt[1] == "f" else np.rint(c.values).astype(np.int64)
+        return copybin.Fixed(v, dt)
+    return None
 
 
 def write_table(db, schema, table):
@@ -57,6 +75,10 @@ def _write_staged(db, schema, target, table):
         if isinstance(c, Fixed):
             arrays.append((f"c{j}", c.values))
             exprs.append(f"s.c{j}")
+        elif isinstance(c, Synthetic):
+            arrays.append((f"c{j}", np.asarray(c.values, dtype=np.float64)))
+            exprs.append(f"(DATE '1970-01-01' + s.c{j}::int)" if c.column.base_type == "date"
+                         else f"s.c{j}::{c.column.type}")
         elif isinstance(c, (Labels, SourceCodes)):
             labels = c.labels if isinstance(c, Labels) else c.dictionary
             arrays.append((f"c{j}", np.asarray(c.codes, dtype=np.int64)))

@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(51);
+SELECT plan(55);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -19,6 +19,8 @@ SELECT has_table('deid', 'equivalence_class', 'equivalence classes (002)');
 SELECT has_view('deid', 'roles', 'roles can be read back');
 SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'attribute', 'chunk', 'group_ids', 'value_list', 'rid_counts', 'rids']);
 SELECT has_view('deid', 'rid_sets', 'RID sets, one row per value');
+SELECT has_table('deid', 'cluster_member', 'cluster membership of condensation releases (004)');
+SELECT columns_are('deid', 'cluster_member', ARRAY['release_id', 'cluster_id', 'rids']);
 
 SELECT has_function('deid', 'set_role', ARRAY['regclass', 'name', 'text', 'text', 'text']);
 SELECT has_function('deid', 'load_hierarchy', ARRAY['text', 'text', 'double precision[]']);
@@ -63,6 +65,8 @@ SELECT ok(NOT has_function_privilege('deid_reader', 'deid._store_role(oid, name,
           'readers cannot write column roles (set_role itself refuses them with a hint)');
 SELECT ok(NOT has_table_privilege('deid_reader', 'deid.rid_set', 'SELECT'), 'readers never see RID sets');
 SELECT ok(NOT has_table_privilege('deid_reader', 'deid.rid_sets', 'SELECT'), 'nor their per-value view');
+SELECT ok(NOT has_table_privilege('deid_reader', 'deid.cluster_member', 'SELECT'), 'readers never see cluster membership');
+SELECT ok(has_table_privilege('deid_admin', 'deid.cluster_member', 'SELECT'), 'admins audit cluster membership');
 
 -- Errors carry a SQLSTATE.
 CREATE TEMP TABLE t_pgtap (id int PRIMARY KEY, a int, s text);

@@ -12,7 +12,7 @@ from deid.methods import condensation as cd
 from deid.methods import kmeans
 from deid.methods.condensation import condense
 from deid.methods.release_values import reassign_survival_times
-from deid.verify_condensation import verify_condensation
+from deid.verify.cluster_moments import verify_condensation
 
 RTOL = 1e-9
 
@@ -534,7 +534,7 @@ def test_exact_path_refuses_huge_subsets(monkeypatch):
 # --------------------------------------------------------------------------------------------
 
 def test_verifier_imports_nothing_from_methods():
-    path = pathlib.Path(__file__).resolve().parents[2] / "python_udfs/deid/verify_condensation.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "python_udfs/deid/verify/cluster_moments.py"
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):

@@ -1,6 +1,6 @@
 """Property / fuzz tests of condense: random, tie-heavy, skewed and degenerate tables.
 
-Every example is checked by the independent verifier (deid.verify_condensation): partition,
+Every example is checked by the independent verifier (deid.verify.cluster_moments): partition,
 >= k rows per cluster, released sizes, exact moments (before rounding), status counts, original
 survival multisets, permissible values."""
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from deid.methods.condensation import condense
-from deid.verify_condensation import verify_condensation
+from deid.verify.cluster_moments import verify_condensation
 
 SHAPES = ("random", "ties", "skewed", "all_equal", "one_constant", "huge_offset")
 

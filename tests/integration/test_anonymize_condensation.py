@@ -1,0 +1,245 @@
+"""method => 'condensation' (004) through SQL: a release by a role with SELECT and by a
+policy-only role, what readers see, the catalog's cluster membership, the seed, every refusal
+(SQLSTATE, HINT, nothing left behind, no leak to the policy role) and a tampered stored table
+that the verifier refuses."""
+import os
+import re
+
+import psycopg
+import pytest
+
+from dbfixtures import hint_of, sqlstate_of
+
+TABLE = "public.t_cond"
+ROWS = 613                       # an unusual size: must not show up in a policy role's errors
+DEAD = 247                       # rows with vital = 1
+SECRET = "zz_secret_stage"
+ANALYST, RESEARCHER, READER = "deid_t_analyst", "deid_t_researcher", "deid_t_reader"
+COLUMNS = "{age,bmi,lab,dx_date,sex,smoker,stage,surv_months,vital}"
+SURVIVAL = '"survival": {"time": "surv_months", "status": "vital"}'
+
+
+@pytest.fixture(scope="module")
+def cond(admin):
+    admin.execute(f"DROP TABLE IF EXISTS {TABLE} CASCADE")
+    admin.execute(f"""CREATE TABLE {TABLE} (
+        id bigint PRIMARY KEY, name text, age int NOT NULL, bmi float8, lab numeric(6,2),
+        dx_date date, sex text, smoker boolean, stage text, surv_months int, vital int,
+        status3 int, seen timestamptz, tag text, weight float8)""")
+    admin.execute(f"""INSERT INTO {TABLE}
+        SELECT i, 'Person ' || i, 30 + (i * 7919) % 50, 18 + ((i * 104729) % 1000) / 50.0,
+               ((i * 31) % 500) / 10.0, DATE '2015-01-01' + (i * 37) % 2000,
+               CASE WHEN i % 3 = 0 THEN 'F' ELSE 'M' END, i % 4 = 0,
+               CASE WHEN i = 77 THEN '{SECRET}' ELSE (ARRAY['I','II','III','IV'])[1 + i % 4] END,
+               1 + (i * 13) % 120, CASE WHEN i <= {DEAD} THEN 1 ELSE 0 END, i % 3, now(),
+               CASE WHEN i % 10 = 0 THEN NULL ELSE 't' || (i % 2) END,
+               CASE WHEN i % 50 = 0 THEN NULL ELSE i % 7 END
+          FROM generate_series(1, {ROWS}) i""")
+    admin.execute("SELECT deid.set_role(%s, 'name', 'identifier')", [TABLE])
+    for c in ("age", "bmi", "lab", "dx_date", "sex", "smoker", "stage", "tag", "seen"):
+        admin.execute("SELECT deid.set_role(%s, %s, 'quasi_identifier')", [TABLE, c])
+    for c in ("surv_months", "vital", "status3", "weight"):
+        admin.execute("SELECT deid.set_role(%s, %s, 'sensitive')", [TABLE, c])
+    admin.execute(f"GRANT SELECT ON {TABLE} TO {ANALYST}")
+    admin.execute(f"SELECT deid.allow_requests('{RESEARCHER}', '{TABLE}', 5)")
+    yield admin
+    admin.execute("SELECT deid.drop_release(name) FROM deid.release WHERE status = 'committed'"
+                  " AND name LIKE 't_cond%'")
+    admin.execute(f"DELETE FROM deid.policy WHERE relation = '{TABLE}'::regclass")
+    admin.execute(f"DELETE FROM deid.column_role WHERE relation = '{TABLE}'::regclass")
+
+
+def request(conn, k=10, columns=COLUMNS, options=None, release="t_cond_rel", selection=None):
+    return conn.execute(
+        "SELECT * FROM deid.anonymize_request(%s, 'condensation', k => %s, columns => %s,"
+        " selection => %s, options => %s, release => %s)",
+        [TABLE, k, columns, selection, options or "{" + SURVIVAL + ', "seed": 7}', release]
+    ).fetchall()
+
+
+def state(admin):
+    tmp = os.path.join(admin.execute("SHOW data_directory").fetchone()[0], "base", "pgsql_tmp")
+    files = sorted(f for f in os.listdir(tmp) if f.startswith("pgsql_tmpdeid")) \
+        if os.path.isdir(tmp) else []
+    return (admin.execute("SELECT count(*) FROM pg_class WHERE relnamespace IN"
+                          " ('release'::regnamespace, 'deid_release'::regnamespace)").fetchone(),
+            admin.execute("SELECT count(*), max(release_id) FROM deid.release").fetchone(),
+            admin.execute("SELECT count(*) FROM deid.cluster_member").fetchone(), files)
+
+
+def test_release_by_a_role_with_select(cond, connect):
+    analyst = connect(ANALYST)
+    [(rid, relations, rows, groups, disc, verified)] = request(analyst, release="t_cond_a")
+    assert verified and relations == ["release.t_cond_a"] and rows == ROWS and disc >= 10
+    shape = cond.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid ="
+        " 'deid_release.t_cond_a'::regclass AND attnum > 0 ORDER BY attnum").fetchall()
+    assert shape == [("age", "integer"), ("bmi", "double precision"), ("lab", "numeric(6,2)"),
+                     ("dx_date", "date"), ("sex", "text"), ("smoker", "boolean"),
+                     ("stage", "text"), ("surv_months", "integer"), ("vital", "integer")]
+    got = analyst.execute(
+        "SELECT count(*), sum(vital), count(*) FILTER (WHERE sex = 'F'),"
+        " count(*) FILTER (WHERE smoker), min(age) >= 30 AND max(age) <= 79,"
+        " min(dx_date) >= DATE '2015-01-01', sum(age)::float8 / count(*) FROM release.t_cond_a"
+    ).fetchone()
+    want = cond.execute(f"SELECT count(*), sum(vital), count(*) FILTER (WHERE sex = 'F'),"
+                        f" count(*) FILTER (WHERE smoker), true, true, avg(age)::float8"
+                        f" FROM {TABLE}").fetchone()
+    assert got[:6] == want[:6] and abs(got[6] - want[6]) < 0.5
+    # catalog: every source row in exactly one cluster, every cluster >= k (deid_admin reads it)
+    members = cond.execute("SELECT count(*), count(DISTINCT r), min(r) > 0 FROM"
+                           " deid.cluster_member, unnest(rids) r WHERE release_id = %s",
+                           [rid]).fetchone()
+    assert members == (ROWS, ROWS, True)
+    assert cond.execute("SELECT min(cardinality(rids)) FROM deid.cluster_member"
+                        " WHERE release_id = %s", [rid]).fetchone()[0] >= 10
+    assert cond.execute("SELECT count(*) FROM deid.cluster_member WHERE release_id = %s",
+                        [rid]).fetchone()[0] == groups
+    log = cond.execute("SELECT seed, metrics->'verification', metrics->'cluster_sizes',"
+                       " metrics->>'algorithm', metrics->>'survival_times' FROM deid.release"
+                       " WHERE release_id = %s", [rid]).fetchone()
+    assert log[0] == 7 and log[1]["stored_rows_match"] and log[1]["max_cov_error"] <= 1
+    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "perturbed"
+
+
+def test_seed_reproduces_the_release(cond, connect):
+    analyst = connect(ANALYST)
+    sql = "SELECT * FROM deid_release.{} ORDER BY ctid"      # the stored order is the release's
+    for name, seed in (("t_cond_s1", 11), ("t_cond_s2", 11), ("t_cond_s3", 12)):
+        request(analyst, options="{" + SURVIVAL + f', "seed": {seed}}}', release=name)
+    one, two, three = (cond.execute(sql.format(n)).fetchall()
+                       for n in ("t_cond_s1", "t_cond_s2", "t_cond_s3"))
+    assert one == two and one != three
+    clusters = [cond.execute("SELECT array_agg(rids::text ORDER BY cluster_id) FROM deid.cluster_member"
+                             " m JOIN deid.release r USING (release_id) WHERE r.name = %s",
+                             [n]).fetchone()[0] for n in ("t_cond_s1", "t_cond_s2")]
+    assert clusters[0] == clusters[1]
+
+
+def test_original_algorithm_and_original_times(cond, connect):
+    analyst = connect(ANALYST)
+    request(analyst, options='{"algorithm": "original", "seed": 3}', release="t_cond_o")
+    request(analyst, options="{" + SURVIVAL + ', "survival_times": "original", "seed": 3}',
+            release="t_cond_t")
+    times = analyst.execute("SELECT array_agg(surv_months ORDER BY surv_months)"
+                            " FROM release.t_cond_t").fetchone()[0]
+    assert times == cond.execute(f"SELECT array_agg(surv_months ORDER BY surv_months)"
+                                 f" FROM {TABLE}").fetchone()[0]
+
+
+def test_nulls_value_makes_null_a_category(cond, connect):
+    request(connect(ANALYST), columns="{age,sex,tag}", options='{"nulls": "value", "seed": 1}',
+            release="t_cond_n")
+    assert cond.execute("SELECT count(*) FILTER (WHERE tag IS NULL), count(*)"
+                        " FROM release.t_cond_n").fetchone() == (ROWS // 10, ROWS)
+
+
+def test_release_by_a_policy_role_and_what_readers_see(cond, connect):
+    researcher = connect(RESEARCHER)
+    with pytest.raises(psycopg.Error) as e:
+        researcher.execute(f"SELECT * FROM {TABLE}")
+    assert sqlstate_of(e) == "42501"
+    [(rid, relations, rows, *_)] = request(researcher, release="t_cond_p")
+    assert relations == ["release.t_cond_p"]
+    assert researcher.execute("SELECT count(*) FROM release.t_cond_p").fetchone()[0] == ROWS
+    reader = connect(READER)
+    assert reader.execute("SELECT count(*) FROM release.t_cond_p").fetchone()[0] == ROWS
+    for who in (researcher, reader):
+        for rel in (TABLE, "deid.cluster_member", "deid_release.t_cond_p", "deid.release"):
+            with pytest.raises(psycopg.Error) as e:
+                who.execute(f"SELECT 1 FROM {rel} LIMIT 1")
+            assert sqlstate_of(e) == "42501", rel
+    # no row id, no name: the release holds only the projected columns
+    cols = reader.execute("SELECT * FROM release.t_cond_p LIMIT 0").description
+    assert [c.name for c in cols] == COLUMNS.strip("{}").split(",")
+
+
+S = "{" + SURVIVAL
+ERRORS = [
+    ("k_two", dict(k=2), "22023"),
+    ("l_given", dict(k=5, options=None), None),     # placeholder replaced below
+    ("status_subset_below_k", dict(k=300), "DE001"),
+    ("non_binary_status", dict(columns="{age,surv_months,status3}",
+                               options='{"survival": {"time": "surv_months", "status": "status3"}}'),
+     "22023"),
+    ("survival_column_not_projected", dict(columns="{age,surv_months}"), "22023"),
+    ("unsupported_type", dict(columns="{age,seen}", options='{"seed": 1}'), "0A000"),
+    ("null_number", dict(columns="{age,weight}", options='{"seed": 1}'), "22004"),
+    ("null_number_even_with_nulls_value", dict(columns="{age,weight}",
+                                               options='{"nulls": "value"}'), "22004"),
+    ("null_category", dict(columns="{age,tag}", options='{"seed": 1}'), "22004"),
+    ("weight_above_one", dict(options=S + ', "weights": {"surv_months": 1.5}}'), "22023"),
+    ("weight_negative", dict(options=S + ', "weights": {"age": -0.1}}'), "22023"),
+    ("weight_unknown_column", dict(options=S + ', "weights": {"zip": 0.1}}'), "22023"),
+    ("weights_sum_above_one", dict(options=S + ', "weights": {"age": 0.7, "bmi": 0.7}}'), "22023"),
+    ("survival_not_object", dict(options='{"survival": "surv_months"}'), "22023"),
+    ("survival_missing_key", dict(options='{"survival": {"time": "surv_months"}}'), "22023"),
+    ("survival_times_unknown", dict(options=S + ', "survival_times": "exact"}'), "22023"),
+    ("algorithm_unknown", dict(options='{"algorithm": "magic"}'), "22023"),
+    ("identifier_column", dict(columns="{age,name}", options='{"seed": 1}'), "22023"),
+]
+ERRORS = [e for e in ERRORS if e[2]]
+
+
+@pytest.mark.parametrize("role", [ANALYST, RESEARCHER])
+@pytest.mark.parametrize("case,kwargs,sqlstate", ERRORS, ids=[e[0] for e in ERRORS])
+def test_errors_leave_nothing_and_leak_nothing(cond, connect, role, case, kwargs, sqlstate):
+    before = state(cond)
+    conn = connect(role)
+    with pytest.raises(psycopg.Error) as e:
+        request(conn, release="t_cond_err", **kwargs)
+    assert sqlstate_of(e) == sqlstate, (case, e.value.diag.message_primary)
+    assert hint_of(e), case
+    assert state(cond) == before, case
+    d = e.value.diag
+    text = " ".join(x for x in (d.message_primary, d.message_hint) if x)
+    for n in (ROWS, DEAD, ROWS - DEAD, ROWS // 10, ROWS // 50):
+        assert not re.search(rf"(?<![\w.]){n}(?![\w.])", text), (case, text)
+    assert SECRET not in text and "Person" not in text
+    if role == RESEARCHER:
+        assert d.message_detail is None, (case, d.message_detail)
+
+
+def test_l_is_refused(cond, connect):
+    with pytest.raises(psycopg.Error) as e:
+        connect(ANALYST).execute(
+            "SELECT * FROM deid.anonymize_request(%s, 'condensation', k => 5, l => 2,"
+            " columns => '{age,bmi}')", [TABLE]).fetchall()
+    assert sqlstate_of(e) == "22023" and hint_of(e)
+
+
+TAMPER = """
+CREATE OR REPLACE FUNCTION pg_temp.tamper(how text) RETURNS text LANGUAGE plpython3u AS $$
+from deid import pipeline, writer
+original = getattr(writer, "_untampered_write_table", writer.write_table)
+writer._untampered_write_table = original
+def tampered(db, schema, table):
+    name = original(db, schema, table)
+    if how != "none":
+        db.execute(f'UPDATE {schema}."{name}" SET ' + how
+                   + f' WHERE ctid = (SELECT min(ctid) FROM {schema}."{name}")')
+    return name
+pipeline.writer.write_table = tampered if how != "none" else original
+return how
+$$"""
+
+
+@pytest.mark.parametrize("how", ["age = age + 1", "lab = lab + 0.01", "sex = 'X'",
+                                 "dx_date = dx_date + 1", "vital = 1 - vital"])
+def test_verifier_refuses_a_tampered_stored_table(cond, url, how):
+    conn = psycopg.connect(url, autocommit=True)
+    try:
+        conn.execute("SELECT deid.usage()")           # loads deid into this backend
+        conn.execute(TAMPER)
+        conn.execute("SELECT pg_temp.tamper(%s)", [how])
+        before = state(cond)
+        with pytest.raises(psycopg.Error) as e:
+            request(conn, release="t_cond_tamper")
+        assert sqlstate_of(e) == "DE002", e.value.diag.message_primary
+        assert "stored release table" in e.value.diag.message_primary
+        assert state(cond) == before
+        conn.execute("SELECT pg_temp.tamper('none')")
+        assert request(conn, release="t_cond_tamper")[0][5]
+        conn.execute("SELECT deid.drop_release('t_cond_tamper')")
+    finally:
+        conn.close()
