@@ -6,8 +6,9 @@ that they agree). Adding a method is one plug-in module, one verifier module and
 from dataclasses import dataclass
 
 from .errors import DeidError, INVALID_PARAMETER_VALUE
-from .plugins import anatomy, generalization
-from .verify import anatomy as verify_anatomy, generalization as verify_generalization
+from .plugins import anatomy, disassociation, generalization
+from .verify import (anatomy as verify_anatomy, disassociation as verify_disassociation,
+                     generalization as verify_generalization)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ register(Method("anatomy", anatomy, verify_anatomy, "001",
                 "(K,L)-anonymity over several sensitive attributes"))
 register(Method("generalization", generalization, verify_generalization, "002",
                 "k-anonymity per source system, request-driven"))
+register(Method("disassociation", disassociation, verify_disassociation, "003",
+                "k^m-anonymity of set-valued records (diagnosis codes) by disassociation"))
 
 
 def method(name):

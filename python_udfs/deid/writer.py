@@ -11,7 +11,7 @@ import numpy as np
 
 from . import copybin, datapath
 from .frame import EncodedColumn, encoded_array
-from .plan import Fixed, Labels, SourceCodes, SourceValues
+from .plan import Fixed, IntArrays, Labels, SourceCodes, SourceValues, TextArrays
 from .sqltext import qualified, quote_ident
 
 _FIXED = {np.dtype("int32"): ("integer", ">i4"), np.dtype("int64"): ("bigint", ">i8"),
@@ -23,6 +23,10 @@ def column_def(c):
         return f"{quote_ident(c.name)} {_FIXED[c.values.dtype][0]} NOT NULL"
     if isinstance(c, Labels):
         return f"{quote_ident(c.name)} text"
+    if isinstance(c, TextArrays):
+        return f"{quote_ident(c.name)} text[] NOT NULL"
+    if isinstance(c, IntArrays):
+        return f"{quote_ident(c.name)} integer[] NOT NULL"
     return f"{quote_ident(c.name)} {c.column.type}"
 
 
@@ -32,6 +36,11 @@ def binary_field(c):
         return copybin.Fixed(c.values, _FIXED[c.values.dtype][1])
     if isinstance(c, Labels):
         return copybin.Text(c.codes, c.labels)
+    if isinstance(c, TextArrays):
+        return copybin.Array(np.diff(c.offsets), copybin.Text(c.codes, c.labels), copybin.TEXTOID)
+    if isinstance(c, IntArrays):
+        return copybin.Array(np.diff(c.offsets), copybin.Fixed(np.asarray(c.values, np.int64), ">i4"),
+                             copybin.INT4OID)
     if isinstance(c, SourceValues):
         return datapath.binary_field(c.values, c.column, c.take)
     return datapath.dictionary_field(c.values, c.column, c.codes, c.dictionary, c.row_codes)
