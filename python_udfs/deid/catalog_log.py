@@ -1,7 +1,8 @@
 """The one writer of deid's catalog log for a release: the analysts' views, the release row
 (append-only), and the artefacts of the ReleasePlan -- 001 Theorem 3's RID sets
-(deid.rid_set), the equivalence classes (deid.equivalence_class) and the clusters of a
-condensation release (deid.cluster_member, 004 Def. 1)."""
+(deid.rid_set), the equivalence classes (deid.equivalence_class), the clusters of a
+condensation release (deid.cluster_member, 004 Def. 1) and 003's record -> cluster
+membership (deid.disassociation_member)."""
 import json
 
 import numpy as np
@@ -63,6 +64,8 @@ def write_artefacts(db, release_id, plan):
         write_classes(db, release_id, plan.classes)
     if plan.clusters is not None:
         write_clusters(db, release_id, plan.clusters)
+    if plan.membership is not None:
+        write_membership(db, release_id, plan.membership)
 
 
 def write_clusters(db, release_id, clusters):
@@ -75,6 +78,16 @@ def write_clusters(db, release_id, clusters):
                           copybin.Array(np.asarray(clusters.sizes, np.int64),
                                         copybin.Fixed(np.asarray(clusters.rids, np.int64), ">i8"),
                                         copybin.INT8OID)])
+
+
+def write_membership(db, release_id, member):
+    """deid.disassociation_member: record -> cluster of a disassociated release (003), for
+    audit, one binary COPY."""
+    n = len(member.record_ids)
+    datapath.copy_fields(db, "deid.disassociation_member", ["release_id", "record_id", "cluster_id"],
+                         [copybin.Fixed(np.full(n, release_id, np.int64), ">i8"),
+                          copybin.Fixed(np.asarray(member.record_ids, np.int64), ">i8"),
+                          copybin.Fixed(np.asarray(member.cluster_ids, np.int64), ">i4")])
 
 
 def write_rid_set(db, release_id, r):

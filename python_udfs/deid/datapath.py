@@ -206,7 +206,11 @@ def read(db, rel, columns, rid_column=None, selection=None):
 
 
 def read_spec(db, spec):
-    """Read what a plan.ReadSpec names (as the role now current)."""
+    """Read what a plan.ReadSpec (columns) or plan.SetReadSpec (sets, 003) names, as the role
+    now current."""
+    if getattr(spec, "record", None) is not None:
+        return read_sets(db, spec.rel, spec.record, spec.item, long=spec.long,
+                         selection=spec.selection)
     frame = read(db, spec.rel, spec.names, rid_column=spec.rid, selection=spec.selection)
     return frame.sorted_by_rid() if spec.by_rid else frame
 

@@ -31,7 +31,8 @@ class Option:
                   f"{self.high if self.high is not None else 'inf'}]"
         what = {"bool": "true or false", "int": "an integer", "number": "a number",
                 "string": "a string", "map_int": "an object of column -> integer",
-                "map_number": "an object of column -> number"}[self.kind]
+                "map_number": "an object of column -> number",
+                "code_lists": "an array of arrays of codes (strings)"}[self.kind]
         return what + rng
 
     def check(self, value):
@@ -51,6 +52,10 @@ class Option:
         elif self.kind == "string":
             if not isinstance(value, str) or not value:
                 raise bad(_json_type(value))
+        elif self.kind == "code_lists":
+            if not isinstance(value, list) or not all(
+                    isinstance(x, list) and x and all(isinstance(c, str) for c in x) for x in value):
+                raise bad(_json_type(value) if not isinstance(value, list) else "an array of that shape")
         elif self.kind == "choice":
             if not isinstance(value, str) or value not in self.choices:
                 raise bad(json.dumps(value)[:40] if isinstance(value, (str, int, float)) else _json_type(value))

@@ -87,9 +87,8 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + plugin.OPTIONS,
                                 method)
     plugin.validate(k, l, opts)
-    cols = release.projection(rel, columns)
     sel = parse_selection(db, rel, selection)
-    rid = catalog.row_id_column(db, rel, opts.get("row_id"))
+    cols, rid = read_columns(db, plugin, rel, columns, opts)
     grant = access.authorize_request(db, caller, rel, cols + [rid] + sorted(sel.columns if sel else []),
                                      k, l)
     if grant["via"] == "policy" and sel is not None:
@@ -125,6 +124,17 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
         with _redacted(req, reading=True):
             db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
     return token
+
+
+def read_columns(db, plugin, rel, columns, opts):
+    """The columns a request reads (authorized below, exactly these plus the selection's) and
+    its record id: the projection and the row id, or what a plug-in's read_columns names (a
+    set-valued read, 003: the item column, and the record column of a long table)."""
+    if hasattr(plugin, "read_columns"):
+        cols, rid = plugin.read_columns(rel, columns, opts)
+    else:
+        cols, rid = release.projection(rel, columns), None
+    return cols, rid or catalog.row_id_column(db, rel, opts.get("row_id"))
 
 
 def finish(db, token, caller):

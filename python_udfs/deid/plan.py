@@ -22,6 +22,22 @@ class ReadSpec:
 
 
 @dataclass
+class SetReadSpec:
+    """A set-valued read (003): the records of the source as sets of items, read by
+    datapath.read_sets -- an array column `item` of rows identified by `record` (long=False),
+    or a long table of (record, item) rows (long=True)."""
+    rel: object               # catalog.Relation
+    record: str
+    item: str
+    long: bool = False
+    selection: tuple = None
+
+    @property
+    def names(self):
+        return [self.item]
+
+
+@dataclass
 class Fixed:
     """A NOT NULL number column the method computed (int32 -> integer, int64 -> bigint,
     float64 -> double precision)."""
@@ -70,6 +86,23 @@ class Synthetic:
 
 
 @dataclass
+class TextArrays:
+    """A NOT NULL text[] column: row i holds labels[codes[offsets[i]:offsets[i + 1]]]."""
+    name: str
+    offsets: np.ndarray
+    codes: np.ndarray
+    labels: list
+
+
+@dataclass
+class IntArrays:
+    """A NOT NULL integer[] column: row i holds values[offsets[i]:offsets[i + 1]]."""
+    name: str
+    offsets: np.ndarray
+    values: np.ndarray
+
+
+@dataclass
 class Table:
     name: str                 # unqualified; created in the release storage schema
     columns: list             # Fixed | Labels | SourceValues | SourceCodes | Synthetic, in order
@@ -79,6 +112,8 @@ class Table:
         c = self.columns[0]
         if isinstance(c, SourceValues):
             return len(c.take) if c.take is not None else len(c.values.values)
+        if isinstance(c, (TextArrays, IntArrays)):
+            return len(c.offsets) - 1
         return len(c.codes if isinstance(c, (Labels, SourceCodes)) else c.values)
 
 
@@ -112,6 +147,14 @@ class Classes:
 
 
 @dataclass
+class Membership:
+    """Record -> cluster membership of a disassociated release (003), kept for audit in
+    deid.disassociation_member: record ids (ascending) and their cluster ids."""
+    record_ids: np.ndarray
+    cluster_ids: np.ndarray
+
+
+@dataclass
 class ReleasePlan:
     tables: list
     rows: int
@@ -120,5 +163,6 @@ class ReleasePlan:
     rid_sets: list = field(default_factory=list)
     classes: Classes = None
     clusters: Clusters = None
+    membership: Membership = None
     metrics: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)   # what the verifier compares the stored release with

@@ -6,8 +6,9 @@ that they agree). Adding a method is one plug-in module, one verifier module and
 from dataclasses import dataclass
 
 from .errors import DeidError, INVALID_PARAMETER_VALUE
-from .plugins import anatomy, condensation, generalization
+from .plugins import anatomy, condensation, disassociation, generalization
 from .verify import anatomy as verify_anatomy, condensation as verify_condensation
+from .verify import disassociation as verify_disassociation
 from .verify import generalization as verify_generalization
 
 
@@ -34,6 +35,8 @@ register(Method("generalization", generalization, verify_generalization, "002",
                 "k-anonymity per source system, request-driven"))
 register(Method("condensation", condensation, verify_condensation, "004",
                 "k-indistinguishable synthetic rows, exact cluster means and covariances"))
+register(Method("disassociation", disassociation, verify_disassociation, "003",
+                "k^m-anonymity of set-valued records (diagnosis codes) by disassociation"))
 
 
 def method(name):

@@ -116,6 +116,9 @@ def drop_release(db, name, caller):
         raise DeidError(INSUFFICIENT_PRIVILEGE, f'release "{name}" belongs to another role',
                         hint="Only the role that requested a release, or a deid_admin, may drop it.")
     drop_relations(db, r["relations"])
+    drop_relations(db, [x["relation"] for x in db.query(     # its reconstructions (003)
+        "SELECT relation FROM deid.reconstruction WHERE release_id = $1", [r["release_id"]],
+        ["bigint"])])
     db.execute("UPDATE deid.release SET status = 'dropped' WHERE release_id = $1",
                [r["release_id"]], ["bigint"])
     return f"release {name} dropped"

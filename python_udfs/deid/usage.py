@@ -55,6 +55,13 @@ TEXTS = {
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
   or the role that requested it (the same holds for options => '{"replace": true}').""",
+    "reconstruct": """deid.reconstruct(release text, target text, seed int DEFAULT 0) -> bigint
+  Draw one data set of a disassociated release (003 Fig. 5) from its stored chunks into
+  release.<target> (record_id, codes text[]); returns its number of records. The same seed
+  draws the same data set. Needs deid_admin or the role that requested the release; readable
+  by deid_reader and the caller; dropped with the release.
+  e.g. SELECT deid.reconstruct('dx_2026', 'dx_2026_r1', 1);
+       SELECT count(*) FROM release.dx_2026_r1 WHERE codes @> '{401.9}';""",
 }
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import copybin, datapath
 from .frame import EncodedColumn, encoded_array
-from .plan import Fixed, Labels, SourceCodes, SourceValues, Synthetic
+from .plan import Fixed, IntArrays, Labels, SourceCodes, SourceValues, Synthetic, TextArrays
 from .sqltext import qualified, quote_ident
 
 _SYNTHETIC_BINARY = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8"}
@@ -26,6 +26,10 @@ def column_def(c):
         return f"{quote_ident(c.name)} text"
     if isinstance(c, Synthetic):
         return f"{quote_ident(c.name)} {c.column.type} NOT NULL"
+    if isinstance(c, TextArrays):
+        return f"{quote_ident(c.name)} text[] NOT NULL"
+    if isinstance(c, IntArrays):
+        return f"{quote_ident(c.name)} integer[] NOT NULL"
     return f"{quote_ident(c.name)} {c.column.type}"
 
 
@@ -35,6 +39,11 @@ def binary_field(c):
         return copybin.Fixed(c.values, _FIXED[c.values.dtype][1])
     if isinstance(c, Labels):
         return copybin.Text(c.codes, c.labels)
+    if isinstance(c, TextArrays):
+        return copybin.Array(np.diff(c.offsets), copybin.Text(c.codes, c.labels), copybin.TEXTOID)
+    if isinstance(c, IntArrays):
+        return copybin.Array(np.diff(c.offsets), copybin.Fixed(np.asarray(c.values, np.int64), ">i4"),
+                             copybin.INT4OID)
     if isinstance(c, SourceValues):
         return datapath.binary_field(c.values, c.column, c.take)
     if isinstance(c, Synthetic):

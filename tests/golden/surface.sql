@@ -22,6 +22,7 @@ SELECT deid.usage('anonymize_request');
 SELECT deid.usage('k_anonymity');
 SELECT deid.usage('set_role');
 SELECT deid.usage('allow_requests');
+SELECT deid.usage('reconstruct');
 
 -- errors: SQLSTATE, message and HINT
 SELECT deid.k_anonymity('golden.nope');
@@ -38,6 +39,9 @@ SELECT * FROM deid.anonymize_request('golden.patients', 'anatomy', k => 5, selec
 SELECT * FROM deid.anonymize_request('golden.patients', 'anatomy', k => 500, columns => '{age,sex,dx}');
 SELECT * FROM deid.anonymize_request('golden.patients', 'generalization', k => 5, columns => '{age,sex}');
 SELECT deid.drop_release(NULL);
+SELECT * FROM deid.anonymize_request('golden.patients', 'disassociation', k => 5, columns => '{dx}');
+SELECT * FROM deid.anonymize_request('golden.patients', 'disassociation', k => 1, columns => '{dx}');
+SELECT deid.reconstruct('golden_nope', 'golden_r', 1);
 SELECT deid.drop_release('golden_nope');
 
 -- result shapes

@@ -2,7 +2,7 @@
 
 * >= 1,000 random inputs (Zipf-skewed, tie-heavy, tiny, very long records, empty records, one
   code everywhere, fewer distinct codes than m, uniform, grouped, constrained): every release
-  passes deid.verify_km AND an independent brute-force check written here in plain Python
+  passes deid.verify.km AND an independent brute-force check written here in plain Python
   (sets, itertools.combinations, Counter).  On naive releases (each cluster one chunk) and on
   tampered releases the two must agree.
 * HORPART equals a literal recursive Fig. 8 (with the documented lower-bound rules); the
@@ -22,7 +22,7 @@ from deid.errors import DeidError, VERIFICATION_FAILED
 from deid.methods.disassociation import constraint_ids, disassociate
 from deid.methods.horpart import horpart
 from deid.methods.verpart import verpart
-from deid.verify_km import RELEASE_FIELDS, verify_km
+from deid.verify.km import RELEASE_FIELDS, verify_km
 
 KINDS = ["zipf", "ties", "tiny", "long", "empty", "one_code", "few_codes", "uniform",
          "groups", "constrained"]

@@ -24,7 +24,7 @@ from deid.errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLO
 from deid.methods.disassociation import disassociate, reconstruct
 from deid.methods.horpart import horpart
 from deid.methods.verpart import verpart
-from deid.verify_km import verify_km
+from deid.verify.km import verify_km
 
 CODES = ["294.10", "295.04", "296.00", "296.01", "296.02", "296.03", "401.0", "404.00",
          "480.1", "692.71", "695.10", "834.0", "944.01"]

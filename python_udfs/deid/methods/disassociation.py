@@ -17,7 +17,7 @@ cluster P (a record chunk of P, a shared chunk whose joint cluster contains P, o
 chunk); each such record or shared chunk has >= k subrecords containing its part of S; and a
 D' may deal those subrecords to the same k records of P (a shared chunk's subrecords may go
 to any record of its joint cluster) and put S's item-chunk codes on them too.
-deid.verify_km re-checks the premises independently; the fuzz tests enumerate
+deid.verify.km re-checks the premises independently; the fuzz tests enumerate
 reconstructions of tiny inputs to check the guarantee itself.
 
 Deviations from 003 (details in each module):

@@ -1,0 +1,188 @@
+"""The independent check of a disassociation release (003), from what was STORED, before commit.
+
+Reads back the four release tables (003 Figs. 4 and 10: clusters, record chunks with one row
+per subrecord, item chunks, shared chunks) and the record -> cluster membership of
+deid.disassociation_member, rebuilds the flat arrays of verify.km and checks there, against the
+snapshot the request read (the source records, not the method's output):
+  * every cluster has >= k records, and the stored sizes agree with the membership;
+  * every record chunk and every shared chunk is k^m-anonymous (003 Def. 1, Guarantee 1);
+  * the multiset of (cluster, code) in record, shared and item chunks is the source's, record
+    for record through the stored membership.
+Stored codes are mapped back to the snapshot's dictionary (a code that is not in it fails).
+Nothing from deid.methods is imported.
+"""
+import numpy as np
+
+from ..errors import DeidError, VERIFICATION_FAILED
+from ..sqltext import qualified
+from .km import verify_km
+
+STORE_SCHEMA = "deid_release"
+_HINT = ("Nothing was released. The stored release differs from what the method computed: "
+         "report it with the request (deid.release keeps no row of a failed request).")
+
+
+def _fail(message):
+    raise DeidError(VERIFICATION_FAILED, message, hint=_HINT)
+
+
+def _ints(buf, width=4):
+    return np.frombuffer(buf or b"", f">i{width}").astype(np.int64)
+
+
+def _code_expr(exact):
+    """SQL of the code id of element e: hashtext (mapped back in numpy) or, when two labels
+    of the dictionary share a hash, its exact position in the dictionary ($1)."""
+    return "coalesce(array_position($1::text[], e), 0) - 1" if exact else "hashtext(e)"
+
+
+def read_chunks(db, table, key_columns, dictionary, exact):
+    """The rows of a stored table with a text[] column `codes`: the key columns (int4), the
+    number of codes per row and the codes as ids into `dictionary` (-1: not in it)."""
+    keys = ", ".join(f"string_agg(int4send(t.{c}), ''::bytea ORDER BY t.ctid) AS {c}"
+                     for c in key_columns)
+    row = db.query(
+        f"SELECT {keys}, string_agg(int4send(cardinality(t.codes)), ''::bytea ORDER BY t.ctid) AS n,"
+        f" string_agg((SELECT string_agg(int4send({_code_expr(exact)}), ''::bytea ORDER BY o)"
+        "             FROM unnest(t.codes) WITH ORDINALITY u(e, o)), ''::bytea ORDER BY t.ctid) AS c,"
+        " count(*) FILTER (WHERE array_position(t.codes, NULL) IS NOT NULL) AS nulls"
+        f" FROM {qualified(STORE_SCHEMA, table)} t", [list(dictionary)], ["text[]"])[0]
+    if row["nulls"]:
+        _fail(f"{table} holds a NULL code")
+    return [_ints(row[c]) for c in key_columns], _ints(row["n"]), _ints(row["c"])
+
+
+
+def _to_ids(raw, hashes, exact):
+    """Stored code keys -> ids into the snapshot's dictionary; a code not in it fails."""
+    if exact:
+        ids = raw
+    elif len(hashes) == 0:
+        ids = np.full(len(raw), -1)
+    else:
+        order = np.argsort(hashes, kind="stable")
+        known = hashes[order]
+        pos = np.minimum(np.searchsorted(known, raw), len(known) - 1)
+        ids = np.where(known[pos] == raw, order[pos], -1)
+    if np.any(ids < 0):
+        _fail("the release holds a code that the source does not")
+    return ids
+
+
+def _grouped(keys, lengths, codes):
+    """Rows sorted by `keys` (lexicographic, stable): (group index per row, group keys,
+    rows' offsets and codes in that order, each row's codes sorted)."""
+    n = len(lengths)
+    order = np.lexsort(tuple(reversed(keys))) if n else np.zeros(0, np.int64)
+    starts = np.r_[0, np.cumsum(lengths)][:-1]
+    lengths = lengths[order]
+    take = (np.repeat(starts[order], lengths) + np.arange(int(lengths.sum()))
+            - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.int64)
+    row = np.repeat(np.arange(n), lengths)
+    codes = codes[take]
+    codes = codes[np.lexsort((codes, row))]
+    sk = np.stack([k[order] for k in keys], axis=1) if n else np.zeros((0, len(keys)), np.int64)
+    new = np.r_[True, np.any(sk[1:] != sk[:-1], axis=1)] if n else np.zeros(0, bool)
+    group = np.cumsum(new) - 1
+    return group, sk[new], np.r_[0, np.cumsum(lengths)].astype(np.int64), codes
+
+
+def _domains(group, n_groups, offsets, codes, width):
+    row = np.repeat(group, np.diff(offsets))
+    key = np.unique(row * width + codes)
+    return (np.r_[0, np.cumsum(np.bincount(key // width, minlength=n_groups))].astype(np.int64),
+            key % width)
+
+
+def dictionary_keys(db, dictionary):
+    """(hashtext of each label, exact): exact when two labels share a hash (then stored codes
+    are matched by their position in the dictionary instead)."""
+    hashes = np.asarray([r["h"] for r in db.query(
+        "SELECT hashtext(v) AS h FROM unnest($1::text[]) WITH ORDINALITY d(v, o) ORDER BY o",
+        [list(dictionary)], ["text[]"])], np.int64)
+    return hashes, len(np.unique(hashes)) != len(hashes)
+
+
+def release_tables(tables):
+    """{kind: stored table} of a disassociation release's tables (003 Figs. 4, 10)."""
+    return {kind: next(t for t in tables if t.endswith("_" + kind))
+            for kind in ("cluster", "record_chunk", "item_chunk", "shared_chunk")}
+
+
+def read_release(db, tables, dictionary):
+    """The stored release as the flat arrays of verify.km (codes as ids into `dictionary`)."""
+    t = release_tables(tables)
+    hashes, exact = dictionary_keys(db, dictionary)
+    width = max(len(dictionary), 1)
+    row = db.query(f"SELECT string_agg(int4send(cluster_id), ''::bytea ORDER BY cluster_id) AS c,"
+                   f" string_agg(int4send(size), ''::bytea ORDER BY cluster_id) AS s"
+                   f" FROM {qualified(STORE_SCHEMA, t['cluster'])}")[0]
+    cid, size = _ints(row["c"]), _ints(row["s"])
+    if not np.array_equal(cid, np.arange(1, len(cid) + 1)):
+        _fail("the stored clusters are not numbered 1, 2, ...")
+    n_clusters = len(cid)
+
+    (rc_cluster, rc_chunk), rc_len, rc_raw = read_chunks(
+        db, t["record_chunk"], ["cluster_id", "chunk_id"], dictionary, exact)
+    g, gkeys, sub_offsets, sub_codes = _grouped([rc_cluster, rc_chunk], rc_len,
+                                                _to_ids(rc_raw, hashes, exact))
+    chunk_cluster = gkeys[:, 0] - 1
+    if len(chunk_cluster) and (chunk_cluster.min() < 0 or chunk_cluster.max() >= n_clusters):
+        _fail("a record chunk belongs to no stored cluster")
+    dom_off, dom_codes = _domains(g, len(gkeys), sub_offsets, sub_codes, width)
+
+    (sh_id,), sh_len, sh_raw = read_chunks(db, t["shared_chunk"], ["shared_id"], dictionary, exact)
+    sg, skeys, ssub_offsets, ssub_codes = _grouped([sh_id], sh_len, _to_ids(sh_raw, hashes, exact))
+    clusters = db.query(f"SELECT shared_id, array_agg(DISTINCT cl ORDER BY cl) AS ids,"
+                        f" count(DISTINCT cluster_ids) AS variants"
+                        f" FROM {qualified(STORE_SCHEMA, t['shared_chunk'])} t,"
+                        " unnest(t.cluster_ids) cl GROUP BY shared_id ORDER BY shared_id")
+    if [r["shared_id"] for r in clusters] != skeys[:, 0].tolist() or \
+            any(r["variants"] != 1 for r in clusters):
+        _fail("a shared chunk's rows disagree on its clusters")
+    sdom_off, sdom_codes = _domains(sg, len(skeys), ssub_offsets, ssub_codes, width)
+
+    item_key = _code_expr(exact).replace("(e)", "(code)").replace(", e)", ", code)")
+    items = db.query(f"SELECT string_agg(int4send(cluster_id), ''::bytea) AS c,"
+                     f" string_agg(int4send({item_key}), ''::bytea) AS h,"
+                     " count(*) FILTER (WHERE code IS NULL) AS nulls"
+                     f" FROM {qualified(STORE_SCHEMA, t['item_chunk'])}", [list(dictionary)],
+                     ["text[]"])[0]
+    if items["nulls"]:
+        _fail("an item chunk holds a NULL code")
+    it_cluster = _ints(items["c"]) - 1
+    it_codes = _to_ids(_ints(items["h"]), hashes, exact)
+    if len(it_cluster) and (it_cluster.min() < 0 or it_cluster.max() >= n_clusters):
+        _fail("an item chunk belongs to no stored cluster")
+    key = np.unique(it_cluster * width + it_codes)
+    if len(key) != len(it_cluster):
+        _fail("an item chunk holds a code twice")
+    return {
+        "cluster_size": size, "chunk_cluster": chunk_cluster,
+        "chunk_domain_offsets": dom_off, "chunk_domain_codes": dom_codes,
+        "chunk_subrecords": _offsets(np.bincount(g, minlength=len(gkeys))),
+        "subrecord_offsets": sub_offsets, "subrecord_codes": sub_codes,
+        "item_offsets": _offsets(np.bincount(key // width, minlength=n_clusters)),
+        "item_codes": key % width,
+        "shared_cluster_offsets": _offsets([len(r["ids"]) for r in clusters]),
+        "shared_cluster_ids": np.asarray([c - 1 for r in clusters for c in r["ids"]], np.int64),
+        "shared_domain_offsets": sdom_off, "shared_domain_codes": sdom_codes,
+        "shared_subrecords": _offsets(np.bincount(sg, minlength=len(skeys))),
+        "shared_subrecord_offsets": ssub_offsets, "shared_subrecord_codes": ssub_codes}
+
+
+def _offsets(counts):
+    return np.r_[0, np.cumsum(np.asarray(counts, np.int64))].astype(np.int64)
+
+
+def verify(db, req, frame, tables):
+    """Independent checks on the stored release and membership, before commit."""
+    member = db.query("SELECT string_agg(int8send(record_id), ''::bytea ORDER BY record_id) AS r,"
+                      " string_agg(int4send(cluster_id), ''::bytea ORDER BY record_id) AS c"
+                      " FROM deid.disassociation_member WHERE release_id = $1",
+                      [req.release_id], ["bigint"])[0]
+    if not np.array_equal(_ints(member["r"], 8), np.asarray(frame.rid, np.int64)):
+        _fail("the stored membership does not hold every record of the snapshot once")
+    release = read_release(db, tables, frame.dictionary)
+    return verify_km(release, frame.offsets, frame.codes, req.k, req.options.get("m", 2),
+                     cluster_of_record=_ints(member["c"]) - 1)

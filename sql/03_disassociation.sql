@@ -1,0 +1,37 @@
+-- =====================================================================
+-- Disassociation (paper 003): the record -> cluster membership of every
+-- disassociated release (audit, deid_admin only), and deid.reconstruct.
+-- =====================================================================
+-- 003 Fig. 6: HORPART puts every record in one cluster; the release shows clusters, never
+-- which record is in which. deid keeps that for audit (and for the verifier, which checks the
+-- stored chunks against the source record for record through it).
+CREATE TABLE deid.disassociation_member (
+    release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
+    record_id   bigint NOT NULL,           -- the source's record id (row id or options.record)
+    cluster_id  int    NOT NULL            -- <release>_cluster.cluster_id
+);
+CREATE INDEX ON deid.disassociation_member (release_id);
+REVOKE ALL ON deid.disassociation_member FROM PUBLIC;
+GRANT SELECT ON deid.disassociation_member TO deid_admin;
+SELECT pg_catalog.pg_extension_config_dump('deid.disassociation_member', '');
+
+-- The reconstructions drawn from a release (deid.reconstruct); dropped with their release.
+CREATE TABLE deid.reconstruction (
+    release_id    bigint NOT NULL,         -- deid.release
+    relation      text   NOT NULL,         -- release.<target>
+    seed          int    NOT NULL,
+    requested_by  name   NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+REVOKE ALL ON deid.reconstruction FROM PUBLIC;
+GRANT SELECT ON deid.reconstruction TO deid_admin;
+SELECT pg_catalog.pg_extension_config_dump('deid.reconstruction', '');
+
+-- 003 Fig. 5: one data set D' of the disassociated release's I(D^A), written as
+-- release.<into> (record_id, codes text[]) from the release's STORED chunks only.
+CREATE FUNCTION deid._reconstruct(release text, target text, seed int, caller name)
+RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('reconstruct.reconstruct', release, target, seed, caller)
+$$;
+#@WRAP deid.reconstruct(release text, target text, seed int DEFAULT 0) RETURNS bigint => deid._reconstruct(release, target, seed, current_user)
