@@ -4,7 +4,9 @@
 \set QUIET on
 \pset footer off
 SET client_min_messages = warning;
+SET deid.drop_with_releases = on;       -- the demo database is the demo's own
 DROP EXTENSION IF EXISTS deid CASCADE;
+RESET deid.drop_with_releases;
 CREATE EXTENSION deid CASCADE;
 \i scripts/sample_patients.sql
 SELECT registry.generate_patients(20000, 0.42) AS "sample rows generated";
