@@ -239,3 +239,6 @@ SELECT pg_catalog.pg_extension_config_dump('deid.policy', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.rid_set', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.equivalence_class', '');
+-- ... and so is the release-id sequence: a restored database continues after the last id.
+SELECT pg_catalog.pg_extension_config_dump(
+    pg_catalog.pg_get_serial_sequence('deid.release', 'release_id'), '');

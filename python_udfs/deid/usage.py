@@ -59,6 +59,10 @@ TEXTS = {
   Caller needs SELECT on the columns read (then it reads them itself), or a policy from
   deid.allow_requests (then the policy's grantor reads them, the selection may name only the
   released quasi-identifiers, and errors carry no data).""",
+    "verify_release": """deid.verify_release(release text) -> jsonb
+  Run the release's verifier again on what is stored now (e.g. after pg_restore): the request
+  is rebuilt from its log row, the snapshot's row ids from its stored RID sets. Returns the
+  verifier's report; a failed check is an error DE002. Needs deid_admin.""",
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
   or the role that requested it (the same holds for options => '{"replace": true}').""",

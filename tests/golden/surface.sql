@@ -59,6 +59,8 @@ SELECT deid.drop_release('golden_rel');
 -- unclassify
 SELECT deid.usage('unset_role');
 SELECT deid.usage('clear_roles');
+SELECT deid.usage('verify_release');
+SELECT deid.verify_release('golden_nope');
 SELECT deid.unset_role('golden.patients', 'nope');
 SELECT deid.unset_role('golden.patients', 'zip');
 SELECT deid.clear_roles('golden.patients');
