@@ -10,6 +10,7 @@
 -- =====================================================================
 
 -- sql_drop: DROP TABLE / VIEW / ... / DROP SCHEMA CASCADE / DROP OWNED / ALTER TABLE DROP COLUMN.
+-- A dropped relation's releases stay (snapshots); their log row's source becomes NULL.
 -- Not DROP EXTENSION: objects of other extensions are theirs (and deid's own drop removes
 -- its catalog with it). A table dropped and re-created under the same name is a new table:
 -- it starts unclassified (README: a classification carried over by name could release an
@@ -39,6 +40,8 @@ BEGIN
                 GET DIAGNOSTICS n_roles = ROW_COUNT;
                 DELETE FROM deid.policy WHERE relation::oid = r.objid;
                 GET DIAGNOSTICS n_policies = ROW_COUNT;
+                -- releases are snapshots and stay; their log forgets the dead OID
+                UPDATE deid.release SET source = NULL WHERE source::oid = r.objid;
             END IF;
             IF n_roles + n_policies > 0 THEN
                 RAISE NOTICE 'deid: % % dropped: removed % column role(s) and % polic%',

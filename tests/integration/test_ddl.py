@@ -156,3 +156,23 @@ def test_unclassify_needs_deid_admin(ddl, connect, sql):
     # a deid_admin that is no superuser may (naming the relation needs USAGE on its schema)
     connect("deid_t_rogue_admin").execute(sql)
     assert "age" not in roles(ddl, "ddl_t.p")
+
+
+def test_releases_of_a_dropped_source_stay_and_keep_no_dead_oid(ddl):
+    ddl.execute("SELECT * FROM deid.anonymize_request('ddl_t.p', 'anatomy', k => 3, l => 2,"
+                " release => 'ddl_t_snap')")
+    try:
+        ddl.execute("DROP TABLE ddl_t.p")
+        row = ddl.execute("SELECT source, source_name, status FROM deid.release"
+                          " WHERE name = 'ddl_t_snap'").fetchone()
+        assert row == (None, "ddl_t.p", "committed")
+        assert ddl.execute("SELECT count(*) FROM release.ddl_t_snap_qit").fetchone() == (60,)
+        # the roles the request used are in its log: the verifier still runs without the source
+        assert ddl.execute("SELECT deid.verify_release('ddl_t_snap')").fetchone()[0]["verified"]
+        # the log stays append-only: the source cannot be set again, nor anything else changed
+        with pytest.raises(psycopg.Error) as e:
+            ddl.execute("UPDATE deid.release SET source = 'pg_class'::regclass"
+                        " WHERE name = 'ddl_t_snap'")
+        assert sqlstate_of(e) == "42501"
+    finally:
+        ddl.execute("SELECT deid.drop_release('ddl_t_snap')")
