@@ -4,7 +4,9 @@
 \set QUIET on
 \pset footer off
 SET client_min_messages = warning;
+SET deid.drop_with_releases = on;       -- the demo database is the demo's own
 DROP EXTENSION IF EXISTS deid CASCADE;
+RESET deid.drop_with_releases;
 CREATE EXTENSION deid CASCADE;
 DROP VIEW IF EXISTS registry.patients_survival;
 \i scripts/sample_patients.sql

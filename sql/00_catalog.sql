@@ -123,6 +123,7 @@ CREATE TABLE deid.release (
     metrics       jsonb NOT NULL DEFAULT '{}'
 );
 CREATE INDEX ON deid.release (name);
+CREATE INDEX ON deid.release (source);      -- sql_drop looks a dropped source up
 -- One committed release per name; concurrent requests for one name serialize on an advisory
 -- lock first, so this index is the backstop, not the message.
 CREATE UNIQUE INDEX release_committed_name ON deid.release (name) WHERE status = 'committed';
@@ -132,14 +133,18 @@ COMMENT ON TABLE deid.release IS
 CREATE FUNCTION deid._release_append_only() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
 BEGIN
-    -- Only the status of an existing row may move forward (committed -> replaced/dropped).
+    -- Only the status of an existing row may move forward (committed -> replaced/dropped),
+    -- and its source may become NULL when the source is dropped (sql/15_ddl.sql: no dead OID
+    -- stays behind, where a restore could give it to another relation; source_name stays).
     IF TG_OP = 'UPDATE'
        AND (OLD.release_id, OLD.name, OLD.method, OLD.source_name, OLD.parameters, OLD.seed,
             OLD.requested_by, OLD.started_at, OLD.finished_at, OLD.relations, OLD.metrics)
            IS NOT DISTINCT FROM
            (NEW.release_id, NEW.name, NEW.method, NEW.source_name, NEW.parameters, NEW.seed,
             NEW.requested_by, NEW.started_at, NEW.finished_at, NEW.relations, NEW.metrics)
-       AND OLD.status = 'committed' AND NEW.status IN ('replaced', 'dropped') THEN
+       AND ((OLD.status = 'committed' AND NEW.status IN ('replaced', 'dropped')
+             AND NEW.source IS NOT DISTINCT FROM OLD.source)
+            OR (NEW.status = OLD.status AND OLD.source IS NOT NULL AND NEW.source IS NULL)) THEN
         RETURN NEW;
     END IF;
     RAISE EXCEPTION 'deid.release is append-only'
@@ -239,3 +244,6 @@ SELECT pg_catalog.pg_extension_config_dump('deid.policy', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.rid_set', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.equivalence_class', '');
+-- ... and so is the release-id sequence: a restored database continues after the last id.
+SELECT pg_catalog.pg_extension_config_dump(
+    pg_catalog.pg_get_serial_sequence('deid.release', 'release_id'), '');

@@ -22,6 +22,25 @@ $$;
 COMMENT ON FUNCTION deid.set_role(regclass, name, text, text, text) IS
   'Classify a column: identifier | quasi_identifier | sensitive | insensitive, with an optional hierarchy and source system. See deid.usage(''set_role'').';
 
+-- unset_role / clear_roles: remove a column's role, or every role of a relation.
+CREATE FUNCTION deid._unset_role(relid oid, column_name name, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('admin.unset_role', relid, column_name, caller)
+$$;
+#@WRAP deid.unset_role(relation regclass, "column" name) RETURNS text => deid._unset_role(relation::oid, "column", current_user)
+COMMENT ON FUNCTION deid.unset_role(regclass, name) IS
+  'Remove the role of a column (it is then unclassified). See deid.usage(''unset_role'').';
+
+CREATE FUNCTION deid._clear_roles(relid oid, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('admin.clear_roles', relid, caller)
+$$;
+#@WRAP deid.clear_roles(relation regclass) RETURNS text => deid._clear_roles(relation::oid, current_user)
+COMMENT ON FUNCTION deid.clear_roles(regclass) IS
+  'Remove every column role of a relation. See deid.usage(''clear_roles'').';
+
 CREATE FUNCTION deid._load_hierarchy(name text, rows text, info_loss float8[], caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT

@@ -22,7 +22,8 @@ DECLARE
                                'allow_requests', 'anonymize_request', 'drop_release',
                                'request_begin', 'request_finish', 'raise', 'relation', 'jsonb',
                                'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
-                               'drop_hierarchy', 'reconstruct'];
+                               'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
+                               'verify_release'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN

@@ -37,7 +37,9 @@ def url():
 def admin(url):
     """Superuser connection on a database with a freshly created extension and sample."""
     conn = psycopg.connect(url, autocommit=True)
+    conn.execute("SET deid.drop_with_releases = on")     # releases of an earlier run go too
     conn.execute("DROP EXTENSION IF EXISTS deid CASCADE")
+    conn.execute("RESET deid.drop_with_releases")
     conn.execute("DROP SCHEMA IF EXISTS registry CASCADE")
     conn.execute("CREATE EXTENSION deid CASCADE")
     conn.execute((ROOT / "scripts" / "sample_patients.sql").read_text())

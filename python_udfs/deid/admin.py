@@ -47,6 +47,27 @@ def store_role(db, relid, column, role, hierarchy, source, caller):
         + (f" [source {source}]" if source else "")
 
 
+def unset_role(db, relid, column, caller):
+    """Remove one column's role (the column may no longer exist: its row goes all the same)."""
+    access.require_admin(db, caller)
+    rel = catalog.relation(db, relid)
+    catalog.require(column, "column", "Name a classified column: SELECT * FROM deid.roles;")
+    if not db.execute("DELETE FROM deid.column_role WHERE relation = $1 AND column_name = $2",
+                      [rel.oid, column], ["oid", "name"]):
+        raise DeidError(UNDEFINED_OBJECT, f'column "{column}" of {rel.display} has no role',
+                        hint=f"SELECT column_name, role FROM deid.roles WHERE relation = "
+                             f"'{rel.display}'::regclass; lists the classified columns.")
+    return f"{rel.display}.{column}: unclassified"
+
+
+def clear_roles(db, relid, caller):
+    """Remove every column role of a relation (none is not an error)."""
+    access.require_admin(db, caller)
+    rel = catalog.relation(db, relid)
+    n = db.execute("DELETE FROM deid.column_role WHERE relation = $1", [rel.oid], ["oid"])
+    return f"{rel.display}: {n} column role{'' if n == 1 else 's'} removed"
+
+
 def check_binding(db, rel, col, h):
     """Every value of the column must be in the hierarchy it is bound to."""
     q = quote_ident(col.name)
@@ -122,12 +143,16 @@ def interval_hierarchy(db, name, low, high, widths, info_loss, caller):
 
 def drop_hierarchy(db, name, caller):
     access.require_admin(db, caller)
-    used = db.query("SELECT relation::text AS r, column_name AS c FROM deid.column_role"
-                    " WHERE hierarchy = $1 LIMIT 1", [name])
+    used = db.query("SELECT coalesce((SELECT format('%I.%I', n.nspname, c.relname)"
+                    "   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+                    "     ON n.oid = c.relnamespace WHERE c.oid = r.relation), 'a dropped relation')"
+                    " AS r, column_name AS c FROM deid.column_role r"
+                    " WHERE hierarchy = $1 ORDER BY 1, 2 LIMIT 1", [name])
     if used:
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f'hierarchy "{name}" is bound to {used[0]["r"]}.{used[0]["c"]}',
-                        hint="Unbind it with deid.set_role(...) first.")
+                        hint=f"Unbind it first: SELECT deid.unset_role('{used[0]['r']}', "
+                             f"'{used[0]['c']}'); or deid.set_role(...) without the hierarchy.")
     catalog.require(name, "hierarchy name", "Name a hierarchy: SELECT name FROM deid.hierarchies;")
     if not db.execute("DELETE FROM deid.hierarchy WHERE name = $1", [name]):
         raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{name}" does not exist',

@@ -37,7 +37,9 @@ def log(db, req, relations, plan, verification, seconds):
                    discernibility=plan.discernibility, verification=verification, seconds=seconds)
     grant = {k: v for k, v in req.grant.items() if k != "reader_function"}
     params = {"k": req.k, "l": req.l, "columns": req.columns, "selection": req.selection_text,
-              "options": req.options, "authorized_via": grant}
+              "options": req.options, "authorized_via": grant,
+              "roles": {c: {"role": req.rel.columns[c].role, "source": req.rel.columns[c].source}
+                        for c in req.columns}}
     try:
         db.execute(
             "INSERT INTO deid.release (release_id, name, method, source, source_name, parameters,"

@@ -8,6 +8,13 @@ TEXTS = {
   source names the source system the column comes from (k is enforced per source).
   Needs deid_admin. Read back: SELECT * FROM deid.roles;
   e.g. SELECT deid.set_role('registry.patients', 'age', 'quasi_identifier', hierarchy => 'age_5y');""",
+    "unset_role": """deid.unset_role(relation regclass, column name) -> text
+  Remove the role of one column: it is unclassified again (a request that names it fails).
+  Needs deid_admin. Dropping a table or a column removes its roles by itself.
+  e.g. SELECT deid.unset_role('registry.patients', 'zip');""",
+    "clear_roles": """deid.clear_roles(relation regclass) -> text
+  Remove every column role of a relation (its policies stay). Needs deid_admin.
+  e.g. SELECT deid.clear_roles('registry.patients');""",
     "load_hierarchy": """deid.load_hierarchy(name text, rows text, info_loss float8[] DEFAULT NULL) -> text
   Member hierarchy from ARX-style rows, one raw value a line: value;level1;level2;...;*
   info_loss: one phi per level, 0 for level 0 ... 1 for '*' (default: even steps).
@@ -52,6 +59,10 @@ TEXTS = {
   Caller needs SELECT on the columns read (then it reads them itself), or a policy from
   deid.allow_requests (then the policy's grantor reads them, the selection may name only the
   released quasi-identifiers, and errors carry no data).""",
+    "verify_release": """deid.verify_release(release text) -> jsonb
+  Run the release's verifier again on what is stored now (e.g. after pg_restore): the request
+  is rebuilt from its log row, the snapshot's row ids from its stored RID sets. Returns the
+  verifier's report; a failed check is an error DE002. Needs deid_admin.""",
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
   or the role that requested it (the same holds for options => '{"replace": true}').""",

@@ -59,4 +59,14 @@ SELECT name, method, seed, status, relations, parameters->'options' AS options,
 SELECT * FROM deid.anonymize_request('golden.patients', 'anatomy', k => 10, columns => '{age,sex,dx}',
                                      release => 'golden_rel');
 SELECT deid.drop_release('golden_rel');
+
+-- unclassify
+SELECT deid.usage('unset_role');
+SELECT deid.usage('clear_roles');
+SELECT deid.usage('verify_release');
+SELECT deid.verify_release('golden_nope');
+SELECT deid.unset_role('golden.patients', 'nope');
+SELECT deid.unset_role('golden.patients', 'zip');
+SELECT deid.clear_roles('golden.patients');
+SELECT count(*) AS roles_left FROM deid.roles WHERE relation = 'golden.patients'::regclass;
 DROP SCHEMA golden CASCADE;
