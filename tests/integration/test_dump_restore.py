@@ -3,6 +3,7 @@ and one release of every registered method, restored into a fresh database as th
 Then the catalog and the releases are identical, the verifier accepts every restored release,
 a new request succeeds (the release-id sequence went along), and the policy still works."""
 import os
+import json
 import pathlib
 import subprocess
 
@@ -14,7 +15,9 @@ from deid import registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SRC, DST = "deid_t_dump_src", "deid_t_dump_dst"
-COLUMNS = {"anatomy": "{age,sex,zip,diagnosis,treatment}", "generalization": "{age,sex,diagnosis}"}
+COLUMNS = {"anatomy": "{age,sex,zip,diagnosis,treatment}", "generalization": "{age,sex,diagnosis}",
+           "condensation": "{age,sex}", "disassociation": None}   # long form: record + item
+OPTIONS = {"disassociation": {"m": 2, "record": "patient_id", "item": "diagnosis"}}
 
 
 def _bin(tool):
@@ -61,8 +64,9 @@ def dumped(url, admin, tmp_path_factory):
     analyst = psycopg.connect(_db_url(url, SRC), user="deid_t_analyst", autocommit=True)
     for m in methods:
         analyst.execute("SELECT * FROM deid.anonymize_request('registry.patients', %s, k => 10,"
-                        " l => %s, columns => %s, options => '{\"seed\": 5}', release => %s)",
-                        [m, 2 if m == "anatomy" else None, COLUMNS[m], f"dump_{m[:3]}"])
+                        " l => %s, columns => %s, options => %s, release => %s)",
+                        [m, 2 if m == "anatomy" else None, COLUMNS[m],
+                         json.dumps(dict(OPTIONS.get(m, {}), seed=5)), f"dump_{m[:3]}"])
     analyst.execute("SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy', k => 10,"
                     " columns => '{age,sex,diagnosis}', release => 'dump_gone')")
     analyst.execute("SELECT deid.drop_release('dump_gone')")
