@@ -243,3 +243,45 @@ def test_verifier_refuses_a_tampered_stored_table(cond, url, how):
         conn.execute("SELECT deid.drop_release('t_cond_tamper')")
     finally:
         conn.close()
+
+
+TAMPER_CATALOG = """
+CREATE OR REPLACE FUNCTION pg_temp.tamper_catalog(how text) RETURNS text LANGUAGE plpython3u AS $$
+from deid import catalog_log, pipeline
+original = getattr(catalog_log, "_untampered_write_artefacts", catalog_log.write_artefacts)
+catalog_log._untampered_write_artefacts = original
+def tampered(db, release_id, plan):
+    original(db, release_id, plan)
+    for statement in how.split(";"):
+        db.execute(statement.replace("$R", str(release_id)))
+pipeline.catalog_log.write_artefacts = tampered if how != "none" else original
+return how
+$$"""
+
+
+@pytest.mark.parametrize("how", [
+    # a row in no cluster
+    "UPDATE deid.cluster_member SET rids = rids[2:] WHERE release_id = $R AND cluster_id = 0",
+    # a row moved to another cluster
+    "UPDATE deid.cluster_member SET rids = rids || (SELECT rids[1] FROM deid.cluster_member"
+    " WHERE release_id = $R AND cluster_id = 0) WHERE release_id = $R AND cluster_id = 1;"
+    "UPDATE deid.cluster_member SET rids = rids[2:] WHERE release_id = $R AND cluster_id = 0",
+    # a row that is not in the snapshot
+    "UPDATE deid.cluster_member SET rids[1] = -5 WHERE release_id = $R AND cluster_id = 0",
+    # a cluster gone
+    "DELETE FROM deid.cluster_member WHERE release_id = $R AND cluster_id = 2",
+])
+def test_verifier_refuses_a_tampered_membership(cond, url, how):
+    conn = psycopg.connect(url, autocommit=True)
+    try:
+        conn.execute("SELECT deid.usage()")
+        conn.execute(TAMPER_CATALOG)
+        conn.execute("SELECT pg_temp.tamper_catalog(%s)", [how])
+        before = state(cond)
+        with pytest.raises(psycopg.Error) as e:
+            request(conn, release="t_cond_tamper_m")
+        assert sqlstate_of(e) == "DE002", e.value.diag.message_primary
+        assert state(cond) == before
+    finally:
+        conn.execute("SELECT pg_temp.tamper_catalog('none')")
+        conn.close()

@@ -23,6 +23,10 @@ One module per guarantee:
   system separately (002 sec. 2, sec. 4.5);
 * ``kl.py``            -- check_kl: the (K, L) model (001 Def. 6) and its
   column-wise variant (001 Def. 7), the independent L check;
+* ``cluster_moments.py`` -- verify_condensation: clusters >= k partitioning
+  the rows, exact per-cluster means and covariances, status and category
+  counts, original survival multisets, permissible values (004 Def. 1,
+  Alg. 2, Alg. 3);
 
 and the pieces they share:
 
@@ -38,7 +42,8 @@ and the pieces they share:
 * ``failures.py``      -- the errors a check raises and their texts.
 
 The release plugins' checks of what was stored (``anatomy.py``,
-``generalization.py``) read the stored tables back and call the checks above.
+``generalization.py``, ``condensation.py``) read the stored tables back and
+call the checks above.
 
 Papers (``/work/shared/papers``):
 
