@@ -589,3 +589,21 @@ def test_verifier_catches_tampering():
     with pytest.raises(DeidError) as err:
         verify_condensation(**{**base, "released": res.synthetic[:, :3]})
     assert err.value.sqlstate == INVALID_PARAMETER_VALUE
+
+
+def test_values_far_from_zero_with_a_tiny_spread():
+    """Hypothesis found it: values near 1e6 with spreads of 0.05 cannot keep a cluster's
+    variance to 1e-9 of itself in float64 (eps * 1e6 = 2e-10 per value); the verifier's
+    tolerance follows the raw values' magnitude, so the release is accepted."""
+    import numpy as np
+    from deid.methods.condensation import condense
+    from deid.verify.cluster_moments import verify_condensation
+    x = np.array([1000001.03675258, 1000002.46485443, 1000000.99131123, 999996.09052831,
+                  1000002.7160676, 1000001.33912372, 999998.38914029, 1000001.74335431,
+                  1000001.09371719, 1000000.88239749, 1000000.08526672, 1000001.64013896,
+                  999997.79063774, 999999.51127016, 999998.55364206, 1000001.79653864,
+                  1000000.11916632, 999999.12262975, 999997.65427461, 999999.22842328,
+                  1000000.02442654]).reshape(-1, 1)
+    r = condense(x, ["float"], 3, algorithm="improved", block_rows=None, seed=1)
+    verify_condensation(x, r.cluster_id, r.synthetic, r.synthetic_cluster_id, 3,
+                        moment_columns=[0], moment_values=r.synthetic_unrounded)

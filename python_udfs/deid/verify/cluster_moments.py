@@ -22,8 +22,8 @@ claims and the released synthetic rows with their cluster ids:
 
 Tolerance of check 4 (``rtol``, default 1e-9).  Columns are put in units of the whole source
 table (z = (x - mean) / sd over all source rows; a column with sd 0 keeps unit 1).  For a
-cluster with source mean mu, covariance C (ddof = 1), largest absolute z value M over its source
-rows and moment columns, and scale = max(max_j C_jj, 1e-6 * M^2), the released moments must
+cluster with source mean mu, covariance C (ddof = 1), largest absolute value M over its source rows and moment columns
+(uncentred, in units of the table's sd: the floating-point floor is relative to the raw values), and scale = max(max_j C_jj, 1e-6 * M^2), the released moments must
 satisfy max |C' - C| <= rtol * scale and max |mu' - mu| <= rtol * (M + sqrt(scale)).  That is
 1e-9 relative to the cluster's largest variance, except for a cluster whose spread is below 1e-3
 of its magnitude, where floating-point representation itself limits what can be matched.
@@ -167,7 +167,10 @@ def _check_moments(src, rel, src_index, rel_index, ids, rtol):
     ds, dr = zs - mu_s[src_index], zr - mu_r[rel_index]
     q = src.shape[1]
     magnitude = np.zeros(g)
-    np.maximum.at(magnitude, src_index, np.abs(zs).max(axis=1))
+    # float64 holds a value to about eps * |x| of the RAW value: a table whose values sit far
+    # from zero (1e6 +- 1) cannot match a tiny spread to 1e-9 of itself, so the magnitude is
+    # that of the uncentred values, in whole-table units
+    np.maximum.at(magnitude, src_index, np.abs(src / unit).max(axis=1))
     cov_s = np.empty((g, q, q))
     cov_r = np.empty((g, q, q))
     denom = np.maximum(counts - 1.0, 1.0)
