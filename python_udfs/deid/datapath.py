@@ -368,8 +368,13 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
         " string_agg(int4send(coalesce(cardinality(s.a), 0)), ''::bytea ORDER BY s.r) AS len,"
         " string_agg((SELECT string_agg(int4send(hashtext(e::text)), ''::bytea) FROM unnest(s.a) e),"
         "            ''::bytea ORDER BY s.r) AS h,"
-        " sum((SELECT count(*) FROM unnest(s.a) e WHERE e IS NULL)) AS nulls, count(*) AS n"
+        " sum((SELECT count(*) FROM unnest(s.a) e WHERE e IS NULL)) AS nulls, count(*) AS n,"
+        " count(*) FILTER (WHERE s.r IS NULL) AS null_records"
         f" FROM ({rows}) s", list(params), ["text"] * len(params))[0]
+    if packed["null_records"]:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, f'"{rid_column}" is NULL in some rows',
+                        hint=f'Every record needs an id: filter the NULLs out with selection => '
+                             f'\'"{rid_column}" IS NOT NULL\', or in a view over {rel.display}.')
     if packed["nulls"]:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'"{item_column}" holds NULL items',
                         hint=f"Filter them out in a view over {rel.display}, or in the selection.")

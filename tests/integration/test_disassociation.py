@@ -170,6 +170,13 @@ def test_null_codes_are_refused_without_leak(dx, connect):
         assert not dx.execute("SELECT 1 FROM pg_class WHERE relname LIKE 'dis_null%'").fetchone()
     finally:
         dx.execute("DELETE FROM dx.diagnoses WHERE patient_id = 11")
+    dx.execute("INSERT INTO dx.diagnoses VALUES (NULL, '401.0')")
+    try:
+        e = bad(connect("deid_t_analyst"), LONG_REQ,
+                [3, json.dumps({"record": "patient_id", "item": "icd9"}), "dis_nullrec"])
+        assert sqlstate_of(e) == "22004" and hint_of(e)
+    finally:
+        dx.execute("DELETE FROM dx.diagnoses WHERE patient_id IS NULL")
     e = bad(connect("deid_t_researcher"), LONG_REQ,
             [30, json.dumps({"record": "patient_id", "item": "icd9"}), "dis_few"])
     assert sqlstate_of(e) == "DE001" and e.value.diag.message_detail is None
