@@ -40,7 +40,7 @@ def main():
     ap.add_argument("--sizes", default="58302,1000000")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--m", type=int, default=2)
-    args = ap.parse_args()
+    args, _ = ap.parse_known_args()        # make bench passes every script the same flags
     out = []
     admin = connect()
     admin.execute("CREATE SCHEMA IF NOT EXISTS bench")

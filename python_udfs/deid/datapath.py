@@ -26,6 +26,7 @@ import numpy as np
 from . import copybin
 from .frame import EncodedColumn, Frame, encoded_array, value_dictionary  # noqa: F401 (re-exported)
 from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
+from .copyfields import ranges
 from .sqltext import quote_ident
 
 FLAG_BITS = 62                 # NULL flags per int8 word (no sign bit, no surprises)
@@ -353,44 +354,74 @@ class SetColumn:
 def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     """Read a set-valued column: an array column `item_column` of rows identified by
     `rid_column` (long=False), or a long table with one row per (record `rid_column`, item
-    `item_column`) (long=True). One packed read for the items' hashtext() and the record
-    lengths, one for the sorted dictionary; NULL items are refused. Every record with no item
-    (an empty or NULL array) is kept, with no codes."""
+    `item_column`) (long=True). One packed read of the record ids and the items' hashtext()
+    (one scan, no sort: records are ordered in numpy), one for the sorted dictionary; NULL
+    items and NULL record ids are refused. Every record with no item (an empty or NULL array)
+    is kept, with no codes."""
     where, params = selection if selection else ("TRUE", [])
     src, rid_q, item_q = rel.qualified, "t." + quote_ident(rid_column), "t." + quote_ident(item_column)
+    types = ["text"] * len(params)
     if long:
-        rows = (f"SELECT {rid_q}::int8 AS r, array_agg({item_q}) AS a FROM {src} t WHERE {where}"
-                f" GROUP BY {rid_q}")
+        items = f"SELECT {rid_q}::int8 AS r, {item_q}::text AS e FROM {src} t WHERE {where}"
+        packed = db.query(
+            "SELECT string_agg(int8send(s.r), ''::bytea) AS rid,"
+            " string_agg(int4send(hashtext(s.e)), ''::bytea) AS h,"
+            " count(*) FILTER (WHERE s.e IS NULL) AS nulls,"
+            f" count(*) FILTER (WHERE s.r IS NULL) AS null_records FROM ({items}) s",
+            list(params), types)[0]
+        distinct = f"SELECT DISTINCT s.e AS v FROM ({items}) s WHERE s.e IS NOT NULL"
     else:
         rows = f"SELECT {rid_q}::int8 AS r, {item_q} AS a FROM {src} t WHERE {where}"
-    packed = db.query(
-        "SELECT string_agg(int8send(s.r), ''::bytea ORDER BY s.r) AS rid,"
-        " string_agg(int4send(coalesce(cardinality(s.a), 0)), ''::bytea ORDER BY s.r) AS len,"
-        " string_agg((SELECT string_agg(int4send(hashtext(e::text)), ''::bytea) FROM unnest(s.a) e),"
-        "            ''::bytea ORDER BY s.r) AS h,"
-        " sum((SELECT count(*) FROM unnest(s.a) e WHERE e IS NULL)) AS nulls, count(*) AS n"
-        f" FROM ({rows}) s", list(params), ["text"] * len(params))[0]
+        packed = db.query(
+            "SELECT string_agg(int8send(s.r), ''::bytea) AS rid,"
+            " string_agg(int4send(coalesce(cardinality(s.a), 0)), ''::bytea) AS len,"
+            " string_agg((SELECT string_agg(int4send(hashtext(e::text)), ''::bytea) FROM unnest(s.a) e),"
+            "            ''::bytea) AS h,"
+            " sum((SELECT count(*) FROM unnest(s.a) e WHERE e IS NULL)) AS nulls,"
+            f" count(*) FILTER (WHERE s.r IS NULL) AS null_records FROM ({rows}) s",
+            list(params), types)[0]
+        distinct = f"SELECT DISTINCT e::text AS v FROM ({rows}) s, unnest(s.a) e"
+    if packed["null_records"]:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, f'"{rid_column}" is NULL in some rows',
+                        hint=f'Every record needs an id: filter the NULLs out with selection => '
+                             f'\'"{rid_column}" IS NOT NULL\', or in a view over {rel.display}.')
     if packed["nulls"]:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'"{item_column}" holds NULL items',
                         hint=f"Filter them out in a view over {rel.display}, or in the selection.")
-    dictionary = db.query(
-        f"SELECT v, hashtext(v) AS h FROM (SELECT DISTINCT e::text AS v FROM ({rows}) s,"
-        " unnest(s.a) e) d ORDER BY v", list(params), ["text"] * len(params))
-    n = int(packed["n"])
-    rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
-    lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
+    dictionary = db.query(f"SELECT v, hashtext(v) AS h FROM ({distinct}) d ORDER BY v",
+                          list(params), types)
     labels, label_hashes = [r["v"] for r in dictionary], [r["h"] for r in dictionary]
+    row_rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
+    if long:        # one row per item: records are the distinct ids
+        order = np.argsort(row_rid, kind="stable")
+        rid, lengths = np.unique(row_rid[order], return_counts=True)
+        take = order
+    else:           # one row per record, its items back to back: records sorted by id
+        lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
+        order = np.argsort(row_rid, kind="stable")
+        rid, take = row_rid[order], ranges(np.cumsum(lengths)[order] - lengths[order], lengths[order])
+        lengths = lengths[order]
+    n = len(rid)
     if len(set(label_hashes)) == len(label_hashes):
-        hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)
+        hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)[take]
         codes = _codes_from_hashes(item_column, hashes, label_hashes, np.zeros(len(hashes), bool))
-    else:       # two items share a hashtext(): codes from a join on the dictionary
+    else:           # two items share a hashtext(): codes from a join on the dictionary
         k = len(params) + 1
-        joined = db.query(
-            "SELECT string_agg((SELECT string_agg(int4send(d.o::int4 - 1), ''::bytea)"
-            f" FROM unnest(s.a) e JOIN unnest(${k}::text[]) WITH ORDINALITY d(v, o) ON d.v = e::text),"
-            f" ''::bytea ORDER BY s.r) AS c FROM ({rows}) s",
-            list(params) + [labels], ["text"] * len(params) + ["text[]"])[0]
+        expr = ("(SELECT d.o::int4 - 1 FROM unnest(${k}::text[]) WITH ORDINALITY d(v, o)"
+                " WHERE d.v = {x})")
+        if long:
+            sql = (f"SELECT string_agg(int4send({expr.format(k=k, x='s.e')}), ''::bytea) AS c"
+                   f" FROM ({items}) s")
+        else:
+            sql = (f"SELECT string_agg((SELECT string_agg(int4send({expr.format(k=k, x='e::text')}),"
+                   f" ''::bytea) FROM unnest(s.a) e), ''::bytea) AS c FROM ({rows}) s")
+        joined = db.query(sql, list(params) + [labels], types + ["text[]"])[0]
         codes = np.frombuffer(joined["c"] or b"", ">i4").astype(np.int64)
+        if len(codes) != len(take):
+            raise DeidError(SERIALIZATION_FAILURE, f'the values of "{item_column}" changed while '
+                            "the request read them",
+                            hint="Run the request again (the source was written to concurrently).")
+        codes = codes[take]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     # ascending and de-duplicated within each record

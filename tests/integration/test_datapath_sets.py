@@ -68,3 +68,15 @@ def test_more_than_62_columns(admin):
     assert out["columns"]["c0"]["nulls"] == 1 and out["columns"]["c63"]["nulls"] == 1
     assert out["columns"]["c69"]["nulls"] == 1 and out["columns"]["c5"]["nulls"] == 2
     admin.execute("DROP TABLE public.t_wide")
+
+
+def test_items_sharing_a_hashtext(sets):
+    """hashtext('x60568') = hashtext('x224631'): codes then come from a join on the dictionary,
+    for both forms, in record order."""
+    sets.execute("INSERT INTO public.t_sets VALUES (6, '{x224631,x60568,a}'), (0, '{x60568}')")
+    sets.execute("INSERT INTO public.t_long VALUES (8, 'x60568'), (1, 'x224631'), (8, 'y')")
+    got = decoded(sets.execute("SELECT pg_temp.read_sets('public.t_sets'::regclass, 'id', 'codes', false)").fetchone()[0])
+    assert got == {0: ["x60568"], 1: ["c"], 2: [], 3: ["a", "b"], 4: [], 5: ["a", "c", "d"],
+                   6: ["a", "x224631", "x60568"]}
+    got = decoded(sets.execute("SELECT pg_temp.read_sets('public.t_long'::regclass, 'patient', 'icd9', true)").fetchone()[0])
+    assert got == {1: ["x224631"], 3: ["y"], 7: ["x", "z"], 8: ["x60568", "y"], 9: ["y"]}

@@ -170,6 +170,13 @@ def test_null_codes_are_refused_without_leak(dx, connect):
         assert not dx.execute("SELECT 1 FROM pg_class WHERE relname LIKE 'dis_null%'").fetchone()
     finally:
         dx.execute("DELETE FROM dx.diagnoses WHERE patient_id = 11")
+    dx.execute("INSERT INTO dx.diagnoses VALUES (NULL, '401.0')")
+    try:
+        e = bad(connect("deid_t_analyst"), LONG_REQ,
+                [3, json.dumps({"record": "patient_id", "item": "icd9"}), "dis_nullrec"])
+        assert sqlstate_of(e) == "22004" and hint_of(e)
+    finally:
+        dx.execute("DELETE FROM dx.diagnoses WHERE patient_id IS NULL")
     e = bad(connect("deid_t_researcher"), LONG_REQ,
             [30, json.dumps({"record": "patient_id", "item": "icd9"}), "dis_few"])
     assert sqlstate_of(e) == "DE001" and e.value.diag.message_detail is None
@@ -205,6 +212,19 @@ def test_verifier_refuses_a_tampered_chunk(dx, connect):
                " (SELECT ctid FROM deid_release.dis_tamper_record_chunk WHERE cardinality(codes) > 0"
                " LIMIT 1)")
     assert dx.execute(check, [rid, tabs]).fetchone()[0].startswith("DE002")
+    # a shared chunk whose rows disagree on its joint cluster, or that moves to one cluster
+    rid = connect("deid_t_analyst").execute(ARRAY_REQ, [3, json.dumps(OPTS), "dis_tamper2"]).fetchone()[0]
+    tabs = [t.replace("dis_tamper_", "dis_tamper2_") for t in tabs]
+    for change in ("SET cluster_ids = '{1}' WHERE ctid = (SELECT min(ctid) FROM {t})",
+                   "SET cluster_ids = '{1}'", "SET codes = codes || '{296.00}'::text[]"):
+        dx.execute("BEGIN")
+        try:
+            dx.execute("UPDATE deid_release.dis_tamper2_shared_chunk "
+                       + change.replace("{t}", "deid_release.dis_tamper2_shared_chunk"))
+            assert dx.execute(check, [rid, tabs]).fetchone()[0].startswith("DE002"), change
+        finally:
+            dx.execute("ROLLBACK")
+    assert dx.execute(check, [rid, tabs]).fetchone()[0] == "ok"
 
 
 def test_reconstruct(dx, connect):

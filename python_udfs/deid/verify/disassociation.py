@@ -36,20 +36,28 @@ def _code_expr(exact):
     return "coalesce(array_position($1::text[], e), 0) - 1" if exact else "hashtext(e)"
 
 
-def read_chunks(db, table, key_columns, dictionary, exact):
+def read_chunks(db, table, key_columns, dictionary, exact, int_array=None):
     """The rows of a stored table with a text[] column `codes`: the key columns (int4), the
-    number of codes per row and the codes as ids into `dictionary` (-1: not in it)."""
-    keys = ", ".join(f"string_agg(int4send(t.{c}), ''::bytea ORDER BY t.ctid) AS {c}"
-                     for c in key_columns)
+    number of codes per row and the codes as ids into `dictionary` (-1: not in it); with
+    `int_array`, also that int[] column's lengths and elements, row after row."""
+    # one scan; every aggregate consumes the rows in the same order, so the columns line up
+    # (no ORDER BY: it would sort the rows once per aggregate). Codes within a row are sorted
+    # afterwards (_grouped), so their order in the array does not matter.
+    keys = ", ".join(f"string_agg(int4send(t.{c}), ''::bytea) AS {c}" for c in key_columns)
     row = db.query(
-        f"SELECT {keys}, string_agg(int4send(cardinality(t.codes)), ''::bytea ORDER BY t.ctid) AS n,"
-        f" string_agg((SELECT string_agg(int4send({_code_expr(exact)}), ''::bytea ORDER BY o)"
-        "             FROM unnest(t.codes) WITH ORDINALITY u(e, o)), ''::bytea ORDER BY t.ctid) AS c,"
+        f"SELECT {keys}, string_agg(int4send(cardinality(t.codes)), ''::bytea) AS n,"
+        f" string_agg((SELECT string_agg(int4send({_code_expr(exact)}), ''::bytea)"
+        "             FROM unnest(t.codes) e), ''::bytea) AS c,"
         " count(*) FILTER (WHERE array_position(t.codes, NULL) IS NOT NULL) AS nulls"
-        f" FROM {qualified(STORE_SCHEMA, table)} t", [list(dictionary)], ["text[]"])[0]
-    if row["nulls"]:
-        _fail(f"{table} holds a NULL code")
-    return [_ints(row[c]) for c in key_columns], _ints(row["n"]), _ints(row["c"])
+        + (f", string_agg(int4send(cardinality(t.{int_array})), ''::bytea) AS an,"
+           f" string_agg((SELECT string_agg(int4send(x), ''::bytea) FROM unnest(t.{int_array}) x),"
+           f" ''::bytea) AS av, count(*) FILTER (WHERE array_position(t.{int_array}, NULL)"
+           " IS NOT NULL) AS anulls" if int_array else "")
+        + f" FROM {qualified(STORE_SCHEMA, table)} t", [list(dictionary)], ["text[]"])[0]
+    if row["nulls"] or (int_array and row["anulls"]):
+        _fail(f"{table} holds a NULL")
+    out = [_ints(row[c]) for c in key_columns], _ints(row["n"]), _ints(row["c"])
+    return out + ((_ints(row["an"]), _ints(row["av"])) if int_array else ())
 
 
 
@@ -84,7 +92,28 @@ def _grouped(keys, lengths, codes):
     sk = np.stack([k[order] for k in keys], axis=1) if n else np.zeros((0, len(keys)), np.int64)
     new = np.r_[True, np.any(sk[1:] != sk[:-1], axis=1)] if n else np.zeros(0, bool)
     group = np.cumsum(new) - 1
-    return group, sk[new], np.r_[0, np.cumsum(lengths)].astype(np.int64), codes
+    return group, sk[new], np.r_[0, np.cumsum(lengths)].astype(np.int64), codes, order
+
+
+def _same_per_group(group, order, lengths, values):
+    """The int[] of each group's rows (rows in `order`), which must be the same list in every
+    row of the group: (length per group, values of each group's list, group after group)."""
+    starts = _offsets(lengths)[:-1][order]
+    lengths = lengths[order]
+    first = np.r_[True, group[1:] != group[:-1]] if len(group) else np.zeros(0, bool)
+    head = np.flatnonzero(first)[group]               # each row's group's first row
+    if not np.array_equal(lengths, lengths[head]):
+        _fail("a shared chunk's rows disagree on its clusters")
+    take = np.repeat(starts, lengths) + np.arange(int(lengths.sum())) - \
+        np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ref = np.repeat(starts[head], lengths) + np.arange(int(lengths.sum())) - \
+        np.repeat(np.cumsum(lengths) - lengths, lengths)
+    if not np.array_equal(values[take], values[ref]):
+        _fail("a shared chunk's rows disagree on its clusters")
+    rows = np.flatnonzero(first)
+    sel = np.repeat(starts[rows], lengths[rows]) + np.arange(int(lengths[rows].sum())) - \
+        np.repeat(np.cumsum(lengths[rows]) - lengths[rows], lengths[rows])
+    return lengths[rows], values[sel]
 
 
 def _domains(group, n_groups, offsets, codes, width):
@@ -114,32 +143,30 @@ def read_release(db, tables, dictionary):
     t = release_tables(tables)
     hashes, exact = dictionary_keys(db, dictionary)
     width = max(len(dictionary), 1)
-    row = db.query(f"SELECT string_agg(int4send(cluster_id), ''::bytea ORDER BY cluster_id) AS c,"
-                   f" string_agg(int4send(size), ''::bytea ORDER BY cluster_id) AS s"
+    row = db.query(f"SELECT string_agg(int4send(cluster_id), ''::bytea) AS c,"
+                   f" string_agg(int4send(size), ''::bytea) AS s"
                    f" FROM {qualified(STORE_SCHEMA, t['cluster'])}")[0]
     cid, size = _ints(row["c"]), _ints(row["s"])
+    order = np.argsort(cid, kind="stable")
+    cid, size = cid[order], size[order]
     if not np.array_equal(cid, np.arange(1, len(cid) + 1)):
         _fail("the stored clusters are not numbered 1, 2, ...")
     n_clusters = len(cid)
 
     (rc_cluster, rc_chunk), rc_len, rc_raw = read_chunks(
         db, t["record_chunk"], ["cluster_id", "chunk_id"], dictionary, exact)
-    g, gkeys, sub_offsets, sub_codes = _grouped([rc_cluster, rc_chunk], rc_len,
+    g, gkeys, sub_offsets, sub_codes, _ = _grouped([rc_cluster, rc_chunk], rc_len,
                                                 _to_ids(rc_raw, hashes, exact))
     chunk_cluster = gkeys[:, 0] - 1
     if len(chunk_cluster) and (chunk_cluster.min() < 0 or chunk_cluster.max() >= n_clusters):
         _fail("a record chunk belongs to no stored cluster")
     dom_off, dom_codes = _domains(g, len(gkeys), sub_offsets, sub_codes, width)
 
-    (sh_id,), sh_len, sh_raw = read_chunks(db, t["shared_chunk"], ["shared_id"], dictionary, exact)
-    sg, skeys, ssub_offsets, ssub_codes = _grouped([sh_id], sh_len, _to_ids(sh_raw, hashes, exact))
-    clusters = db.query(f"SELECT shared_id, array_agg(DISTINCT cl ORDER BY cl) AS ids,"
-                        f" count(DISTINCT cluster_ids) AS variants"
-                        f" FROM {qualified(STORE_SCHEMA, t['shared_chunk'])} t,"
-                        " unnest(t.cluster_ids) cl GROUP BY shared_id ORDER BY shared_id")
-    if [r["shared_id"] for r in clusters] != skeys[:, 0].tolist() or \
-            any(r["variants"] != 1 for r in clusters):
-        _fail("a shared chunk's rows disagree on its clusters")
+    (sh_id,), sh_len, sh_raw, id_len, ids = read_chunks(
+        db, t["shared_chunk"], ["shared_id"], dictionary, exact, int_array="cluster_ids")
+    sg, skeys, ssub_offsets, ssub_codes, order = _grouped([sh_id], sh_len,
+                                                         _to_ids(sh_raw, hashes, exact))
+    joint_len, joint_ids = _same_per_group(sg, order, id_len, ids)
     sdom_off, sdom_codes = _domains(sg, len(skeys), ssub_offsets, ssub_codes, width)
 
     item_key = _code_expr(exact).replace("(e)", "(code)").replace(", e)", ", code)")
@@ -164,8 +191,8 @@ def read_release(db, tables, dictionary):
         "subrecord_offsets": sub_offsets, "subrecord_codes": sub_codes,
         "item_offsets": _offsets(np.bincount(key // width, minlength=n_clusters)),
         "item_codes": key % width,
-        "shared_cluster_offsets": _offsets([len(r["ids"]) for r in clusters]),
-        "shared_cluster_ids": np.asarray([c - 1 for r in clusters for c in r["ids"]], np.int64),
+        "shared_cluster_offsets": _offsets(joint_len),
+        "shared_cluster_ids": joint_ids - 1,
         "shared_domain_offsets": sdom_off, "shared_domain_codes": sdom_codes,
         "shared_subrecords": _offsets(np.bincount(sg, minlength=len(skeys))),
         "shared_subrecord_offsets": ssub_offsets, "shared_subrecord_codes": ssub_codes}
@@ -177,12 +204,14 @@ def _offsets(counts):
 
 def verify(db, req, frame, tables):
     """Independent checks on the stored release and membership, before commit."""
-    member = db.query("SELECT string_agg(int8send(record_id), ''::bytea ORDER BY record_id) AS r,"
-                      " string_agg(int4send(cluster_id), ''::bytea ORDER BY record_id) AS c"
+    member = db.query("SELECT string_agg(int8send(record_id), ''::bytea) AS r,"
+                      " string_agg(int4send(cluster_id), ''::bytea) AS c"
                       " FROM deid.disassociation_member WHERE release_id = $1",
                       [req.release_id], ["bigint"])[0]
-    if not np.array_equal(_ints(member["r"], 8), np.asarray(frame.rid, np.int64)):
+    records, clusters = _ints(member["r"], 8), _ints(member["c"])
+    order = np.argsort(records, kind="stable")
+    if not np.array_equal(records[order], np.asarray(frame.rid, np.int64)):
         _fail("the stored membership does not hold every record of the snapshot once")
     release = read_release(db, tables, frame.dictionary)
     return verify_km(release, frame.offsets, frame.codes, req.k, req.options.get("m", 2),
-                     cluster_of_record=_ints(member["c"]) - 1)
+                     cluster_of_record=clusters[order] - 1)
