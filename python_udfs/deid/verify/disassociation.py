@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
-from .km import verify_km
+from .km import verify_km, verify_stored_km
 
 STORE_SCHEMA = "deid_release"
 _HINT = ("Nothing was released. The stored release differs from what the method computed: "
@@ -212,6 +212,18 @@ def verify(db, req, frame, tables):
     order = np.argsort(records, kind="stable")
     if not np.array_equal(records[order], np.asarray(frame.rid, np.int64)):
         _fail("the stored membership does not hold every record of the snapshot once")
+    if getattr(frame, "stored_only", False):      # deid.verify_release: no source records
+        return verify_stored_km(read_release(db, tables, stored_dictionary(db, tables)), req.k,
+                                req.options.get("m", 2), clusters[order] - 1)
     release = read_release(db, tables, frame.dictionary)
     return verify_km(release, frame.offsets, frame.codes, req.k, req.options.get("m", 2),
                      cluster_of_record=clusters[order] - 1)
+
+
+def stored_dictionary(db, tables):
+    """Every code the stored release holds, sorted (the snapshot's dictionary is gone)."""
+    t = {k: qualified(STORE_SCHEMA, v) for k, v in release_tables(tables).items()}
+    return [r["v"] for r in db.query(
+        f"SELECT DISTINCT v FROM (SELECT unnest(codes) AS v FROM {t['record_chunk']}"
+        f" UNION ALL SELECT unnest(codes) FROM {t['shared_chunk']}"
+        f" UNION ALL SELECT code FROM {t['item_chunk']}) s ORDER BY v")]

@@ -209,6 +209,44 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
 
 # --------------------------------------------------------------------------------------------
 
+def verify_stored_km(release, k, m, cluster_of_record):
+    """Re-verification of a stored release without its source (deid.verify_release): every
+    cluster has >= k records and as many as the stored membership gives it, every record chunk
+    holds one subrecord per record of its cluster, and every record chunk and shared chunk is
+    k^m-anonymous (003 Def. 1). The multiset against the source needs the source's records:
+    it was checked before the release committed."""
+    get = release.get if isinstance(release, dict) else (lambda f: getattr(release, f))
+    r = {f: _int_array(get(f), f) for f in RELEASE_FIELDS}
+    membership = _int_array(cluster_of_record, "cluster_of_record")
+    size, n_clusters = r["cluster_size"], r["cluster_size"].size
+    _require(membership.size == 0 or (membership.min() >= 0 and membership.max() < n_clusters),
+             "the membership names a cluster the release does not have")
+    _require(np.array_equal(np.bincount(membership, minlength=n_clusters), size),
+             "the clusters' sizes differ from the stored membership")
+    if n_clusters and size.min() < k:
+        raise DeidError(VERIFICATION_FAILED, f"a cluster has fewer than k = {k} records", hint=_HINT)
+    n_chunks, n_shared = r["chunk_cluster"].size, r["shared_subrecords"].size - 1
+    _require(np.array_equal(np.diff(r["chunk_subrecords"]), size[r["chunk_cluster"]]),
+             "a record chunk does not hold one subrecord per record of its cluster")
+    label_of_sub = np.r_[np.repeat(np.arange(n_chunks), np.diff(r["chunk_subrecords"])),
+                         n_chunks + np.repeat(np.arange(max(n_shared, 0)),
+                                              np.diff(r["shared_subrecords"]))]
+    sub_lengths = np.r_[np.diff(r["subrecord_offsets"]), np.diff(r["shared_subrecord_offsets"])]
+    sub_offsets = np.r_[0, np.cumsum(sub_lengths)]
+    sub_codes = np.r_[r["subrecord_codes"], r["shared_subrecord_codes"]]
+    _require(label_of_sub.size == sub_lengths.size, "the chunks' subrecord counts are inconsistent")
+    width = int(sub_codes.max()) + 1 if sub_codes.size else 1
+    least = _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width,
+                                   n_chunks + max(n_shared, 0))
+    if least.size and least.min() < k:
+        raise DeidError(VERIFICATION_FAILED, f"a chunk is not {k}^{m}-anonymous", hint=_HINT)
+    occurring = least[least < np.iinfo(np.int64).max]
+    return {"mode": "stored only (the multiset against the source was checked before commit)",
+            "n_records": int(membership.size), "n_clusters": int(n_clusters),
+            "min_cluster_size": int(size.min()) if n_clusters else 0, "k": k, "m": m,
+            "min_itemset_support": int(occurring.min()) if occurring.size else None}
+
+
 def _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width, n_labels):
     """Per chunk label: the least support of an itemset of 1..m codes occurring in it (int64
     max when the chunk has no non-empty subrecord).  Lists every j-subset of every subrecord."""
