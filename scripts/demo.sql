@@ -111,7 +111,7 @@ SELECT metrics->'cluster_sizes'->>'min' AS "smallest cluster (verified >= k)",
        (SELECT count(*) FROM deid.cluster_member m WHERE m.release_id = r.release_id) AS "catalog clusters"
   FROM deid.release r WHERE name = 'demo_synthetic';
 
-\echo '== 5. Diagnosis-code sets disassociated: k^m-anonymity, k = 5, m = 2 (paper 003) =='
+\echo '== 6. Diagnosis-code sets disassociated: k^m-anonymity, k = 5, m = 2 (paper 003) =='
 DROP TABLE IF EXISTS registry.diagnoses;
 SELECT setseed(0.42) \g /dev/null
 CREATE TABLE registry.diagnoses AS
