@@ -46,6 +46,7 @@ import psycopg
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python_udfs"))
 from common import RESULTS, ROOT, backend_peak_kb, save, url  # noqa: E402
+import common  # noqa: E402
 from deid import metrics  # noqa: E402  (pure numpy: query generation, ARE, cross-checks)
 
 DB = "deid_bench_anatomy"
@@ -159,15 +160,7 @@ def log(msg):
 
 
 def fresh_database():
-    """Drop and re-create the benchmark database (releases and RID sets of earlier runs
-    would otherwise pile up: deid.release is append-only)."""
-    with psycopg.connect(url("postgres"), autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        c.execute(f"CREATE DATABASE {DB}")
-    conn = psycopg.connect(url(DB), autocommit=True)
-    conn.execute("SET client_min_messages = warning")
-    conn.execute("CREATE EXTENSION deid CASCADE")
-    return conn
+    return common.fresh_database(DB)
 
 
 def request(conn, table, k, l, columns, release, options=None):

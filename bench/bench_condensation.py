@@ -21,6 +21,7 @@ import psycopg
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from common import backend_peak_kb, save, url  # noqa: E402
+import common  # noqa: E402
 
 DB = "deid_bench_cond"
 COLUMNS = ["age", "bmi", "sbp", "dx_date", "sex", "stage", "surv_months", "vital"]
@@ -29,13 +30,7 @@ OPTIONS = ('{"survival": {"time": "surv_months", "status": "vital"},'
 
 
 def fresh_database():
-    with psycopg.connect(url("postgres"), autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        c.execute(f"CREATE DATABASE {DB}")
-    conn = psycopg.connect(url(DB), autocommit=True)
-    conn.execute("SET client_min_messages = warning")
-    conn.execute("CREATE EXTENSION deid CASCADE")
-    return conn
+    return common.fresh_database(DB)
 
 
 def load(conn, table, n):

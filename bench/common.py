@@ -45,3 +45,15 @@ def save(name, payload):
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
     return path
+
+
+def fresh_database(name):
+    """Drop and re-create a benchmark's own database with deid installed (releases and RID sets
+    of earlier runs would otherwise pile up: deid.release is append-only)."""
+    with connect("postgres") as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {name}")
+    conn = connect(name)
+    conn.execute("SET client_min_messages = warning")
+    conn.execute("CREATE EXTENSION deid CASCADE")
+    return conn

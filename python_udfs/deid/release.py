@@ -101,17 +101,25 @@ def drop_relations(db, relations):
             db.execute(f"DROP {kind} IF EXISTS {qualified(s, table.strip(chr(34)))} CASCADE")
 
 
-def drop_release(db, name, caller):
-    access.caller_role(db, caller)
+def committed(db, name):
+    """The log row of the committed release `name` (a NULL or unknown name: a clean error)."""
     if name is None:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, "release name must not be NULL",
-                        hint="SELECT name FROM deid.release WHERE status = 'committed'; lists yours.")
-    rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by"
-                    " FROM deid.release WHERE name = $1 AND status = 'committed'", [name])
+                        hint="SELECT name FROM deid.release WHERE status = 'committed'; lists them.")
+    rows = db.query("SELECT release_id, method, source::oid AS source, source_name,"
+                    " parameters::text AS parameters, relations, requested_by::text AS requested_by,"
+                    " metrics->>'rows' AS n FROM deid.release"
+                    " WHERE name = $1 AND status = 'committed'", [name])
     if not rows:
         raise DeidError(UNDEFINED_OBJECT, f'release "{name[:60]}" does not exist',
-                        hint="Name a committed release; the relations of yours are in schema release.")
-    r = rows[0]
+                        hint="Name a committed release: SELECT name FROM deid.release"
+                             " WHERE status = 'committed';")
+    return rows[0]
+
+
+def drop_release(db, name, caller):
+    access.caller_role(db, caller)
+    r = committed(db, name)
     if r["requested_by"] != caller and not access.is_admin(db, caller):
         raise DeidError(INSUFFICIENT_PRIVILEGE, f'release "{name}" belongs to another role',
                         hint="Only the role that requested a release, or a deid_admin, may drop it.")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import access, registry
-from .errors import DeidError, UNDEFINED_OBJECT, VERIFICATION_FAILED, NULL_VALUE_NOT_ALLOWED
+from . import access, registry, release
+from .errors import DeidError, VERIFICATION_FAILED
 from .verify.anatomy import read_rid_sets
 
 
@@ -54,17 +54,7 @@ class _Frame:
 
 def verify_release(db, name, caller):
     access.require_admin(db, caller)
-    if name is None:
-        raise DeidError(NULL_VALUE_NOT_ALLOWED, "release name must not be NULL",
-                        hint="SELECT name FROM deid.release WHERE status = 'committed'; lists them.")
-    rows = db.query("SELECT release_id, method, source::oid AS source, source_name, parameters::text"
-                    " AS parameters, relations, metrics->>'rows' AS n FROM deid.release"
-                    " WHERE name = $1 AND status = 'committed'", [name])
-    if not rows:
-        raise DeidError(UNDEFINED_OBJECT, f'release "{name[:60]}" does not exist',
-                        hint="Name a committed release: SELECT name FROM deid.release"
-                             " WHERE status = 'committed';")
-    r = rows[0]
+    r = release.committed(db, name)
     params = json.loads(r["parameters"])
     req = _Request(_Relation(r["source_name"], _roles(db, params, r["source"])),
                    list(params.get("columns") or []), params["k"], params.get("l"),
