@@ -4,8 +4,8 @@
 
 Two expansions:
 
-``#@BOOT`` (a line of a PL/Python body): puts deid's private package directory on sys.path
-and imports ``entry``.
+``#@BOOT`` (a line of a PL/Python body): imports ``entry`` from this version's private package
+directory, reloading the package if the backend had loaded another version's (see ``boot``).
 
 ``#@WRAP <public signature> RETURNS <type> => <implementation call>`` (a line of its own):
 the public function, a PL/pgSQL SECURITY INVOKER wrapper that runs as the caller, calls the
@@ -96,15 +96,38 @@ def wrap(m):
     return "\n".join(out)
 
 
+def boot(pydir):
+    """The PL/Python preamble: import ``entry`` from this version's package directory PYDIR.
+
+    Several versions' packages may be installed side by side (``.../deid/python-X.Y.Z``), and a
+    backend may have imported one version's ``deid`` before ``ALTER EXTENSION deid UPDATE``
+    re-created the functions to point at another. So the preamble checks where the loaded
+    ``deid`` comes from (one dictionary lookup per call) and, if it is another directory, drops
+    every module loaded from any deid package directory (deid and its vendored sqlglot) and
+    puts PYDIR alone first on sys.path before importing again."""
+    family = pydir.rstrip("/").rsplit("/", 1)[0] + "/python"
+    init = pydir.rstrip("/") + "/deid/__init__.py"
+    own = pydir.rstrip("/") + "/"
+    return "\n".join([
+        "import sys",
+        f"if getattr(sys.modules.get('deid'), '__file__', None) != {init!r}:",
+        "    import importlib",
+        "    for _m in [n for n, m in list(sys.modules.items())",
+        f"               if (getattr(m, '__file__', None) or '').startswith({family!r})",
+        f"               and not m.__file__.startswith({own!r})]:",
+        "        del sys.modules[_m]",
+        f"    sys.path[:] = [{pydir!r}] + [p for p in sys.path if not p.startswith({family!r})]",
+        "    importlib.invalidate_caches()",
+        "from deid.pg import entry"])
+
+
 def build(pydir, paths):
-    boot = (f"import sys\nif {pydir!r} not in sys.path: sys.path.insert(0, {pydir!r})\n"
-            "from deid.pg import entry")
     out = []
     for path in paths:
         out.append(f"-- ---- {path}")
         for line in open(path, encoding="utf-8").read().splitlines():
             if line == "#@BOOT":
-                out.append(boot)
+                out.append(boot(pydir))
                 continue
             m = WRAP.match(line)
             out.append(wrap(m) if m else line.replace("@DEID_PYDIR@", pydir))

@@ -70,10 +70,13 @@ SET search_path = pg_catalog, pg_temp AS $$
     SELECT ('_reader_' || left(md5(grantor), 16))::name
 $$;
 
+-- The reader's body is the same text in every version of deid, so that the readers installed
+-- before an ALTER EXTENSION UPDATE stay valid (deid._grantor_reader compares it): it names no
+-- package directory. A reader runs only inside a request, after deid._request_begin has loaded
+-- this version's package into the backend, and uses that package.
 CREATE FUNCTION deid._reader_source() RETURNS text LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp AS $$
-    SELECT E'\nimport sys\nif "@DEID_PYDIR@" not in sys.path: sys.path.insert(0, "@DEID_PYDIR@")\n'
-           || E'from deid.pg import entry\nreturn entry("pipeline.read_pending", token)\n'
+    SELECT E'\nfrom deid.pg import entry\nreturn entry("pipeline.read_pending", token)\n'
 $$;
 
 -- Superuser-owned (only a superuser creates PL/Python functions and gives them to any role).
