@@ -1,6 +1,13 @@
-"""Build the extension script deid--X.Y.Z.sql from sql/*.sql.
+"""Build the extension script deid--X.Y.Z.sql from sql/*.sql, and the update scripts.
 
     python3 build_sql.py PYDIR sql/00_x.sql sql/10_y.sql ... > deid--X.Y.Z.sql
+    python3 build_sql.py --update A--B --current X.Y.Z PYDIR sql/*.sql > deid--A--B.sql
+
+An update script from A to B is the hand-written catalog fragments sql/upgrade/B/*.sql in
+sorted order (README.md there) and, in the last step of the chain (B is the current version),
+the re-creation of everything that can be re-created from sql/*.sql (see ``update``): every
+function as CREATE OR REPLACE, so that all of them point at python-B, its comments, grants,
+ownership and the dumped configuration.
 
 Two expansions:
 
@@ -18,6 +25,8 @@ as ``text`` too and parsed by ``deid._jsonb`` (malformed JSON: 22023 with a HINT
 with string literals resolves to the all-text overload (PostgreSQL prefers the string
 category for unknown literals); typed regclass or jsonb values reach the original.
 """
+import glob
+import os
 import re
 import sys
 
@@ -103,8 +112,9 @@ def boot(pydir):
     backend may have imported one version's ``deid`` before ``ALTER EXTENSION deid UPDATE``
     re-created the functions to point at another. So the preamble checks where the loaded
     ``deid`` comes from (one dictionary lookup per call) and, if it is another directory, drops
-    every module loaded from any deid package directory (deid and its vendored sqlglot) and
-    puts PYDIR alone first on sys.path before importing again."""
+    every ``deid.*`` module and every module loaded from another deid package directory (its
+    vendored sqlglot; a namespace package has no ``__file__``, only a ``__path__``), and puts
+    PYDIR alone first on sys.path before importing again."""
     family = pydir.rstrip("/").rsplit("/", 1)[0] + "/python"
     init = pydir.rstrip("/") + "/deid/__init__.py"
     own = pydir.rstrip("/") + "/"
@@ -112,10 +122,12 @@ def boot(pydir):
         "import sys",
         f"if getattr(sys.modules.get('deid'), '__file__', None) != {init!r}:",
         "    import importlib",
-        "    for _m in [n for n, m in list(sys.modules.items())",
-        f"               if (getattr(m, '__file__', None) or '').startswith({family!r})",
-        f"               and not m.__file__.startswith({own!r})]:",
-        "        del sys.modules[_m]",
+        "    _stale = [n for n, m in list(sys.modules.items()) if n == 'deid' or n.startswith('deid.')",
+        "              or any(p.startswith(" + repr(family) + ") and not p.startswith(" + repr(own) + ")",
+        "                     for p in [getattr(m, '__file__', None) or '']",
+        "                     + list(getattr(m, '__path__', None) or ()))]",
+        "    for _n in _stale:",
+        "        del sys.modules[_n]",
         f"    sys.path[:] = [{pydir!r}] + [p for p in sys.path if not p.startswith({family!r})]",
         "    importlib.invalidate_caches()",
         "from deid.pg import entry"])
@@ -134,5 +146,93 @@ def build(pydir, paths):
     return "\n".join(out) + "\n"
 
 
+def statements(text):
+    """Split SQL text into statements at top-level semicolons (quotes, dollar quotes and
+    comments respected); each statement is returned without its leading comments."""
+    out, cur, i, n = [], [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if text.startswith("--", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j + 1
+            if "".join(cur).strip():
+                cur.append(text[i:j])
+            i = j
+        elif text.startswith("/*", i):
+            j = text.index("*/", i) + 2
+            if "".join(cur).strip():
+                cur.append(text[i:j])
+            i = j
+        elif ch == "'":
+            escape = i > 0 and text[i - 1] in "eE" and not (text[i - 2:i - 1].isalnum())
+            j = i + 1
+            while True:
+                if escape and text[j] == "\\":
+                    j += 2
+                elif text[j] == "'":
+                    if text[j + 1:j + 2] == "'":
+                        j += 2
+                    else:
+                        break
+                else:
+                    j += 1
+            cur.append(text[i:j + 1])
+            i = j + 1
+        elif ch == "$" and (m := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", text[i:])):
+            j = text.index(m[0], i + len(m[0])) + len(m[0])
+            cur.append(text[i:j])
+            i = j
+        elif ch == ";":
+            if "".join(cur).strip():
+                out.append("".join(cur).strip() + ";")
+            cur, i = [], i + 1
+        else:
+            cur.append(ch)
+            i += 1
+    if "".join(cur).strip():
+        raise ValueError(f"unterminated statement: {''.join(cur).strip()[:80]!r}")
+    return out
+
+
+# What an update re-runs from sql/*.sql: statements that re-create or re-assert an object in
+# place. Everything else there (tables, columns, indexes, views, triggers, event triggers,
+# sequences, schemas, storage options) changes only through sql/upgrade/<version>/*.sql.
+RERUN = re.compile(r"^(CREATE\s+(OR\s+REPLACE\s+)?FUNCTION|COMMENT\s+ON|GRANT|REVOKE|DO\b|"
+                   r"ALTER\s+FUNCTION|ALTER\s+SCHEMA\s+\S+\s+OWNER\s+TO|"
+                   r"SELECT\s+pg_catalog\.pg_extension_config_dump)", re.I)
+
+
+def rerunnable(full_script):
+    """The statements of a full install script that an update re-runs, functions as
+    CREATE OR REPLACE (their owner and privileges stay; a function whose arguments or result
+    type change needs a DROP FUNCTION in a fragment first)."""
+    out = []
+    for stmt in statements(full_script):
+        if RERUN.match(stmt):
+            out.append(re.sub(r"^CREATE\s+FUNCTION", "CREATE OR REPLACE FUNCTION", stmt, flags=re.I))
+    return out
+
+
+def update(step, current, pydir, paths):
+    """The script of one update step A--B (see the module docstring)."""
+    old, new = step.split("--")
+    updir = os.path.join(os.path.dirname(paths[0]), "upgrade", new)
+    fragments = sorted(glob.glob(os.path.join(updir, "*.sql")))
+    out = [f"-- deid {old} -> {new}: built by extension/build_sql.py from {updir.removeprefix('../')}/*.sql"
+           + (" and sql/*.sql" if new == current else "") + "; do not edit",
+           '\\echo Use "ALTER EXTENSION deid UPDATE" to load this file. \\quit']
+    for path in fragments:
+        out.append(f"-- ---- {path}")
+        out.append(open(path, encoding="utf-8").read().rstrip("\n"))
+    if new == current:
+        out.append("-- ---- every function, comment, grant and owner of sql/*.sql, re-created")
+        out.extend(rerunnable(build(pydir, paths)))
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
-    sys.stdout.write(build(sys.argv[1], sys.argv[2:]))
+    if sys.argv[1] == "--update":
+        assert sys.argv[3] == "--current"
+        sys.stdout.write(update(sys.argv[2], sys.argv[4], sys.argv[5], sys.argv[6:]))
+    else:
+        sys.stdout.write(build(sys.argv[1], sys.argv[2:]))

@@ -55,6 +55,9 @@ GRANT EXECUTE ON FUNCTION deid._copy_in(regclass, text[], text), deid._install_r
 ALTER SCHEMA release OWNER TO deid_owner;
 ALTER SCHEMA deid_release OWNER TO deid_owner;
 GRANT USAGE ON SCHEMA deid TO deid_owner;
+-- Only the extension's own objects: ALTER EXTENSION UPDATE runs this again, when schema deid
+-- also holds the policies' readers (deid._reader_<md5>, SECURITY DEFINER, owned by their
+-- grantors; made by deid.allow_requests, not members of the extension).
 DO $owner$
 DECLARE
     r record;
@@ -63,6 +66,8 @@ BEGIN
               WHERE c.relnamespace = 'deid'::regnamespace AND c.relkind IN ('r', 'v', 'S')
                 AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid
                                    AND d.classid = 'pg_class'::regclass AND d.deptype = 'i')
+                AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid
+                               AND d.classid = 'pg_class'::regclass AND d.deptype = 'e')
     LOOP
         EXECUTE format('ALTER %s %s OWNER TO deid_owner',
                        CASE r.relkind WHEN 'v' THEN 'VIEW' WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
@@ -71,6 +76,8 @@ BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p
               WHERE p.pronamespace = 'deid'::regnamespace AND p.prosecdef
                 AND p.proname NOT IN ('_copy_in', '_install_reader')
+                AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid
+                               AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e')
     LOOP
         EXECUTE format('ALTER FUNCTION %s OWNER TO deid_owner', r.fn);
     END LOOP;

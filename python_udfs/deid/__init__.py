@@ -13,4 +13,4 @@ A request's path, one module a step (pipeline.py sequences them):
 Around it: pg.py (the only plpy user), catalog.py (relations, roles, hierarchies),
 hierarchies.py (the Hierarchy type), measure.py, admin.py, usage.py, metrics.py, errors.py.
 """
-__version__ = "1.0.0"
+__version__ = "1.1.0"

@@ -2,9 +2,6 @@
 and one release of every registered method, restored into a fresh database as the superuser.
 Then the catalog and the releases are identical, the verifier accepts every restored release,
 a new request succeeds (the release-id sequence went along), and the policy still works."""
-import os
-import json
-import pathlib
 import subprocess
 
 import psycopg
@@ -12,32 +9,9 @@ import pytest
 
 from conftest import sqlstate_of
 from deid import registry
+from sample_catalog import db_url as _db_url, fill, pg_bin as _bin, recreate as _recreate, rows as _rows
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 SRC, DST = "deid_t_dump_src", "deid_t_dump_dst"
-COLUMNS = {"anatomy": "{age,sex,zip,diagnosis,treatment}", "generalization": "{age,sex,diagnosis}",
-           "condensation": "{age,sex}", "disassociation": None}   # long form: record + item
-OPTIONS = {"disassociation": {"m": 2, "record": "patient_id", "item": "diagnosis"}}
-
-
-def _bin(tool):
-    bindir = os.environ.get("PG_BINDIR")
-    if not bindir:
-        bindir = subprocess.check_output(["pg_config", "--bindir"], text=True).strip()
-    return str(pathlib.Path(bindir) / tool)
-
-
-def _db_url(url, db):
-    return url.rsplit("/", 1)[0] + "/" + db
-
-
-def _recreate(admin, db):
-    admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-    admin.execute(f"CREATE DATABASE {db}")
-
-
-def _rows(conn, sql):
-    return sorted(r[0] for r in conn.execute(sql).fetchall())
 
 
 @pytest.fixture(scope="module")
@@ -46,43 +20,8 @@ def dumped(url, admin, tmp_path_factory):
     _recreate(admin, SRC)
     src = psycopg.connect(_db_url(url, SRC), autocommit=True)
     src.execute("CREATE EXTENSION deid CASCADE")
-    src.execute((ROOT / "scripts" / "sample_patients.sql").read_text())
-    src.execute("SELECT registry.generate_patients(1200, 0.3)")
-    src.execute("GRANT USAGE ON SCHEMA registry TO PUBLIC")
-    src.execute("GRANT SELECT ON registry.patients TO deid_t_analyst, deid_t_admin")
-    src.execute("SELECT deid.interval_hierarchy('age_10y', 0, 120, '{10,20,40}')")
-    src.execute("SELECT deid.load_hierarchy('sex', E'F;*\\nM;*')")
-    src.execute("SELECT deid.set_role('registry.patients', 'name', 'identifier')")
-    src.execute("SELECT deid.set_role('registry.patients', 'age', 'quasi_identifier', 'age_10y',"
-                " source => 'registry')")
-    src.execute("SELECT deid.set_role('registry.patients', 'sex', 'quasi_identifier', 'sex',"
-                " source => 'registry')")
-    src.execute("SELECT deid.set_role('registry.patients', 'zip', 'quasi_identifier')")
-    src.execute("SELECT deid.set_role('registry.patients', c, 'sensitive')"
-                " FROM unnest('{diagnosis,treatment}'::text[]) c")
-    methods = sorted(registry.METHODS)     # a new method needs its columns in COLUMNS
-    analyst = psycopg.connect(_db_url(url, SRC), user="deid_t_analyst", autocommit=True)
-    for m in methods:
-        analyst.execute("SELECT * FROM deid.anonymize_request('registry.patients', %s, k => 10,"
-                        " l => %s, columns => %s, options => %s, release => %s)",
-                        [m, 2 if m == "anatomy" else None, COLUMNS[m],
-                         json.dumps(dict(OPTIONS.get(m, {}), seed=5)), f"dump_{m[:3]}"])
-    analyst.execute("SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy', k => 10,"
-                    " columns => '{age,sex,diagnosis}', release => 'dump_gone')")
-    analyst.execute("SELECT deid.drop_release('dump_gone')")
-    analyst.close()
-    # a policy granted by an admin that is no superuser: its reader is owned by that admin
-    grantor = psycopg.connect(_db_url(url, SRC), user="deid_t_admin", autocommit=True)
-    grantor.execute("SELECT deid.allow_requests('deid_t_researcher', 'registry.patients', 20, 2)")
-    grantor.close()
-    researcher = psycopg.connect(_db_url(url, SRC), user="deid_t_researcher", autocommit=True)
-    researcher.execute("SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy',"
-                       " k => 20, l => 2, columns => '{age,sex,diagnosis}', release => 'dump_pol')")
-    researcher.close()
-    # an analyst's own view over a release
-    src.execute("CREATE SCHEMA analytics")
-    src.execute("CREATE VIEW analytics.dx AS SELECT diagnosis, sum(count) AS n"
-                " FROM release.dump_ana_diagnosis GROUP BY 1")
+    methods = sorted(registry.METHODS)     # a new method needs its columns in sample_catalog
+    fill(src, url, methods, "dump")
 
     path = tmp_path_factory.mktemp("dump") / "deid.dump"
     subprocess.run([_bin("pg_dump"), "-Fc", "-f", str(path), "-d", _db_url(url, SRC)], check=True,
