@@ -52,7 +52,7 @@ venv: deps $(VENV)/.stamp
 test: start venv
 	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS $(TEST_DB) WITH (FORCE)" -c "CREATE DATABASE $(TEST_DB)"
 	DEID_TEST_URL="$$($(CLUSTER) url $(TEST_DB))" \
-	    $(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit tests/integration tests/security tests/upgrade
+	    $(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit tests/integration tests/upgrade tests/security
 	$(PSQL) "$$($(CLUSTER) url $(TEST_DB))" -q -c "SET deid.drop_with_releases = on" -c "DROP EXTENSION IF EXISTS deid CASCADE" -c "CREATE EXTENSION deid CASCADE" -c "CREATE EXTENSION IF NOT EXISTS pgtap"
 	pg_prove --ext .sql -r tests/pgtap --dbname "$$($(CLUSTER) url $(TEST_DB))"
 
