@@ -1,8 +1,11 @@
 -- ---------------------------------------------------------------------
--- 004 Def. 1 / Alg. 2: the cluster membership of a condensation release.
--- One row per cluster: the RIDs of the source rows it condensed (sorted).
--- Readable by deid_admin only (the release itself carries no row id); the
--- verifier reads it back before the request commits.
+-- The one membership catalog of deid (since 1.1.0; sql/upgrade/1.1.0):
+--   004 Def. 1 / Alg. 2: per cluster of a condensation release, the RIDs of the source
+--   rows it condensed (clusters 0, 1, ...);
+--   003 Fig. 6: per cluster of a disassociated release (<release>_cluster.cluster_id), the
+--   record ids of its records (row id or options.record).
+-- Ids sorted. Readable by deid_admin only (the release itself carries no row id); the
+-- verifiers read it back before the request commits.
 -- ---------------------------------------------------------------------
 CREATE TABLE deid.cluster_member (
     release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
@@ -12,7 +15,7 @@ CREATE TABLE deid.cluster_member (
 );
 ALTER TABLE deid.cluster_member ALTER rids SET STORAGE EXTERNAL;
 COMMENT ON TABLE deid.cluster_member IS
-  'Condensation (004): the source rows (RIDs) of every cluster of a release; deid_admin only';
+  'Membership of condensation (004: source RIDs) and disassociation (003: record ids) releases, per cluster; deid_admin only';
 REVOKE ALL ON deid.cluster_member FROM PUBLIC;
 GRANT SELECT ON deid.cluster_member TO deid_admin;
 SELECT pg_catalog.pg_extension_config_dump('deid.cluster_member', '');

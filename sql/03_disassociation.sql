@@ -1,19 +1,10 @@
 -- =====================================================================
--- Disassociation (paper 003): the record -> cluster membership of every
--- disassociated release (audit, deid_admin only), and deid.reconstruct.
+-- Disassociation (paper 003): the reconstructions and deid.reconstruct.
 -- =====================================================================
 -- 003 Fig. 6: HORPART puts every record in one cluster; the release shows clusters, never
 -- which record is in which. deid keeps that for audit (and for the verifier, which checks the
--- stored chunks against the source record for record through it).
-CREATE TABLE deid.disassociation_member (
-    release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
-    record_id   bigint NOT NULL,           -- the source's record id (row id or options.record)
-    cluster_id  int    NOT NULL            -- <release>_cluster.cluster_id
-);
-CREATE INDEX ON deid.disassociation_member (release_id);
-REVOKE ALL ON deid.disassociation_member FROM PUBLIC;
-GRANT SELECT ON deid.disassociation_member TO deid_admin;
-SELECT pg_catalog.pg_extension_config_dump('deid.disassociation_member', '');
+-- stored chunks against the source record for record through it) in deid.cluster_member
+-- (sql/02_condensation.sql), each cluster's record ids.
 
 -- The reconstructions drawn from a release (deid.reconstruct); dropped with their release.
 CREATE TABLE deid.reconstruction (

@@ -1,8 +1,8 @@
 """The one writer of deid's catalog log for a release: the analysts' views, the release row
 (append-only), and the artefacts of the ReleasePlan -- 001 Theorem 3's RID sets
-(deid.rid_set), the equivalence classes (deid.equivalence_class), the clusters of a
-condensation release (deid.cluster_member, 004 Def. 1) and 003's record -> cluster
-membership (deid.disassociation_member)."""
+(deid.rid_set), the equivalence classes (deid.equivalence_class), and the one membership
+catalog deid.cluster_member: the clusters of a condensation release (004 Def. 1) and 003's
+record -> cluster membership of a disassociated release, both as sorted ids per cluster."""
 import json
 
 import numpy as np
@@ -71,25 +71,30 @@ def write_artefacts(db, release_id, plan):
 
 
 def write_clusters(db, release_id, clusters):
-    """deid.cluster_member (004 Def. 1): one row per cluster with its sorted RIDs, one binary
-    COPY."""
-    count = len(clusters.sizes)
-    datapath.copy_fields(db, "deid.cluster_member", ["release_id", "cluster_id", "rids"],
-                         [copybin.Fixed(np.full(count, release_id, np.int64), ">i8"),
-                          copybin.Fixed(np.arange(count), ">i4"),
-                          copybin.Array(np.asarray(clusters.sizes, np.int64),
-                                        copybin.Fixed(np.asarray(clusters.rids, np.int64), ">i8"),
-                                        copybin.INT8OID)])
+    """deid.cluster_member (004 Def. 1): clusters 0, 1, ... with their sorted RIDs."""
+    write_members(db, release_id, np.arange(len(clusters.sizes)), clusters.sizes, clusters.rids)
 
 
 def write_membership(db, release_id, member):
-    """deid.disassociation_member: record -> cluster of a disassociated release (003), for
-    audit, one binary COPY."""
-    n = len(member.record_ids)
-    datapath.copy_fields(db, "deid.disassociation_member", ["release_id", "record_id", "cluster_id"],
-                         [copybin.Fixed(np.full(n, release_id, np.int64), ">i8"),
-                          copybin.Fixed(np.asarray(member.record_ids, np.int64), ">i8"),
-                          copybin.Fixed(np.asarray(member.cluster_ids, np.int64), ">i4")])
+    """deid.cluster_member for a disassociated release (003): record -> cluster, for audit and
+    the verifier, as each cluster's sorted record ids."""
+    records = np.asarray(member.record_ids, np.int64)
+    clusters = np.asarray(member.cluster_ids, np.int64)
+    order = np.lexsort((records, clusters))
+    ids, sizes = np.unique(clusters[order], return_counts=True)
+    write_members(db, release_id, ids, sizes, records[order])
+
+
+def write_members(db, release_id, cluster_ids, sizes, ids):
+    """The one membership catalog: a row per cluster (its id, its members' ids concatenated
+    cluster after cluster, each sorted), one binary COPY."""
+    count = len(cluster_ids)
+    datapath.copy_fields(db, "deid.cluster_member", ["release_id", "cluster_id", "rids"],
+                         [copybin.Fixed(np.full(count, release_id, np.int64), ">i8"),
+                          copybin.Fixed(np.asarray(cluster_ids, np.int64), ">i4"),
+                          copybin.Array(np.asarray(sizes, np.int64),
+                                        copybin.Fixed(np.asarray(ids, np.int64), ">i8"),
+                                        copybin.INT8OID)])
 
 
 def write_rid_set(db, release_id, r):

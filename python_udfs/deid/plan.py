@@ -149,7 +149,7 @@ class Classes:
 @dataclass
 class Membership:
     """Record -> cluster membership of a disassociated release (003), kept for audit in
-    deid.disassociation_member: record ids (ascending) and their cluster ids."""
+    deid.cluster_member: record ids (ascending) and their cluster ids."""
     record_ids: np.ndarray
     cluster_ids: np.ndarray
 

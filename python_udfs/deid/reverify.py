@@ -98,16 +98,12 @@ def _snapshot_rids(db, req, tables, logged_rows):
         _, attrs, _, counts, flat = read_rid_sets(db, req.release_id)
         rids = np.unique(flat[np.repeat(attrs == sas[0], counts)])
     elif db.value("SELECT 1 FROM deid.cluster_member WHERE release_id = $1 LIMIT 1",
-                  [req.release_id], ["bigint"]):           # condensation (004): the clusters' rows
+                  [req.release_id], ["bigint"]):
+        # the membership: condensation's clusters' rows (004), disassociation's records (003)
         rids = np.unique(np.frombuffer(db.value(
             "SELECT string_agg(int8send(r), ''::bytea) FROM deid.cluster_member,"
             " unnest(rids) r WHERE release_id = $1", [req.release_id], ["bigint"]) or b"",
             ">i8").astype(np.int64))
-    elif db.value("SELECT 1 FROM deid.disassociation_member WHERE release_id = $1 LIMIT 1",
-                  [req.release_id], ["bigint"]):           # disassociation (003): its records
-        rids = np.unique(np.frombuffer(db.value(
-            "SELECT string_agg(int8send(record_id), ''::bytea) FROM deid.disassociation_member"
-            " WHERE release_id = $1", [req.release_id], ["bigint"]) or b"", ">i8").astype(np.int64))
     else:
         n = db.value(f"SELECT count(*) FROM deid_release.{_ident(db, tables[0])}")
         rids = np.arange(int(n), dtype=np.int64)

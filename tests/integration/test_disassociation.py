@@ -57,7 +57,7 @@ def release_sets(conn, name):
 
 def check_worked_example(admin, conn, name, rid):
     got = release_sets(conn, name)
-    member = dict(admin.execute("SELECT record_id, cluster_id FROM deid.disassociation_member"
+    member = dict(admin.execute("SELECT r, cluster_id FROM deid.cluster_member, unnest(rids) r"
                                 " WHERE release_id = %s", [rid]).fetchall())
     p1, p2 = member[1], member[6]
     assert {member[i] for i in range(1, 6)} == {p1} and {member[i] for i in range(6, 11)} == {p2}
@@ -84,13 +84,13 @@ def test_worked_example_array_column(dx, connect):
     # readers see the release and nothing else; the membership is the admins'
     reader = connect("deid_t_reader")
     assert reader.execute("SELECT count(*) FROM release.dis_fig4_record_chunk").fetchone()[0] == 15
-    for sql in ("SELECT * FROM deid.disassociation_member", "SELECT * FROM dx.patients",
+    for sql in ("SELECT * FROM deid.cluster_member", "SELECT * FROM dx.patients",
                 "SELECT * FROM deid_release.dis_fig4_cluster"):
         with pytest.raises(psycopg.Error) as e:
             reader.execute(sql)
         assert sqlstate_of(e) == "42501"
     assert connect("deid_t_admin").execute(
-        "SELECT count(*) FROM deid.disassociation_member WHERE release_id = %s",
+        "SELECT sum(cardinality(rids)) FROM deid.cluster_member WHERE release_id = %s",
         [rid]).fetchone()[0] == 10
 
 

@@ -161,13 +161,33 @@ def contents(conn):
     return out
 
 
+# Data an update moves: for each relation of the previous version, the rows it becomes, read
+# in the current version in the previous one's columns (sorted text of row(...)); the rows of
+# the releases up to {last}.
+MOVED = {
+    # 1.1.0 (sql/upgrade/1.1.0/50_one_membership_catalog.sql): one membership catalog
+    "deid.disassociation_member":
+        "SELECT row(m.release_id, r, m.cluster_id)::text FROM deid.cluster_member m, unnest(m.rids) r"
+        " WHERE m.release_id <= {last} AND m.release_id IN"
+        "       (SELECT release_id FROM deid.release WHERE method = 'disassociation')",
+    "deid.cluster_member":
+        "SELECT row(m.release_id, m.cluster_id, m.rids)::text FROM deid.cluster_member m"
+        " WHERE m.release_id <= {last} AND m.release_id IN"
+        "       (SELECT release_id FROM deid.release WHERE method <> 'disassociation')",
+}
+
+
 def contents_of(conn, before, last_release):
     """The same relations and columns as BEFORE, read from CONN (columns added by an update
-    are not compared), of the releases up to LAST_RELEASE."""
-    return {rel: (cols, rows(conn, f"SELECT row({', '.join(cols)})::text FROM {rel}"
-                                   + (f" WHERE release_id <= {int(last_release)}"
-                                      if '"release_id"' in cols or "release_id" in cols else "")))
-            for rel, (cols, _) in before.items()}
+    are not compared; MOVED data where it went), of the releases up to LAST_RELEASE."""
+    out = {}
+    for rel, (cols, _) in before.items():
+        if rel in MOVED:
+            out[rel] = (cols, rows(conn, MOVED[rel].format(last=int(last_release))))
+            continue
+        where = f" WHERE release_id <= {int(last_release)}" if "release_id" in cols else ""
+        out[rel] = (cols, rows(conn, f"SELECT row({', '.join(cols)})::text FROM {rel}{where}"))
+    return out
 
 
 def loaded_versions(conn):

@@ -15,7 +15,7 @@ disassociation (paper 003, Loukides et al.). A pure plug-in: no SQL.
       <release>_shared_chunk (shared_id, cluster_ids int[], codes text[])
                                                                   the non-empty subrecords of a
                                                                   shared chunk of a joint cluster
-    and the record -> cluster membership (audit, deid.disassociation_member).
+    and the record -> cluster membership (audit, deid.cluster_member).
 Cluster, chunk and shared ids are numbered from 1 as in 003's figures (P1, C1, ...).
 The independent check of what was stored is verify/disassociation.py.
 """

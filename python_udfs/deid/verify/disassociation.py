@@ -1,8 +1,8 @@
 """The independent check of a disassociation release (003), from what was STORED, before commit.
 
 Reads back the four release tables (003 Figs. 4 and 10: clusters, record chunks with one row
-per subrecord, item chunks, shared chunks) and the record -> cluster membership of
-deid.disassociation_member, rebuilds the flat arrays of verify.km and checks there, against the
+per subrecord, item chunks, shared chunks) and the record -> cluster membership stored in
+deid.cluster_member (each cluster's record ids), rebuilds the flat arrays of verify.km and checks there, against the
 snapshot the request read (the source records, not the method's output):
   * every cluster has >= k records, and the stored sizes agree with the membership;
   * every record chunk and every shared chunk is k^m-anonymous (003 Def. 1, Guarantee 1);
@@ -204,9 +204,9 @@ def _offsets(counts):
 
 def verify(db, req, frame, tables):
     """Independent checks on the stored release and membership, before commit."""
-    member = db.query("SELECT string_agg(int8send(record_id), ''::bytea) AS r,"
-                      " string_agg(int4send(cluster_id), ''::bytea) AS c"
-                      " FROM deid.disassociation_member WHERE release_id = $1",
+    member = db.query("SELECT string_agg(int8send(r), ''::bytea) AS r,"
+                      " string_agg(int4send(m.cluster_id), ''::bytea) AS c"
+                      " FROM deid.cluster_member m, unnest(m.rids) r WHERE m.release_id = $1",
                       [req.release_id], ["bigint"])[0]
     records, clusters = _ints(member["r"], 8), _ints(member["c"])
     order = np.argsort(records, kind="stable")
