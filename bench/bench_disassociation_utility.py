@@ -2,7 +2,7 @@
 k = 2..25 at m = 2, MRE (Def. 3) per constraint for 003's policies, and a bench-only
 generalization peer (AA-like) in the same run.  Pure numpy (plots via bench/.venv-dis).
 
-    python3 bench/bench_disassociation_utility.py [--quick] [--recons 3]
+    python3 bench/bench_disassociation_utility.py [--quick] [--recons 3] [--refining]
 
 How 003 Sec. 6 defines the workloads, and what we do (see README "Disassociation: utility"):
   * Sec. 6.1: W1 = frequent itemsets (support >= a threshold); W2 = 1000 queries for sets of
@@ -66,6 +66,9 @@ def mre_summary(mre):
 
 def main(argv):
     quick = "--quick" in argv
+    if "--refining" in argv:
+        refining_sensitivity(int(argv[argv.index("--recons") + 1]) if "--recons" in argv else 3)
+        return
     n_rec = int(argv[argv.index("--recons") + 1]) if "--recons" in argv else (1 if quick else 3)
     t_start = time.perf_counter()
     offsets, codes, names, _ = make_records(58_302, seed=0)
@@ -161,6 +164,7 @@ def main(argv):
               f"{row['aa_w2']:.3f} | {row['codes_generalized']:.1%} | "
               f"{row['occurrences_generalized']:.1%} | {t_aa:.1f} | {t_dis:.1f} |", flush=True)
     out["generators"] = generator_sensitivity(quick, n_rec)
+    out["refining"] = refining_sensitivity(n_rec)
     name = "disassociation_utility_quick" if quick else "disassociation_utility"
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
@@ -220,6 +224,44 @@ def generator_sensitivity(quick, n_rec):
             print(f"| {label} | {row['mean']:.2f} | {once:.0%} | {row['w2_rare']:.0%} | {k} | "
                   f"{row['w1']:.3f} | {row['w2']:.3f} | {row['w2_ge_k']:.3f} | "
                   f"{row['mre_level1_within_5']:.1%} |", flush=True)
+    return rows
+
+
+def refining_sensitivity(n_rec, k=5):
+    """Refining (003 Fig. 10) with joint clusters capped at 1 (no refining), 2, 8, 32 clusters
+    or uncapped (deid's default): exact supports of refined codes against associations spread
+    over large joint clusters."""
+    offsets, codes, names, _ = make_records(58_302, seed=0)
+    D, n = len(names), offsets.size - 1
+    idx_o = CodeIndex(offsets, codes, D)
+    pol = icd9.level_policy(names, 1)
+    rng = np.random.default_rng(42)
+    w2 = workload(rng, offsets, codes)
+    w1 = sample_itemsets(icd9.frequent_itemsets(offsets, codes, D, int(np.ceil(0.00625 * n))), rng)
+    c2, c1, m_o = counts(idx_o, w2), counts(idx_o, w1), match_counts(idx_o, pol)
+    print(f"\nRefining sensitivity, k = {k}, m = 2, level-1 policy, mean of {n_rec} reconstructions")
+    print("| max joint clusters | shared chunks | codes left in item chunks | W1 0.625 % | W2 | "
+          "level-1 MRE in [-5 %, 5 %) |")
+    print("|---|---|---|---|---|---|")
+    rows = []
+    for cap in (1, 2, 8, 32, None):
+        res = disassociate(offsets, codes, D, k, 2, constraints=pol, seed=k,
+                           max_joint_clusters=cap)
+        e1, e2, mre = [], [], []
+        for s in range(n_rec):
+            rc = reconstruct(res, s)
+            ia = CodeIndex(rc.offsets, rc.codes, D)
+            e1.append(np.mean(np.abs(counts(ia, w1) - c1) / c1))
+            e2.append(np.mean(np.abs(counts(ia, w2) - c2) / c2))
+            mre.append((m_o - match_counts(ia, pol)) / m_o)
+        row = {"max_joint_clusters": cap, "shared": res.n_shared,
+               "item_occurrences": int(res.item_codes.size), "w1": float(np.mean(e1)),
+               "w2": float(np.mean(e2)),
+               "mre_level1_within_5": mre_summary(np.mean(mre, axis=0))["within_5"]}
+        rows.append(row)
+        print(f"| {cap or 'no limit (default)'} | {row['shared']} | {row['item_occurrences']} | "
+              f"{row['w1']:.3f} | {row['w2']:.3f} | {row['mre_level1_within_5']:.1%} |",
+              flush=True)
     return rows
 
 
