@@ -12,6 +12,7 @@ Writes bench/results/disassociation.json.
 import argparse
 import pathlib
 import sys
+import threading
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -54,6 +55,7 @@ def main():
         conn = connect()                     # a fresh backend: its peak memory is the request's
         conn.execute("SELECT deid.usage()")
         base_kb = backend_peak_kb(conn)
+        sampler = RssSampler(conn.info.backend_pid)
         t = time.perf_counter()
         r = conn.execute(
             "SELECT * FROM deid.anonymize_request(%s::regclass, 'disassociation', k => %s,"
@@ -61,15 +63,20 @@ def main():
             [table, args.k, f'{{"m": {args.m}, "record": "patient_id", "item": "icd9", "seed": 1}}',
              f"bench_dx_{n}"]).fetchone()
         total = time.perf_counter() - t
+        rss_peak_s, rss_peak_mb = sampler.stop()
         peak = backend_peak_kb(conn)
         seconds = admin.execute("SELECT metrics->'seconds' FROM deid.release WHERE release_id = %s",
                                 [r[0]]).fetchone()[0]
         rec = {"records": n, "occurrences": rows, "k": args.k, "m": args.m, "seconds": total,
                "ctas_seconds": ctas, "ratio": total / ctas, "clusters": r[3], "phases": seconds,
-               "backend_peak_mb": peak / 1024, "backend_base_mb": base_kb / 1024}
+               "backend_peak_mb": peak / 1024, "backend_base_mb": base_kb / 1024,
+               "rss_peak_at_s": rss_peak_s, "rss_peak_phase": phase_at(seconds, rss_peak_s),
+               "rss_mb_by_phase": sampler.by_phase(seconds)}
         print(f"{n:>9,} records ({rows:,} codes): {total:.2f} s end to end, CTAS {ctas:.2f} s ="
               f" {total / ctas:.1f} x; phases " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items())
-              + f"; backend VmHWM {peak / 1024:.0f} MB", flush=True)
+              + f"; backend VmHWM {peak / 1024:.0f} MB (sampled VmRSS peaks at {rss_peak_mb:.0f} MB"
+              f" after {rss_peak_s:.1f} s: {rec['rss_peak_phase']}; by phase {rec['rss_mb_by_phase']})",
+              flush=True)
         out.append(rec)
         conn.close()
         admin.execute(f"SELECT deid.drop_release('bench_dx_{n}')")
@@ -79,6 +86,49 @@ def main():
         exp = np.log(b["seconds"] / a["seconds"]) / np.log(b["records"] / a["records"])
         print(f"growth exponent {a['records']:,} -> {b['records']:,}: {exp:.2f}")
     save("disassociation", out)
+
+
+class RssSampler:
+    """VmRSS of a backend every 20 ms in a thread: when (seconds after start) it peaked."""
+
+    def __init__(self, pid):
+        self.path, self.t0, self.best, self.done = f"/proc/{pid}/status", time.perf_counter(), (0.0, 0), False
+        self.samples = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done:
+            for line in open(self.path):
+                if line.startswith("VmRSS:"):
+                    kb = int(line.split()[1])
+                    self.samples.append((time.perf_counter() - self.t0, kb))
+                    if kb > self.best[1]:
+                        self.best = (time.perf_counter() - self.t0, kb)
+            time.sleep(0.02)
+
+    def by_phase(self, seconds):
+        """Peak VmRSS (MB) while each phase ran (client-side clock, so approximate)."""
+        out = {}
+        for at, kb in self.samples:
+            name = phase_at(seconds, at)
+            out[name] = max(out.get(name, 0), round(kb / 1024))
+        return out
+
+    def stop(self):
+        self.done = True
+        self.thread.join()
+        return self.best[0], self.best[1] / 1024
+
+
+def phase_at(seconds, at):
+    """The pipeline phase (read, method, write, verify, log, in order) running at `at` s."""
+    end = 0.0
+    for name in ("read", "method", "write", "verify"):
+        end += seconds.get(name, 0.0)
+        if at <= end:
+            return name
+    return "after verify (log/commit)"
 
 
 if __name__ == "__main__":

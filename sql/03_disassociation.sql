@@ -26,3 +26,22 @@ RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog
 return entry('reconstruct.reconstruct', release, target, seed, caller)
 $$;
 #@WRAP deid.reconstruct(release text, target text, seed int DEFAULT 0) RETURNS bigint => deid._reconstruct(release, target, seed, current_user)
+
+-- 003 Sec. 6.1: a hierarchy-based utility policy (one constraint per node at `level`) as the
+-- JSON list of code lists that options.utility takes. deid_admin only (hierarchies are its
+-- catalog).
+CREATE FUNCTION deid._utility_policy(hierarchy text, level int, caller name)
+RETURNS jsonb LANGUAGE plpython3u STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('utility.utility_policy', hierarchy, level, caller)
+$$;
+#@WRAP deid.utility_policy(hierarchy text, level int) RETURNS jsonb => deid._utility_policy(hierarchy, level, current_user)
+
+-- 003 Sec. 3.1: a utility policy kept as a relation of (constraint, code) rows, read as the
+-- caller (SECURITY INVOKER), as that JSON list; overlapping constraints are refused.
+CREATE FUNCTION deid._utility_from(relation oid, constraint_column text, code_column text)
+RETURNS jsonb LANGUAGE plpython3u STABLE SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('utility.utility_from', relation, constraint_column, code_column)
+$$;
+#@WRAP deid.utility_from(relation regclass, constraint_column text DEFAULT 'constraint_id', code_column text DEFAULT 'code') RETURNS jsonb => deid._utility_from(relation::oid, constraint_column, code_column)

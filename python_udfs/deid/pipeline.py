@@ -150,7 +150,7 @@ def finish(db, token, caller):
         plan = p.method.plugin.run(frame, req)
         clock.phase("method", groups=plan.groups)
         if p.old:
-            release.drop_relations(db, p.old["relations"])
+            release.drop_release_relations(db, p.old)
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
         tables = _write(db, req, plan)

@@ -101,6 +101,15 @@ def drop_relations(db, relations):
             db.execute(f"DROP {kind} IF EXISTS {qualified(s, table.strip(chr(34)))} CASCADE")
 
 
+def drop_release_relations(db, r):
+    """Drop a release's relations and the reconstructions drawn from it (003 Fig. 5: a D' of
+    a release that is dropped or replaced describes nothing that exists any more)."""
+    drop_relations(db, r["relations"])
+    drop_relations(db, [x["relation"] for x in db.query(
+        "SELECT relation FROM deid.reconstruction WHERE release_id = $1", [r["release_id"]],
+        ["bigint"])])
+
+
 def committed(db, name):
     """The log row of the committed release `name` (a NULL or unknown name: a clean error)."""
     if name is None:
@@ -123,10 +132,7 @@ def drop_release(db, name, caller):
     if r["requested_by"] != caller and not access.is_admin(db, caller):
         raise DeidError(INSUFFICIENT_PRIVILEGE, f'release "{name}" belongs to another role',
                         hint="Only the role that requested a release, or a deid_admin, may drop it.")
-    drop_relations(db, r["relations"])
-    drop_relations(db, [x["relation"] for x in db.query(     # its reconstructions (003)
-        "SELECT relation FROM deid.reconstruction WHERE release_id = $1", [r["release_id"]],
-        ["bigint"])])
+    drop_release_relations(db, r)
     db.execute("UPDATE deid.release SET status = 'dropped' WHERE release_id = $1",
                [r["release_id"]], ["bigint"])
     return f"release {name} dropped"

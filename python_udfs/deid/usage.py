@@ -73,6 +73,18 @@ TEXTS = {
   by deid_reader and the caller; dropped with the release.
   e.g. SELECT deid.reconstruct('dx_2026', 'dx_2026_r1', 1);
        SELECT count(*) FROM release.dx_2026_r1 WHERE codes @> '{401.9}';""",
+    "utility_policy": """deid.utility_policy(hierarchy text, level int) -> jsonb
+  003's hierarchy-based utility policy: one constraint per node at `level` (1 .. levels - 2)
+  of a member hierarchy, holding the codes below it (ICD-9: 1 = 3-digit category, 2 = section,
+  3 = chapter), as the JSON list that options.utility of a disassociation request takes.
+  Needs deid_admin (hierarchies are its catalog).
+  e.g. SELECT deid.utility_policy(hierarchy => 'icd9', level => 1);""",
+    "utility_from": """deid.utility_from(relation regclass, constraint_column text DEFAULT 'constraint_id',
+                  code_column text DEFAULT 'code') -> jsonb
+  A utility policy kept as (constraint, code) rows, read as you, as that JSON list.
+  Overlapping constraints (a code in two) and NULLs are refused.
+  e.g. options => jsonb_build_object('m', 2, 'utility',
+                                     deid.utility_from('ehr.study_constraints'))::text""",
 }
 
 

@@ -238,3 +238,21 @@ def test_reconstruct(dx, connect):
         assert sqlstate_of(e) == state and hint_of(e)
     dx.execute("SELECT deid.drop_release('dis_rec')")
     assert not dx.execute("SELECT 1 FROM pg_class WHERE relname LIKE 'dis_rec%'").fetchone()
+
+
+def test_replace_drops_the_old_releases_reconstructions(dx, connect):
+    owner = connect("deid_t_analyst")
+    owner.execute(ARRAY_REQ, [3, json.dumps(OPTS), "dis_repl"]).fetchone()
+    owner.execute("SELECT deid.reconstruct('dis_repl', 'dis_repl_d1', 1)")
+    old_id = dx.execute("SELECT release_id FROM deid.release WHERE name = 'dis_repl'"
+                        " AND status = 'committed'").fetchone()[0]
+    owner.execute(ARRAY_REQ, [3, json.dumps(dict(OPTS, replace=True, seed=4)), "dis_repl"])
+    # D' of the replaced release described a release that is gone: it goes with it
+    assert not dx.execute("SELECT 1 FROM pg_class WHERE relname = 'dis_repl_d1'").fetchone()
+    assert dx.execute("SELECT status FROM deid.release WHERE release_id = %s",
+                      [old_id]).fetchone()[0] == "replaced"
+    # the name is free for a reconstruction of the new release
+    assert owner.execute("SELECT deid.reconstruct('dis_repl', 'dis_repl_d1', 1)"
+                         ).fetchone()[0] == 10
+    dx.execute("SELECT deid.drop_release('dis_repl')")
+    assert not dx.execute("SELECT 1 FROM pg_class WHERE relname LIKE 'dis_repl%'").fetchone()

@@ -27,6 +27,8 @@ from ..options import Option
 from ..plan import Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadSpec, Table, TextArrays
 
 NAME = "disassociation"
+DISJOINT_HINT = ("The constraints of a utility policy must be disjoint (003 Sec. 3.1): put "
+                 "each code in at most one constraint.")
 OPTIONS = (
     Option("m", "int", "the number of codes an attacker may know (003 Def. 1); default 2.",
            low=1, high=16, example='{"m": 2}'),
@@ -37,7 +39,8 @@ OPTIONS = (
     Option("max_cluster_size", "int", "HORPART's maxClusterSize (003 Fig. 8); default 2k, "
            "at least k.", low=2, high=2 ** 31 - 1, example='{"max_cluster_size": 24}'),
     Option("utility", "code_lists", "the utility policy U (003 Sec. 3.1): disjoint lists of "
-           "codes that VERPART keeps together.", example='{"utility": [["250.01", "250.02"]]}'),
+           "codes that VERPART keeps together; deid.utility_policy(hierarchy, level) and "
+           "deid.utility_from(relation) build them.", example='{"utility": [["250.01", "250.02"]]}'),
 )
 
 
@@ -60,8 +63,7 @@ def validate(k, l, opts):
     for group in opts.get("utility") or []:
         if seen & set(group):
             raise DeidError(INVALID_PARAMETER_VALUE, "utility constraints overlap",
-                            hint="The constraints of a utility policy must be disjoint "
-                                 "(003 Sec. 3.1): put each code in at most one constraint.")
+                            hint=DISJOINT_HINT)
         seen |= set(group)
 
 

@@ -253,6 +253,9 @@ def _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width, n_lab
     least = np.full(n_labels, np.iinfo(np.int64).max, dtype=np.int64)
     lengths = np.diff(sub_offsets)
     for j in range(1, m + 1):
+        # one packed int64 key per itemset as soon as it is listed, when (label, codes) fit:
+        # 8 bytes per itemset instead of 8 (j + 1) in rows plus their packed copy (1M records)
+        packed = float(n_labels) * float(width) ** j < 2.0 ** 62
         rows = []
         for length in np.unique(lengths[lengths >= j]).tolist():
             subs = np.flatnonzero(lengths == length)
@@ -263,10 +266,21 @@ def _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width, n_lab
                 codes = sub_codes[sub_offsets[part][:, None] + np.arange(length)]
                 sets = codes[:, table].reshape(-1, j)
                 labels = np.repeat(label_of_sub[part], table.shape[0])
-                rows.append(np.column_stack([labels, sets]))
+                if packed:
+                    key = labels
+                    for col in range(j):
+                        key = key * width + sets[:, col]
+                    rows.append(key)
+                else:
+                    rows.append(np.column_stack([labels, sets]))
         if not rows:
             break
-        labels, counts = _count_rows(np.concatenate(rows), width)
+        if packed:
+            key = np.concatenate(rows)
+            del rows
+            labels, counts = _count_keys(key, width ** j)
+        else:
+            labels, counts = _count_rows(np.concatenate(rows), width)
         np.minimum.at(least, labels, counts)
     return least
 
@@ -279,12 +293,17 @@ def _count_rows(rows, width):
         key = rows[:, 0].copy()
         for col in range(1, j + 1):
             key = key * width + rows[:, col]
-        key.sort()
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        return key[starts] // width ** j, np.diff(np.r_[starts, key.size])
+        return _count_keys(key, width ** j)
     rows = rows[np.lexsort(rows.T[::-1])]
     starts = np.flatnonzero(np.r_[True, np.any(rows[1:] != rows[:-1], axis=1)])
     return rows[starts, 0], np.diff(np.r_[starts, rows.shape[0]])
+
+
+def _count_keys(key, scale):
+    """(label, count) of every distinct packed key label * scale + codes (sorts ``key``)."""
+    key.sort()
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    return key[starts] // scale, np.diff(np.r_[starts, key.size])
 
 
 def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b):

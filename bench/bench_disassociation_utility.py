@@ -1,0 +1,279 @@
+"""Utility of disassociation (003 Sec. 6) on generated INFORMS-shaped data: ARE (Def. 2) for
+k = 2..25 at m = 2, MRE (Def. 3) per constraint for 003's policies, and a bench-only
+generalization peer (AA-like) in the same run.  Pure numpy (plots via bench/.venv-dis).
+
+    python3 bench/bench_disassociation_utility.py [--quick] [--recons 3] [--refining]
+
+How 003 Sec. 6 defines the workloads, and what we do (see README "Disassociation: utility"):
+  * Sec. 6.1: W1 = frequent itemsets (support >= a threshold); W2 = 1000 queries for sets of
+    codes "selected uniformly at random".  Sec. 6.4 swaps the labels (Fig. 15 "W1" = random
+    sets of 1-4 codes, each grown from its (c-1)-subset by a random code; Fig. 16 "W2" =
+    itemsets mined at a min. support).  Fig. 17 (ARE <= 0.05 for k in [5, 25], m = 2, level 1
+    / sim 10 / sup 2.5 policies) does not say which workload it uses.  003 does not say how
+    queries with C_O = 0 are handled (Def. 2 divides by C_O), nor how many reconstructions.
+  * W1 here: itemsets of 1-4 codes with support >= 0.625 % and >= 2.5 % (at most 1000, random).
+  * W2 here: 1000 random sets of 1-4 codes, each c-set grown from its (c-1)-subset by a random
+    code of one random record (so C_O >= 1).  Reported over all queries and over those with
+    C_O >= k (a count below k is what k^m-anonymity exists to blur).
+  * The utility policy in force is level 1 (003's default) for ARE; for MRE it is the policy
+    measured.  ARE and MRE are averaged over --recons reconstructions (item-chunk codes on one
+    record each).
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "python_udfs"))
+import numpy as np  # noqa: E402
+
+import icd9_hierarchy as icd9  # noqa: E402
+from aa_generalization import aa_generalize, generalized_counts  # noqa: E402
+from bench_disassociation_kernel import make_records, workload  # noqa: E402
+from deid.methods.disassociation import disassociate, reconstruct  # noqa: E402
+from deid.metrics_sets import CodeIndex  # noqa: E402
+from deid.verify.km import verify_km  # noqa: E402
+
+RESULTS = HERE / "results"
+VENV = HERE / ".venv-dis"
+
+
+def sample_itemsets(fi, rng, n=1000):
+    qs = sorted(fi)
+    if len(qs) > n:
+        qs = [qs[i] for i in rng.choice(len(qs), n, replace=False)]
+    return qs
+
+
+def counts(index, queries):
+    return np.array([index.count(q) for q in queries], dtype=np.float64)
+
+
+def match_counts(index, constraints):
+    return np.array([index.count_any(u) for u in constraints], dtype=np.float64)
+
+
+def mre_summary(mre):
+    """Shares of constraints per MRE interval (003 Figs. 18-24), MRE as a fraction."""
+    p = 100 * mre
+    return {"n": int(p.size), "within_5": float(np.mean((p >= -5) & (p < 5))),
+            "within_2_5": float(np.mean((p >= -2.5) & (p < 2.5))),
+            "min_pct": float(p.min()), "max_pct": float(p.max())}
+
+
+def main(argv):
+    quick = "--quick" in argv
+    if "--refining" in argv:
+        refining_sensitivity(int(argv[argv.index("--recons") + 1]) if "--recons" in argv else 3)
+        return
+    n_rec = int(argv[argv.index("--recons") + 1]) if "--recons" in argv else (1 if quick else 3)
+    t_start = time.perf_counter()
+    offsets, codes, names, _ = make_records(58_302, seed=0)
+    D = len(names)
+    n = offsets.size - 1
+    idx_o = CodeIndex(offsets, codes, D)
+    policies = {f"level {lv}": icd9.level_policy(names, lv) for lv in (1, 2, 3)}
+    policies.update({f"sim {s}": icd9.similarity_policy(names, s) for s in (5, 10)})
+    for sup in (0.625, 1.25, 2.5, 5):
+        policies[f"sup {sup}"] = icd9.frequency_policy(offsets, codes, D, sup)
+    print(f"data: records={n} codes={D} mean={codes.size / n:.2f} max={np.diff(offsets).max()}")
+    print("policies: " + ", ".join(f"{p}: {len(c)} constraints / {sum(map(len, c))} codes"
+                                   for p, c in policies.items()))
+    rng = np.random.default_rng(42)
+    w2 = workload(rng, offsets, codes)
+    w1 = {}
+    for sup in (0.625, 2.5):
+        fi = icd9.frequent_itemsets(offsets, codes, D, int(np.ceil(sup / 100 * n)))
+        w1[sup] = sample_itemsets(fi, rng)
+    c_w2 = counts(idx_o, w2)
+    c_w1 = {s: counts(idx_o, q) for s, q in w1.items()}
+    print(f"W2: {len(w2)} queries, C_O < 5: {np.mean(c_w2 < 5):.0%}, median C_O "
+          f"{np.median(c_w2):.0f}; W1: " + ", ".join(f"sup {s}%: {len(q)} itemsets"
+                                                     for s, q in w1.items()))
+    out = {"n_records": n, "n_codes": D, "reconstructions": n_rec, "are": [], "mre": [],
+           "aa": []}
+
+    def releases(k, m, policy):
+        res = disassociate(offsets, codes, D, k, m, constraints=policy, seed=k)
+        verify_km(res, offsets, codes, k, m)
+        for s in range(n_rec):
+            rc = reconstruct(res, s)
+            yield res, CodeIndex(rc.offsets, rc.codes, D)
+
+    ks = [2, 5, 10, 25] if quick else list(range(2, 26))
+    print(f"\nARE (003 Def. 2), m = 2, level-1 policy, mean of {n_rec} reconstructions")
+    print("| k | W1 sup 0.625 % | W1 sup 2.5 % | W2 all | W2 C_O >= k | W2 size 1/2/3/4 |")
+    print("|---|---|---|---|---|---|")
+    for k in ks:
+        acc = {"w1_0.625": [], "w1_2.5": [], "w2": []}
+        for _, idx_a in releases(k, 2, policies["level 1"]):
+            for s in w1:
+                acc[f"w1_{s}"].append(np.abs(counts(idx_a, w1[s]) - c_w1[s]) / c_w1[s])
+            acc["w2"].append(np.abs(counts(idx_a, w2) - c_w2) / c_w2)
+        rel = {key: np.mean(v, axis=0) for key, v in acc.items()}
+        sizes = np.array([len(q) for q in w2])
+        row = {"k": k, "w1_0.625": rel["w1_0.625"].mean(), "w1_2.5": rel["w1_2.5"].mean(),
+               "w2": rel["w2"].mean(), "w2_ge_k": rel["w2"][c_w2 >= k].mean(),
+               "w2_by_size": [rel["w2"][sizes == c].mean() for c in (1, 2, 3, 4)]}
+        out["are"].append(row)
+        print(f"| {k} | {row['w1_0.625']:.3f} | {row['w1_2.5']:.3f} | {row['w2']:.3f} | "
+              f"{row['w2_ge_k']:.3f} | " + "/".join(f"{x:.3f}" for x in row["w2_by_size"])
+              + " |", flush=True)
+
+    print(f"\nMRE (003 Def. 3) per constraint, the measured policy in force, mean of {n_rec} "
+          "reconstructions")
+    print("| policy | k | m | constraints | in [-5 %, 5 %) | in [-2.5 %, 2.5 %) | min % | max % |")
+    print("|---|---|---|---|---|---|---|---|")
+    runs = [(p, 5, 2) for p in policies] + [(p, 5, 5) for p in ("level 1", "sim 10", "sup 2.5")]
+    for pname, k, m in runs:
+        pol = [u for u in policies[pname] if u]
+        m_o = match_counts(idx_o, pol)
+        mres = [(m_o - match_counts(idx_a, pol)) / m_o for _, idx_a in releases(k, m, pol)]
+        row = dict(policy=pname, k=k, m=m, **mre_summary(np.mean(mres, axis=0)))
+        out["mre"].append(row)
+        print(f"| {pname} | {k} | {m} | {row['n']} | {row['within_5']:.1%} | "
+              f"{row['within_2_5']:.1%} | {row['min_pct']:.1f} | {row['max_pct']:.1f} |",
+              flush=True)
+
+    print("\nAgainst generalization (bench-only AA-like peer, aa_generalization.py), m = 2")
+    print("| k | Dis W1 0.625 % | AA W1 0.625 % | Dis W2 | AA W2 | AA codes generalized | "
+          "AA occurrences generalized | AA s | Dis s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    hier = [icd9.ancestors(nm) for nm in names]
+    dis_by_k = {r["k"]: r for r in out["are"]}
+    for k in ([5] if quick else [2, 5, 10, 25]):
+        t0 = time.perf_counter()
+        gen = aa_generalize(offsets, codes, hier, k, 2)
+        t_aa = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        disassociate(offsets, codes, D, k, 2, constraints=policies["level 1"], seed=k)
+        t_dis = time.perf_counter() - t0
+        a_w1 = generalized_counts(gen, w1[0.625])
+        a_w2 = generalized_counts(gen, w2)
+        row = {"k": k, "dis_w1": dis_by_k[k]["w1_0.625"], "dis_w2": dis_by_k[k]["w2"],
+               "aa_w1": float(np.mean(np.abs(a_w1 - c_w1[0.625]) / c_w1[0.625])),
+               "aa_w2": float(np.mean(np.abs(a_w2 - c_w2) / c_w2)),
+               "codes_generalized": gen.codes_generalized,
+               "occurrences_generalized": gen.occurrences_generalized,
+               "aa_seconds": t_aa, "dis_seconds": t_dis, "aa_levels": gen.level_counts}
+        out["aa"].append(row)
+        print(f"| {k} | {row['dis_w1']:.3f} | {row['aa_w1']:.3f} | {row['dis_w2']:.3f} | "
+              f"{row['aa_w2']:.3f} | {row['codes_generalized']:.1%} | "
+              f"{row['occurrences_generalized']:.1%} | {t_aa:.1f} | {t_dis:.1f} |", flush=True)
+    out["generators"] = generator_sensitivity(quick, n_rec)
+    out["refining"] = refining_sensitivity(n_rec)
+    name = "disassociation_utility_quick" if quick else "disassociation_utility"
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(out, indent=1, default=float) + "\n")
+    print(f"\nwrote {path} ({time.perf_counter() - t_start:.0f} s)")
+    plot(path)
+
+
+GENERATORS = [  # make_records keyword arguments: all match 003 Table 1 (58,302 records, 631
+    # codes, mean ~5, max 43); they differ in how concentrated co-occurrence is
+    ("default (bench data)", {}),
+    ("less background", dict(background_share=0.03)),
+    ("concentrated", dict(background_share=0.03, group_codes=10,
+                          groups_per_record=(0.7, 0.25, 0.05))),
+    ("very concentrated", dict(background_share=0.0, group_codes=8, group_skew=1.6,
+                               groups_per_record=(0.85, 0.15, 0.0), n_groups=60)),
+]
+
+
+def generator_sensitivity(quick, n_rec):
+    """ARE (W1 0.625 %, W2) and level-1 MRE at k = 5 and 25, m = 2, on data sets that all have
+    003 Table 1's shape but more or less concentrated co-occurrence: 003 publishes no more of
+    INFORMS than Table 1 and Fig. 12 (> 17 % of 2-code sets occur once), which all of them meet."""
+    from bench_disassociation_kernel import _pairs_seen_once
+    print("\nGenerator sensitivity (all of 003 Table 1's shape), m = 2, level-1 policy, mean of "
+          f"{n_rec} reconstructions")
+    print("| generator | mean codes | 2-code sets seen once | W2 C_O < 5 | k | W1 0.625 % | W2 | "
+          "W2 C_O >= k | level-1 MRE in [-5 %, 5 %) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for label, kw in (GENERATORS[:1] + GENERATORS[-1:] if quick else GENERATORS):
+        offsets, codes, names, _ = make_records(58_302, seed=0, **kw)
+        D, n = len(names), offsets.size - 1
+        idx_o = CodeIndex(offsets, codes, D)
+        pol = icd9.level_policy(names, 1)
+        rng = np.random.default_rng(42)
+        w2 = workload(rng, offsets, codes)
+        fi = icd9.frequent_itemsets(offsets, codes, D, int(np.ceil(0.00625 * n)))
+        w1 = sample_itemsets(fi, rng)
+        c2, c1, m_o = counts(idx_o, w2), counts(idx_o, w1), match_counts(idx_o, pol)
+        once = _pairs_seen_once(offsets, codes, D)
+        for k in (5, 25):
+            res = disassociate(offsets, codes, D, k, 2, constraints=pol, seed=k)
+            e1, e2, mre = [], [], []
+            for s in range(n_rec):
+                rc = reconstruct(res, s)
+                ia = CodeIndex(rc.offsets, rc.codes, D)
+                e1.append(np.abs(counts(ia, w1) - c1) / c1)
+                e2.append(np.abs(counts(ia, w2) - c2) / c2)
+                mre.append((m_o - match_counts(ia, pol)) / m_o)
+            e2 = np.mean(e2, axis=0)
+            row = {"generator": label, "k": k, "mean": codes.size / n, "pairs_once": once,
+                   "w2_rare": float(np.mean(c2 < 5)), "w1": float(np.mean(e1)),
+                   "w2": float(e2.mean()), "w2_ge_k": float(e2[c2 >= k].mean()),
+                   "mre_level1_within_5": mre_summary(np.mean(mre, axis=0))["within_5"]}
+            rows.append(row)
+            print(f"| {label} | {row['mean']:.2f} | {once:.0%} | {row['w2_rare']:.0%} | {k} | "
+                  f"{row['w1']:.3f} | {row['w2']:.3f} | {row['w2_ge_k']:.3f} | "
+                  f"{row['mre_level1_within_5']:.1%} |", flush=True)
+    return rows
+
+
+def refining_sensitivity(n_rec, k=5):
+    """Refining (003 Fig. 10) with joint clusters capped at 1 (no refining), 2, 8, 32 clusters
+    or uncapped (deid's default): exact supports of refined codes against associations spread
+    over large joint clusters."""
+    offsets, codes, names, _ = make_records(58_302, seed=0)
+    D, n = len(names), offsets.size - 1
+    idx_o = CodeIndex(offsets, codes, D)
+    pol = icd9.level_policy(names, 1)
+    rng = np.random.default_rng(42)
+    w2 = workload(rng, offsets, codes)
+    w1 = sample_itemsets(icd9.frequent_itemsets(offsets, codes, D, int(np.ceil(0.00625 * n))), rng)
+    c2, c1, m_o = counts(idx_o, w2), counts(idx_o, w1), match_counts(idx_o, pol)
+    print(f"\nRefining sensitivity, k = {k}, m = 2, level-1 policy, mean of {n_rec} reconstructions")
+    print("| max joint clusters | shared chunks | codes left in item chunks | W1 0.625 % | W2 | "
+          "level-1 MRE in [-5 %, 5 %) |")
+    print("|---|---|---|---|---|---|")
+    rows = []
+    for cap in (1, 2, 8, 32, None):
+        res = disassociate(offsets, codes, D, k, 2, constraints=pol, seed=k,
+                           max_joint_clusters=cap)
+        e1, e2, mre = [], [], []
+        for s in range(n_rec):
+            rc = reconstruct(res, s)
+            ia = CodeIndex(rc.offsets, rc.codes, D)
+            e1.append(np.mean(np.abs(counts(ia, w1) - c1) / c1))
+            e2.append(np.mean(np.abs(counts(ia, w2) - c2) / c2))
+            mre.append((m_o - match_counts(ia, pol)) / m_o)
+        row = {"max_joint_clusters": cap, "shared": res.n_shared,
+               "item_occurrences": int(res.item_codes.size), "w1": float(np.mean(e1)),
+               "w2": float(np.mean(e2)),
+               "mre_level1_within_5": mre_summary(np.mean(mre, axis=0))["within_5"]}
+        rows.append(row)
+        print(f"| {cap or 'no limit (default)'} | {row['shared']} | {row['item_occurrences']} | "
+              f"{row['w1']:.3f} | {row['w2']:.3f} | {row['mre_level1_within_5']:.1%} |",
+              flush=True)
+    return rows
+
+
+def plot(path):
+    """PNGs via bench/.venv-dis (matplotlib; created here, idempotent)."""
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run(["/usr/bin/python3", "-m", "venv", str(VENV)], check=True)
+    if subprocess.run([str(py), "-c", "import matplotlib"], capture_output=True).returncode:
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "matplotlib"], check=True)
+    subprocess.run([str(py), str(HERE / "plot_disassociation.py"), str(path)], check=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
