@@ -75,3 +75,42 @@ def test_check_catalog_refuses(cat, stored):
     with pytest.raises(DeidError) as e:
         vg.check_catalog(cat, SOURCES, stored)
     assert e.value.sqlstate == "DE002"
+
+
+# -- several sources: greedy on the rows (one row per class) gives what it gives on the class table
+
+def _random_multi_source(seed):
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location(
+        "tg", pathlib.Path(__file__).resolve().parent / "test_generalize.py")
+    tg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tg)
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(2, 6))
+    attrs = [tg.random_hierarchy(rng, f"a{j}", source=("A", "B", None)[j % 3 if j > 1 else j])
+             for j in range(d)]
+    n = int(rng.integers(1, 400))
+    skew = rng.random() < 0.5
+    rows = [np.asarray((rng.zipf(1.7, n) - 1) % h.size(0) if skew else rng.integers(0, h.size(0), n),
+                       np.int64) for h in attrs]
+    return attrs, rows, int(rng.integers(1, 20))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1))
+def test_greedy_on_rows_equals_greedy_on_classes_with_several_sources(seed):
+    from deid.methods.generalize import greedy
+    attrs, rows, k = _random_multi_source(seed)
+    classes, counts = class_table(rows, [h.size(0) for h in attrs])
+    try:
+        want = greedy(classes, counts, attrs, k)
+    except DeidError as e:
+        with pytest.raises(DeidError) as got:
+            greedy(np.stack(rows, axis=1), np.ones(len(rows[0]), np.int64), attrs, k)
+        assert (got.value.sqlstate, got.value.message) == (e.sqlstate, e.message)
+        return
+    got = greedy(np.stack(rows, axis=1), np.ones(len(rows[0]), np.int64), attrs, k)
+    assert got.levels == want.levels and got.steps == want.steps and got.loss == want.loss
+    assert np.array_equal(got.class_codes, want.class_codes)
+    assert np.array_equal(got.class_counts, want.class_counts)

@@ -174,8 +174,14 @@ def run(frame, req):
             a.limit = sel_limit if user_limit is None else min(user_limit, sel_limit)
         attrs.append(a)
         codes.append(c)
-    classes, counts = class_table(codes, [len(a.labels[0]) for a in attrs])     # 002 step 1
     search = req.options.get("search", "greedy")
+    if search == "greedy" and len({a.source for a in attrs}) > 1:
+        # greedy merges each source's rows into its own class table first (generalize.greedy),
+        # so the joint class table of 002 step 1 would be sorted for nothing: the rows go in
+        # as classes of one row each (same steps, levels and final classes)
+        classes, counts = np.stack(codes, axis=1), np.ones(frame.n, np.int64)
+    else:
+        classes, counts = class_table(codes, [len(a.labels[0]) for a in attrs])     # 002 step 1
     solve = generalize.optimal if search == "optimal" else generalize.greedy
     result = solve(classes, counts.astype(np.int64), attrs, req.k)
     sizes = result.class_counts
