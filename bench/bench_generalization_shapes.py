@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_generalization_shapes.py [--rows N] [--repeat R] [--label TEXT]
                                                           [--shapes benchmark,twins] [--reuse]
-                                                          [--fingerprint]
+                                                          [--fingerprint] [--quick]
 
 Shapes (1M rows, 6 quasi-identifiers in 2 source systems, k = 10, greedy, the reference
 priorities of bench_generalization.py, seed 7):
@@ -141,7 +141,10 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--fingerprint", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 100k rows, one run")
     args = ap.parse_args()
+    if args.quick:
+        args.rows, args.repeat = 100_000, 1
     shapes = [s for s in args.shapes.split(",") if s]
     t0 = time.perf_counter()
 
