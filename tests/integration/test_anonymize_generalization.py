@@ -1,6 +1,7 @@
 """deid.anonymize_request(method => 'generalization') on a real server: the
 paper's use case (002 sec. 5, Tables 6-9) end to end, selection rules, the
 predicate whitelist and k per source system."""
+import contextlib
 import importlib.util
 import json
 import pathlib
@@ -158,6 +159,15 @@ def test_generalization_errors(mamma):
 
 # -- the class catalog: the verified per-source classes (deid 1.1.0) ------------------------------
 
+@contextlib.contextmanager
+def rolled_back(conn):
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("ROLLBACK")
+
+
 @pytest.fixture(scope="module")
 def t_src(admin):
     setup_t_src(admin)
@@ -191,17 +201,14 @@ def test_request_fails_when_the_class_catalog_is_not_the_release(t_src):
     """The request-time verifier reads the per-source classes the catalog writer derived from
     the stored release: classes that do not add up to the released rows fail the request (DE002)
     and leave nothing."""
-    t_src.execute("BEGIN")
-    try:
-        t_src.execute("CREATE FUNCTION pg_temp.shrink() RETURNS trigger LANGUAGE plpgsql AS"
+    with rolled_back(t_src):
+        t_src.execute("CREATE FUNCTION pg_temp.grow() RETURNS trigger LANGUAGE plpgsql AS"
                       " $$ BEGIN NEW.cardinality := NEW.cardinality + 1; RETURN NEW; END $$")
-        t_src.execute("CREATE TRIGGER shrink BEFORE INSERT ON deid.equivalence_class FOR EACH ROW"
-                      " EXECUTE FUNCTION pg_temp.shrink()")
+        t_src.execute("CREATE TRIGGER grow BEFORE INSERT ON deid.equivalence_class FOR EACH ROW"
+                      " EXECUTE FUNCTION pg_temp.grow()")
         with pytest.raises(psycopg.Error) as e:
             gen(t_src, "t_src_bad", k=5, selection=None, table="t_src")
-        assert sqlstate_of(e) == "DE002"
-    finally:
-        t_src.execute("ROLLBACK")
+    assert sqlstate_of(e) == "DE002"
     assert not t_src.execute("SELECT 1 FROM pg_class WHERE relname = 't_src_bad'").fetchone()
 
 
@@ -213,14 +220,11 @@ def test_verify_release_groups_the_stored_release(t_src):
                    " FROM deid_release.t_src_rv)",                       # a class of 1 in the release
                    "UPDATE deid.equivalence_class SET cardinality = cardinality + 1 WHERE class_id = 0"
                    " AND release_id = (SELECT release_id FROM deid.release WHERE name = 't_src_rv')"]:
-        t_src.execute("BEGIN")
-        try:
+        with rolled_back(t_src):
             t_src.execute(tamper)
             with pytest.raises(psycopg.Error) as e:
                 t_src.execute("SELECT deid.verify_release('t_src_rv')")
-            assert sqlstate_of(e) == "DE002"
-        finally:
-            t_src.execute("ROLLBACK")
+        assert sqlstate_of(e) == "DE002"
 
 
 def test_verify_release_accepts_a_release_logged_before_1_1(t_src):
