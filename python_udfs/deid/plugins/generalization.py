@@ -179,7 +179,8 @@ def run(frame, req):
         # greedy merges each source's rows into its own class table first (generalize.greedy),
         # so the joint class table of 002 step 1 would be sorted for nothing: the rows go in
         # as classes of one row each (same steps, levels and final classes)
-        classes, counts = np.stack(codes, axis=1), np.ones(frame.n, np.int64)
+        # (column-major: the kernel reads it column by column)
+        classes, counts = np.stack(codes).T, np.ones(frame.n, np.int64)
     else:
         classes, counts = class_table(codes, [len(a.labels[0]) for a in attrs])     # 002 step 1
     solve = generalize.optimal if search == "optimal" else generalize.greedy
