@@ -64,7 +64,7 @@ def write_artefacts(db, release_id, plan):
     for r in plan.rid_sets:
         write_rid_set(db, release_id, r)
     if plan.classes is not None:
-        write_classes(db, release_id, plan.classes)
+        write_classes(db, release_id, plan.classes, plan.tables[0].name if plan.tables else None)
     if plan.clusters is not None:
         write_clusters(db, release_id, plan.clusters)
     if plan.membership is not None:
@@ -124,13 +124,13 @@ def rid_chunks(counts, limit=RID_CHUNK):
     return entries.astype(np.int64)
 
 
-def write_classes(db, release_id, classes):
+def write_classes(db, release_id, classes, table=None):
     """deid.equivalence_class. Per-source classes (plan.SourceClasses, 002) are derived
-    set-based from the stored release (write_source_classes); classes given in memory
+    set-based from the stored release `table` (write_source_classes); classes given in memory
     (plan.Classes: over all quasi-identifiers jointly, source NULL) are one binary COPY (jsonb's
     binary form is a version byte, 1, then the text)."""
     if isinstance(classes, SourceClasses):
-        return write_source_classes(db, release_id, classes)
+        return write_source_classes(db, release_id, classes, table)
     count = len(classes.sizes)
     encoded, parts = {}, []
     for values in classes.labels.values():          # each distinct label is JSON-encoded once
@@ -146,11 +146,11 @@ def write_classes(db, release_id, classes):
                           copybin.Text(np.arange(count), generalized)])
 
 
-def write_source_classes(db, release_id, classes):
+def write_source_classes(db, release_id, classes, table):
     """One INSERT ... SELECT per source system: the stored release table grouped by that
     source's quasi-identifiers -- per class its count and its values as JSON. Class ids run on
     over the sources (in the order given), within a source in the byte order of the values."""
-    table = qualified(STORE_SCHEMA, classes.table)
+    table = qualified(STORE_SCHEMA, table)
     first = 0
     for source, columns in classes.sources.items():
         cols = [quote_ident(c) for c in columns]

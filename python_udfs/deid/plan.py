@@ -149,12 +149,11 @@ class Classes:
 @dataclass
 class SourceClasses:
     """Equivalence classes per source system (002 sec. 2: k data twins in every source), derived
-    set-based by the catalog writer from the stored release table ``table``: for each source its
-    quasi-identifiers (``sources``: source -> columns) grouped, with their counts. The classes
-    over all quasi-identifiers jointly are not kept: they follow from the release (GROUP BY all
-    of them)."""
-    table: str
-    sources: dict             # source -> list of quasi-identifier columns of `table`
+    set-based by the catalog writer from the stored release table (the plan's first table): for
+    each source its quasi-identifiers (``sources``: source -> columns) grouped, with their
+    counts. The classes over all quasi-identifiers jointly are not kept: they follow from the
+    release (GROUP BY all of them)."""
+    sources: dict             # source -> list of quasi-identifier columns of the release table
 
 
 @dataclass

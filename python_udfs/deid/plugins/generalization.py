@@ -196,7 +196,7 @@ def run(frame, req):
     return ReleasePlan(
         tables=[table], rows=frame.n, groups=int(len(sizes)),
         discernibility=float((sizes.astype(float) ** 2).sum() / frame.n),
-        classes=SourceClasses(req.name, by_source),
+        classes=SourceClasses(by_source),
         metrics={"search": search, "steps": result.steps,
                  "levels": {q: int(lv) for q, lv in zip(qis, result.levels)},
                  "level_labels": {q: level_name(a, lv) for q, a, lv in zip(qis, attrs, result.levels)},
