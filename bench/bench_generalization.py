@@ -124,12 +124,13 @@ def connect(database):
     return psycopg.connect(url(database), autocommit=True)
 
 
-def fresh_database(n, seed, log):
-    """Drop and recreate the benchmark's own database, hierarchies, table and roles."""
+def fresh_database(n, seed, log, db=DB, generator=None):
+    """Drop and recreate the benchmark's own database (`db`), hierarchies, table and roles; the
+    rows are `generator(n, seed)` (default generate(): int codes per column)."""
     with connect("postgres") as c:
-        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        c.execute(f"CREATE DATABASE {DB}")
-    conn = connect(DB)
+        c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {db}")
+    conn = connect(db)
     conn.execute("SET client_min_messages = warning")
     conn.execute("CREATE EXTENSION deid CASCADE")
     paths = member_paths()
@@ -140,7 +141,7 @@ def fresh_database(n, seed, log):
         conn.execute("SELECT deid.interval_hierarchy(%s, %s, %s, %s, %s)",
                      [f"bg_{col}", low, high, widths, [float(x) for x in phi]])
     t = time.perf_counter()
-    codes = generate(n, seed)
+    codes = (generator or generate)(n, seed)
     conn.execute("CREATE TABLE bench_gen (id bigint, age int, zip int, ethnicity int, diagnosis int,"
                  " pt int, size_mm int)")
     block = np.column_stack([np.arange(1, n + 1)] + [codes[c] for c in QIS])

@@ -5,7 +5,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STEPS = ["bench_datapath.py", "bench_anatomy.py", "bench_generalization.py", "bench_condensation.py",
-         "bench_disassociation.py", "bench_disassociation_utility.py"]
+         "bench_disassociation.py", "bench_disassociation_utility.py",
+         "bench_generalization_shapes.py"]
 
 if __name__ == "__main__":
     extra = sys.argv[1:]

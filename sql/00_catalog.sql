@@ -200,11 +200,17 @@ SELECT r.release_id, e.group_id, r.attribute, e.value, e.rids
  CROSS JOIN LATERAL deid._rid_set_entries(r.group_ids, r.value_list, r.rid_counts, r.rids) e;
 
 -- 002: the equivalence classes of a release with their cardinality and generalized values.
+-- A generalization release keeps the classes it was verified on: per source system, the release
+-- grouped by that source's quasi-identifiers (002 sec. 2), source = the source's name; the
+-- classes over all quasi-identifiers jointly follow from the release itself (GROUP BY all of
+-- them). source IS NULL: a class over all the release's quasi-identifiers jointly (anatomy's
+-- groups, and every release logged before deid 1.1.0).
 CREATE TABLE deid.equivalence_class (
     release_id   bigint NOT NULL,          -- deid.release
-    class_id     int    NOT NULL,
+    class_id     int    NOT NULL,          -- unique within the release (numbered on over sources)
     cardinality  bigint NOT NULL,
-    generalized  jsonb  NOT NULL,
+    generalized  jsonb  NOT NULL,          -- {quasi-identifier: value} of the class's attributes
+    source       text,                     -- the source system; NULL: all quasi-identifiers jointly
     PRIMARY KEY (release_id, class_id)
 );
 

@@ -10,6 +10,7 @@ import numpy as np
 from . import copybin, datapath
 from .errors import DeidError, DUPLICATE_TABLE
 from .release import STORE_SCHEMA, VIEW_SCHEMA
+from .plan import SourceClasses
 from .sqltext import qualified, quote_ident
 
 RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an entry boundary)
@@ -63,7 +64,7 @@ def write_artefacts(db, release_id, plan):
     for r in plan.rid_sets:
         write_rid_set(db, release_id, r)
     if plan.classes is not None:
-        write_classes(db, release_id, plan.classes)
+        write_classes(db, release_id, plan.classes, plan.tables[0].name if plan.tables else None)
     if plan.clusters is not None:
         write_clusters(db, release_id, plan.clusters)
     if plan.membership is not None:
@@ -128,9 +129,13 @@ def rid_chunks(counts, limit=RID_CHUNK):
     return entries.astype(np.int64)
 
 
-def write_classes(db, release_id, classes):
-    """deid.equivalence_class: per class its size and generalized values, one binary COPY
-    (jsonb's binary form is a version byte, 1, then the text)."""
+def write_classes(db, release_id, classes, table=None):
+    """deid.equivalence_class. Per-source classes (plan.SourceClasses, 002) are derived
+    set-based from the stored release `table` (write_source_classes); classes given in memory
+    (plan.Classes: over all quasi-identifiers jointly, source NULL) are one binary COPY (jsonb's
+    binary form is a version byte, 1, then the text)."""
+    if isinstance(classes, SourceClasses):
+        return write_source_classes(db, release_id, classes, table)
     count = len(classes.sizes)
     encoded, parts = {}, []
     for values in classes.labels.values():          # each distinct label is JSON-encoded once
@@ -144,3 +149,20 @@ def write_classes(db, release_id, classes):
                           copybin.Fixed(np.arange(count), ">i4"),
                           copybin.Fixed(np.asarray(classes.sizes, dtype=np.int64), ">i8"),
                           copybin.Text(np.arange(count), generalized)])
+
+
+def write_source_classes(db, release_id, classes, table):
+    """One INSERT ... SELECT per source system: the stored release table grouped by that
+    source's quasi-identifiers -- per class its count and its values as JSON. Class ids run on
+    over the sources (in the order given), within a source in the byte order of the values."""
+    table = qualified(STORE_SCHEMA, table)
+    first = 0
+    for source, columns in classes.sources.items():
+        cols = [quote_ident(c) for c in columns]
+        pairs = ", ".join(f"{db.quote_literal(c)}, {q}" for c, q in zip(columns, cols))
+        order = ", ".join(f'{q} COLLATE "C"' for q in cols)
+        first += db.execute(
+            "INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized,"
+            f" source) SELECT $1, $2 + (row_number() OVER (ORDER BY {order}))::int - 1, count(*),"
+            f" jsonb_build_object({pairs}), $3 FROM {table} GROUP BY {', '.join(cols)}",
+            [release_id, first, source], ["bigint", "int", "text"])

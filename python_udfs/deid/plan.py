@@ -147,6 +147,16 @@ class Classes:
 
 
 @dataclass
+class SourceClasses:
+    """Equivalence classes per source system (002 sec. 2: k data twins in every source), derived
+    set-based by the catalog writer from the stored release table (the plan's first table): for
+    each source its quasi-identifiers (``sources``: source -> columns) grouped, with their
+    counts. The classes over all quasi-identifiers jointly are not kept: they follow from the
+    release (GROUP BY all of them)."""
+    sources: dict             # source -> list of quasi-identifier columns of the release table
+
+
+@dataclass
 class Membership:
     """Record -> cluster membership of a disassociated release (003), kept for audit in
     deid.cluster_member: record ids (ascending) and their cluster ids."""
@@ -161,7 +171,7 @@ class ReleasePlan:
     groups: int
     discernibility: float
     rid_sets: list = field(default_factory=list)
-    classes: Classes = None
+    classes: Classes = None           # or SourceClasses
     clusters: Clusters = None
     membership: Membership = None
     metrics: dict = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """deid.anonymize_request(method => 'generalization') on a real server: the
 paper's use case (002 sec. 5, Tables 6-9) end to end, selection rules, the
 predicate whitelist and k per source system."""
+import contextlib
 import importlib.util
 import json
 import pathlib
@@ -111,7 +112,8 @@ def test_rejected_predicates_create_nothing(mamma, selection, state, part):
     assert mamma.execute("SELECT count(*) FROM mamma").fetchone()[0] == len(uc.SHARED_TABLE)
 
 
-def test_k_per_source_on_sample(admin):
+def setup_t_src(admin):
+    """t_src: 3000 sample patients, age/sex/race from source registry, pt from pathology."""
     admin.execute("DROP TABLE IF EXISTS public.t_src")
     admin.execute("CREATE TABLE public.t_src AS SELECT patient_id, age, sex, race, pt, diagnosis"
                   " FROM registry.patients")
@@ -126,6 +128,10 @@ def test_k_per_source_on_sample(admin):
                         ("race", "s_race", "registry"), ("pt", "s_pt", "pathology")]:
         admin.execute("SELECT deid.set_role('t_src', %s, 'quasi_identifier', %s, source => %s)", [col, h, src])
     admin.execute("SELECT deid.set_role('t_src', 'diagnosis', 'sensitive')")
+
+
+def test_k_per_source_on_sample(admin):
+    setup_t_src(admin)
     for k in (5, 50):
         for search in ("greedy", "optimal"):
             name = f"t_src_{search}_{k}"
@@ -149,3 +155,86 @@ def test_generalization_errors(mamma):
     with pytest.raises(psycopg.Error) as e:
         mamma.execute("SELECT * FROM deid.anonymize_request('mamma', 'generalization', k => 2, l => 2)")
     assert sqlstate_of(e) == "22023"
+
+
+# -- the class catalog: the verified per-source classes (deid 1.1.0) ------------------------------
+
+@contextlib.contextmanager
+def rolled_back(conn):
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("ROLLBACK")
+
+
+@pytest.fixture(scope="module")
+def t_src(admin):
+    setup_t_src(admin)
+    return admin
+
+
+def test_catalog_holds_the_classes_of_every_source(t_src):
+    rid, *_ = gen(t_src, "t_src_cat", k=5, selection=None, table="t_src")
+    rows = t_src.execute(
+        "SELECT source, count(*), sum(cardinality), min(cardinality),"
+        " array_agg(DISTINCT k ORDER BY k) FROM deid.equivalence_class, jsonb_object_keys(generalized) k"
+        " WHERE release_id = %s GROUP BY source ORDER BY source", [rid]).fetchall()
+    sizes = {s: (n // len(keys), total // len(keys), lo, keys) for s, n, total, lo, keys in rows}
+    assert set(sizes) == {"pathology", "registry"}
+    assert sizes["registry"][3] == ["age", "race", "sex"] and sizes["pathology"][3] == ["pt"]
+    for s, cols in (("registry", "age, sex, race"), ("pathology", "pt")):
+        classes, total, lo, _ = sizes[s]
+        want = t_src.execute(f"SELECT count(*), sum(c), min(c) FROM (SELECT count(*) c FROM"
+                             f" release.t_src_cat GROUP BY {cols}) s").fetchone()
+        assert (classes, total, lo) == tuple(want) and lo >= 5 and total == 3000
+    ids = t_src.execute("SELECT array_agg(class_id ORDER BY class_id) FROM deid.equivalence_class"
+                        " WHERE release_id = %s", [rid]).fetchone()[0]
+    assert ids == list(range(len(ids)))
+    one = t_src.execute("SELECT generalized FROM deid.equivalence_class WHERE release_id = %s"
+                        " AND source = 'pathology' ORDER BY class_id LIMIT 1", [rid]).fetchone()[0]
+    assert t_src.execute("SELECT count(*) FROM release.t_src_cat WHERE pt = %s",
+                         [one["pt"]]).fetchone()[0] > 0
+
+
+def test_request_fails_when_the_class_catalog_is_not_the_release(t_src):
+    """The request-time verifier reads the per-source classes the catalog writer derived from
+    the stored release: classes that do not add up to the released rows fail the request (DE002)
+    and leave nothing."""
+    with rolled_back(t_src):
+        t_src.execute("CREATE FUNCTION pg_temp.grow() RETURNS trigger LANGUAGE plpgsql AS"
+                      " $$ BEGIN NEW.cardinality := NEW.cardinality + 1; RETURN NEW; END $$")
+        t_src.execute("CREATE TRIGGER grow BEFORE INSERT ON deid.equivalence_class FOR EACH ROW"
+                      " EXECUTE FUNCTION pg_temp.grow()")
+        with pytest.raises(psycopg.Error) as e:
+            gen(t_src, "t_src_bad", k=5, selection=None, table="t_src")
+    assert sqlstate_of(e) == "DE002"
+    assert not t_src.execute("SELECT 1 FROM pg_class WHERE relname = 't_src_bad'").fetchone()
+
+
+def test_verify_release_groups_the_stored_release(t_src):
+    gen(t_src, "t_src_rv", k=5, selection=None, table="t_src")
+    report = t_src.execute("SELECT deid.verify_release('t_src_rv')").fetchone()[0]
+    assert report["verified"] and set(report["report"]["sources"]) == {"registry", "pathology"}
+    for tamper in ["UPDATE deid_release.t_src_rv SET pt = 'x' WHERE ctid = (SELECT min(ctid)"
+                   " FROM deid_release.t_src_rv)",                       # a class of 1 in the release
+                   "UPDATE deid.equivalence_class SET cardinality = cardinality + 1 WHERE class_id = 0"
+                   " AND release_id = (SELECT release_id FROM deid.release WHERE name = 't_src_rv')"]:
+        with rolled_back(t_src):
+            t_src.execute(tamper)
+            with pytest.raises(psycopg.Error) as e:
+                t_src.execute("SELECT deid.verify_release('t_src_rv')")
+        assert sqlstate_of(e) == "DE002"
+
+
+def test_verify_release_accepts_a_release_logged_before_1_1(t_src):
+    """Releases logged before deid 1.1.0 keep their classes over all quasi-identifiers jointly
+    (source NULL, as the upgrade leaves them): deid.verify_release checks them on the stored
+    release."""
+    rid, *_ = gen(t_src, "t_src_old", k=5, selection=None, table="t_src")
+    t_src.execute("DELETE FROM deid.equivalence_class WHERE release_id = %s", [rid])
+    t_src.execute("INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized)"
+                  " SELECT %s, (row_number() OVER ())::int - 1, count(*), jsonb_build_object('age', age,"
+                  " 'sex', sex, 'race', race, 'pt', pt) FROM release.t_src_old GROUP BY age, sex, race, pt",
+                  [rid])
+    assert t_src.execute("SELECT deid.verify_release('t_src_old')").fetchone()[0]["verified"]

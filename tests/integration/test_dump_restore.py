@@ -88,6 +88,17 @@ def test_verifier_accepts_every_restored_release(dumped):
     assert seen == set(methods)
 
 
+def test_class_catalog_keeps_its_sources(dumped):
+    """deid.equivalence_class after restore: a generalization release's per-source classes
+    (source = the source system), anatomy's joint groups (source NULL)."""
+    _, dst, _, _ = dumped
+    sources = dict(dst.execute(
+        "SELECT r.name, array_agg(DISTINCT coalesce(e.source, '<joint>')) FROM deid.equivalence_class e"
+        " JOIN deid.release r USING (release_id) WHERE r.name IN ('dump_gen', 'dump_ana')"
+        " GROUP BY r.name").fetchall())
+    assert sources == {"dump_gen": ["registry"], "dump_ana": ["<joint>"]}
+
+
 def test_verify_release_catches_a_tampered_release(dumped):
     _, dst, _, _ = dumped
     dst.execute("BEGIN")

@@ -5,7 +5,8 @@ hierarchies with k per source system (paper 002, sec. 4.5). A pure plug-in: no S
                             its leaves (sec. 4.5 step 2)
     run(frame, req)      -> ReleasePlan: class table (step 1), methods.generalize.greedy (step 3;
                             or the optimal lattice search), the release table with the QIs as
-                            hierarchy labels (step 4), and the classes.
+                            hierarchy labels (step 4), and the classes per source system (the
+                            catalog writer derives them from the stored release).
 The independent check of what was stored (k per source system, sec. 2) is
 verify/generalization.py.
 """
@@ -15,7 +16,7 @@ from .. import hierarchies, method_support as ms
 from ..errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ..frame import value_dictionary
 from ..options import Option
-from ..plan import Classes, Labels, ReleasePlan, SourceValues, Table
+from ..plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
 
 NAME = "generalization"
 OPTIONS = (
@@ -58,7 +59,7 @@ def build_attribute(h, name, col, priority, limit, source):
     from ..methods.generalize import AttributeHierarchy
     codes, leaves = value_dictionary(col)
     leaves = list(leaves) + ["NULL"]          # the code of NULL (used with options.nulls)
-    present = np.unique(codes)
+    present = np.flatnonzero(np.bincount(codes, minlength=len(leaves)))   # = np.unique(codes)
     leaves = [leaves[i] for i in present]
     remap = np.full(int(codes.max()) + 1 if len(codes) else 1, -1, np.int64)
     remap[present] = np.arange(len(present))
@@ -173,25 +174,29 @@ def run(frame, req):
             a.limit = sel_limit if user_limit is None else min(user_limit, sel_limit)
         attrs.append(a)
         codes.append(c)
-    rows = np.stack(codes, axis=1)
-    classes, counts = class_table(rows, [len(a.labels[0]) for a in attrs])     # 002 step 1
     search = req.options.get("search", "greedy")
+    if search == "greedy" and len({a.source for a in attrs}) > 1:
+        # greedy merges each source's rows into its own class table first (generalize.greedy),
+        # so the joint class table of 002 step 1 would be sorted for nothing: the rows go in
+        # as classes of one row each (same steps, levels and final classes)
+        # (column-major: the kernel reads it column by column)
+        classes, counts = np.stack(codes).T, np.ones(frame.n, np.int64)
+    else:
+        classes, counts = class_table(codes, [len(a.labels[0]) for a in attrs])     # 002 step 1
     solve = generalize.optimal if search == "optimal" else generalize.greedy
     result = solve(classes, counts.astype(np.int64), attrs, req.k)
-    final = generalize.apply_levels(rows, attrs, result.levels)
     sizes = result.class_counts
-    table = Table(req.name, [Labels(q, final[:, j], list(a.labels[lv]))
-                             for j, (q, a, lv) in enumerate(zip(qis, attrs, result.levels))]
+    # 002 step 4 (generalize.apply_levels), column by column
+    table = Table(req.name, [Labels(q, a.level_map(int(lv))[c], list(a.labels[lv]))
+                             for q, a, lv, c in zip(qis, attrs, result.levels, codes)]
                   + [SourceValues(o, frame.columns[o], req.rel.columns[o]) for o in others])
-    class_labels = {q: [a.labels[lv][c] for c in result.class_codes[:, j].tolist()]
-                    for j, (q, a, lv) in enumerate(zip(qis, attrs, result.levels))}
     by_source = {}
     for q, a in zip(qis, attrs):
         by_source.setdefault(a.source, []).append(q)
     return ReleasePlan(
         tables=[table], rows=frame.n, groups=int(len(sizes)),
         discernibility=float((sizes.astype(float) ** 2).sum() / frame.n),
-        classes=Classes(sizes, class_labels),
+        classes=SourceClasses(by_source),
         metrics={"search": search, "steps": result.steps,
                  "levels": {q: int(lv) for q, lv in zip(qis, result.levels)},
                  "level_labels": {q: level_name(a, lv) for q, a, lv in zip(qis, attrs, result.levels)},
@@ -213,14 +218,26 @@ def selection_limit(h, attribute, values):
     return min(levels) if levels else 0
 
 
-def class_table(rows, sizes):
-    """Distinct rows (level-0 code vectors) with their counts; the codes are
-    packed into one int64 key when they fit (far faster than unique(axis=0))."""
-    if np.prod(np.asarray(sizes, dtype=float)) < 2.0 ** 62:
-        key = np.ravel_multi_index(tuple(rows.T), sizes)
+def class_table(columns, sizes):
+    """Distinct rows (level-0 code vectors, one array per column) with their counts, in
+    lexicographic order (as np.unique(rows, axis=0)). The codes are packed into one int64 key,
+    each column in a bit field of its own, the first in the highest bits, when they fit: the
+    key's order is the rows' lexicographic order, and decoding is shifts (far faster than
+    unique(axis=0) or ravel_multi_index's divisions)."""
+    widths = [(int(s) - 1).bit_length() for s in sizes]
+    if sum(widths) <= 62:
+        key = np.zeros(len(columns[0]), np.int64)
+        for c, w in zip(columns, widths):
+            key <<= w
+            key |= c
         uniq, counts = np.unique(key, return_counts=True)
-        return np.stack(np.unravel_index(uniq, sizes), axis=1).astype(np.int64), counts
-    return np.unique(rows, axis=0, return_counts=True)
+        out = np.empty((len(uniq), len(columns)), np.int64)
+        off = 0
+        for j in range(len(columns) - 1, -1, -1):
+            out[:, j] = (uniq >> off) & ((1 << widths[j]) - 1)
+            off += widths[j]
+        return out, counts
+    return np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
 
 
 def level_name(a, level):

@@ -1,29 +1,93 @@
 """The independent check of a generalization release (002), from what was STORED, before
 commit: every source system is k-anonymous on its own projected quasi-identifiers (002 sec. 2:
-k data twins in every source separately) -- counted by GROUP BY on the stored release table and
-checked by verify.k_per_source. The sources come from the catalog's column roles, not from the
-method."""
+k data twins in every source separately), checked by verify.k_per_source on the cardinalities
+of the stored release grouped by each source's quasi-identifiers. The sources come from the
+catalog's column roles, not from the method.
+
+Where the cardinalities come from:
+  * at request time, from deid.equivalence_class: the catalog writer derived those rows, in
+    this transaction, set-based from the stored release table (one GROUP BY per source;
+    catalog_log.write_source_classes). The verifier checks that the catalog holds exactly its
+    own sources, each grouped by exactly its own quasi-identifiers, and that every source's
+    cardinalities add up to the snapshot's rows -- so the grouping saw every stored row;
+  * for deid.verify_release (frame.stored_only: afterwards, from what is stored now), from a
+    GROUP BY of the stored release table itself, per source; where the catalog holds per-source
+    classes (releases since deid 1.1.0) they must equal those (older releases hold their
+    classes over all quasi-identifiers jointly, source NULL, and are checked on the release
+    alone).
+"""
 import json
 
 import numpy as np
 
 from ..sqltext import qualified, quote_ident
 from . import check_k_per_source
+from .failures import _fail
 
 STORE_SCHEMA = "deid_release"
 
 
-def verify(db, req, frame, tables):
+def sources(req):
+    """{source: its projected quasi-identifiers}, from the column roles."""
     by_source = {}
     for q in req.columns:
         meta = req.rel.columns[q]
         if meta.role == "quasi_identifier":
             by_source.setdefault(meta.source or req.rel.display, []).append(q)
-    counts = {}
-    for source, cols in by_source.items():
-        keys = ", ".join(quote_ident(c) for c in cols)
-        buf = db.query(f"SELECT string_agg(int8send(n), ''::bytea) AS c FROM (SELECT count(*) AS n"
-                       f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY {keys}) s")[0]["c"]
-        counts[source] = np.frombuffer(buf or b"", ">i8").astype(np.int64)
-    out = check_k_per_source(counts, req.k)
+    return by_source
+
+
+def verify(db, req, frame, tables):
+    by_source = sources(req)
+    catalog = catalog_counts(db, req.release_id)
+    if getattr(frame, "stored_only", False):
+        counts = {s: stored_counts(db, tables[0], cols) for s, cols in by_source.items()}
+        if catalog:
+            check_catalog(catalog, by_source, counts)
+    else:
+        check_catalog(catalog, by_source)
+        counts = {s: catalog[s][1] for s in by_source}
+    out = check_k_per_source(counts, req.k, n_rows=frame.n)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+
+
+def stored_counts(db, table, cols):
+    """Cardinalities of the stored release grouped by `cols` (one GROUP BY)."""
+    keys = ", ".join(quote_ident(c) for c in cols)
+    buf = db.query(f"SELECT string_agg(int8send(n), ''::bytea) AS c FROM (SELECT count(*) AS n"
+                   f" FROM {qualified(STORE_SCHEMA, table)} GROUP BY {keys}) s")[0]["c"]
+    return np.frombuffer(buf or b"", ">i8").astype(np.int64)
+
+
+def catalog_counts(db, release_id):
+    """{source: (sorted attribute names, cardinalities)} of the release's per-source classes
+    in deid.equivalence_class (source NOT NULL); every class of a source must name the same
+    attributes."""
+    out = {}
+    for r in db.query(
+            "SELECT source, string_agg(int8send(cardinality), ''::bytea) AS c,"
+            " count(DISTINCT keys) AS layouts, min(keys) AS keys FROM (SELECT source, cardinality,"
+            " ARRAY(SELECT jsonb_object_keys(generalized) ORDER BY 1) AS keys"
+            " FROM deid.equivalence_class WHERE release_id = $1 AND source IS NOT NULL) e"
+            " GROUP BY source", [release_id], ["bigint"]):
+        if r["layouts"] != 1:
+            _fail(f"the stored classes of source {r['source']!r} name different attributes",
+                  detail="deid.equivalence_class rows of one source must share their attributes")
+        out[r["source"]] = (sorted(r["keys"]), np.frombuffer(r["c"] or b"", ">i8").astype(np.int64))
+    return out
+
+
+def check_catalog(catalog, by_source, stored=None):
+    """The catalog's per-source classes are over exactly the verifier's sources and their
+    quasi-identifiers (and, with `stored`, have the cardinalities of the stored release)."""
+    if set(catalog) != set(by_source):
+        _fail("the stored classes are not those of the release's source systems",
+              detail=f"catalog sources {sorted(catalog)}, release sources {sorted(by_source)}")
+    for s, cols in by_source.items():
+        keys, counts = catalog[s]
+        if keys != sorted(cols):
+            _fail(f"the stored classes of source {s!r} are not grouped by its quasi-identifiers",
+                  detail=f"grouped by {keys}, its quasi-identifiers are {sorted(cols)}")
+        if stored is not None and not np.array_equal(np.sort(counts), np.sort(stored[s])):
+            _fail(f"the stored classes of source {s!r} differ from the stored release",
+                  detail=f"{len(counts)} classes in the catalog, {len(stored[s])} in the release")
