@@ -37,18 +37,20 @@ def classified(admin):
     return admin
 
 
-def run_tampered(url, admin, tamper):
+def run_tampered(url, admin, tamper, encoding="UTF8"):
     python_dir = admin.execute("SELECT setting || '/deid/python' FROM pg_config"
                                " WHERE name = 'SHAREDIR'").fetchone()[0]
     with psycopg.connect(url, autocommit=True) as conn:        # its own backend, patched
         conn.execute(PATCH.replace("PYTHON_DIR", repr(python_dir)).replace("TAMPER", repr(tamper)))
+        conn.execute(f"SET client_encoding = {encoding}")
         return conn.execute(
             "SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy', k => 10, l => 3,"
             " columns => %s, options => '{\"seed\": 1}', release => 't_digest')", [COLS]).fetchone()
 
 
-def test_untampered_chunks_verify(url, classified):
-    row = run_tampered(url, classified, None)
+@pytest.mark.parametrize("encoding", ["UTF8", "LATIN1"])     # LATIN1: values digested by convert_to
+def test_untampered_chunks_verify(url, classified, encoding):
+    row = run_tampered(url, classified, None, encoding)
     report = classified.execute("SELECT metrics->'verification'->'stored' FROM deid.release"
                                 " WHERE release_id = %s", [row[0]]).fetchone()[0]
     assert report["chunks"] > 2 * 2 and report["rids"] == 2 * row[2]      # several per attribute
@@ -71,12 +73,33 @@ def test_untampered_chunks_verify(url, classified):
     f"UPDATE deid.rid_set SET chunk = 1000 {ONE}",                                 # renumbered
     "DELETE FROM deid.rid_set WHERE release_id = $1 AND attribute = 'treatment'",  # an attribute
 ])
-def test_tampered_chunks_fail(url, classified, tamper):
+@pytest.mark.parametrize("encoding", ["UTF8", "LATIN1"])
+def test_tampered_chunks_fail(url, classified, tamper, encoding):
     rids = classified.execute("SELECT count(*) FROM deid.rid_set").fetchone()[0]
     with pytest.raises(psycopg.Error) as e:
-        run_tampered(url, classified, tamper)
+        run_tampered(url, classified, tamper, encoding)
     assert sqlstate_of(e) == "DE002", e.value.diag.message_primary
     assert "deid.rid_set" in e.value.diag.message_primary
     assert classified.execute("SELECT count(*) FROM deid.rid_set").fetchone()[0] == rids
     assert classified.execute("SELECT count(*) FROM deid.release WHERE name = 't_digest'"
                               " AND status = 'committed'").fetchone()[0] == 0
+
+
+def test_non_ascii_and_null_values(classified):
+    """Values outside ASCII and NULL values are digested as stored (UTF-8 text, NULL flags)."""
+    classified.execute("DROP TABLE IF EXISTS public.t_utf")
+    classified.execute("CREATE TABLE public.t_utf AS SELECT patient_id, sex, race,"
+                       " CASE WHEN patient_id % 5 = 0 THEN NULL ELSE 'Ökö-' || (age % 6) || ' ✓' END"
+                       " AS note FROM registry.patients")
+    classified.execute("ALTER TABLE t_utf ADD PRIMARY KEY (patient_id)")
+    for col, role in [("sex", "quasi_identifier"), ("race", "quasi_identifier"), ("note", "sensitive")]:
+        classified.execute("SELECT deid.set_role('t_utf', %s, %s)", [col, role])
+    r = classified.execute("SELECT * FROM deid.anonymize_request('t_utf', 'anatomy', k => 40, l => 3,"
+                           " release => 't_utf')").fetchone()
+    assert r[5]
+    report = classified.execute("SELECT metrics->'verification'->'stored' FROM deid.release"
+                                " WHERE release_id = %s", [r[0]]).fetchone()[0]
+    assert report["rids"] == r[2]
+    assert classified.execute("SELECT count(*) FROM deid.rid_sets WHERE release_id = %s"
+                              " AND value LIKE 'Ökö-%% ✓'", [r[0]]).fetchone()[0] > 0
+    classified.execute("SELECT deid.drop_release('t_utf')")

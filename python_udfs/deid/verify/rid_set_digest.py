@@ -6,14 +6,15 @@ What is compared.  For every stored row (one chunk of one attribute of the relea
 computes, in one aggregate pass over ``deid.rid_set`` (:data:`_STORED_SQL`)::
 
     chunk (int4) | entries (int4) | rids (int4) | sha256(image)
-    image = array_send(group_ids) || values || array_send(rid_counts) || array_send(rids)
-    values = per element of value_list: int4 length + its UTF-8 bytes, or int4 -1 for NULL
+    image = array_send(group_ids) || array_send(value_list) || array_send(rid_counts)
+            || array_send(rids)          (value_list's elements in UTF-8)
 
 and returns, per attribute, those 44-byte records in chunk order.  :func:`check_stored` builds
 the same images with numpy from the arrays (``array_send``'s format, written here from the
 PostgreSQL documentation of the binary array format, not with the writer's encoder:
 ``ndim, has-null flag, element type OID, length, lower bound 1``, then per element its length
-word and its big-endian value; an empty array is ``0, 0, OID``) and compares, attribute by
+word and its big-endian value or UTF-8 text, -1 and nothing for NULL; an empty array is
+``0, 0, OID``) and compares, attribute by
 attribute: the same attribute names, chunks numbered 0, 1, ... without gap or repeat, the
 entries and RIDs of every chunk adding up to the arrays', and equal digests.
 
@@ -24,7 +25,7 @@ collision, which no known method finds (2^128 work generically).  The chunk numb
 counts and RID counts are compared in the clear, so the stored rows, taken in chunk order, are
 exactly the arrays cut at those boundaries: a changed, moved, dropped or added RID, value,
 group or count changes an image; a dropped, duplicated or renumbered row changes the list of
-chunks.  The values are hashed in UTF-8 whatever the session's client_encoding (convert_to),
+chunks.  The values are hashed in UTF-8 whatever the session's client_encoding (see _VALUES_UTF8),
 the numbers by array_send, which does not depend on any setting.
 """
 import hashlib
@@ -33,15 +34,24 @@ import numpy as np
 
 from .failures import _fail
 
-INT4OID, INT8OID = 23, 20
+INT4OID, INT8OID, TEXTOID = 23, 20, 25
+
+# array_send of the text[] value_list is its UTF-8 image when the session's client_encoding
+# and the server's encoding are UTF8 (textsend converts to the client's encoding); otherwise
+# the same image is built element by element with convert_to (slower, same bytes).
+_VALUES_UTF8 = (
+    "CASE WHEN pg_catalog.pg_client_encoding() = 'UTF8'"
+    " AND pg_catalog.current_setting('server_encoding') = 'UTF8' THEN array_send(r.value_list)"
+    " WHEN cardinality(r.value_list) = 0 THEN '\\x000000000000000000000019'::bytea"
+    " ELSE int4send(1) || int4send((array_position(r.value_list, NULL) IS NOT NULL)::int)"
+    " || int4send(25) || int4send(cardinality(r.value_list)) || int4send(1)"
+    " || (SELECT string_agg(CASE WHEN v IS NULL THEN '\\xffffffff'::bytea"
+    "     ELSE int4send(length(convert_to(v, 'UTF8'))) || convert_to(v, 'UTF8') END,"
+    "     ''::bytea ORDER BY o) FROM unnest(r.value_list) WITH ORDINALITY u(v, o)) END")
 
 _STORED_SQL = (
     "SELECT r.attribute AS a, string_agg(int4send(r.chunk) || int4send(cardinality(r.group_ids))"
-    " || int4send(cardinality(r.rids)) || sha256(array_send(r.group_ids)"
-    " || coalesce((SELECT string_agg(CASE WHEN v IS NULL THEN '\\xffffffff'::bytea"
-    "              ELSE int4send(length(convert_to(v, 'UTF8'))) || convert_to(v, 'UTF8') END,"
-    "              ''::bytea ORDER BY o) FROM unnest(r.value_list) WITH ORDINALITY u(v, o)),"
-    "             ''::bytea)"
+    " || int4send(cardinality(r.rids)) || sha256(array_send(r.group_ids) || " + _VALUES_UTF8 +
     " || array_send(r.rid_counts) || array_send(r.rids)), ''::bytea ORDER BY r.chunk) AS d"
     " FROM deid.rid_set r WHERE r.release_id = $1 GROUP BY r.attribute")
 
@@ -104,13 +114,16 @@ def _digests(group, code, dictionary, count, rids, entries, per_chunk):
     groups = _elements(np.asarray(group), ">i4")
     counts = _elements(count, ">i4")
     all_rids = _elements(np.asarray(rids), ">i8")
-    texts, offsets = _text_elements(np.asarray(code, np.int64), dictionary)
+    code = np.minimum(np.asarray(code, np.int64), len(dictionary))
+    texts, offsets = _text_elements(code, dictionary)
+    null = np.array([x is None for x in dictionary] + [True])[code]
     out, e0, r0 = [], 0, 0
     for ne, nr in zip(entries.tolist(), per_chunk.tolist()):
         e1, r1 = e0 + ne, r0 + nr
         h = hashlib.sha256()
         h.update(_header(ne, INT4OID))
         h.update(groups[e0:e1].tobytes())
+        h.update(_header(ne, TEXTOID, bool(null[e0:e1].any())))
         h.update(texts[offsets[e0]:offsets[e1]].tobytes())
         h.update(_header(ne, INT4OID))
         h.update(counts[e0:e1].tobytes())
@@ -121,11 +134,11 @@ def _digests(group, code, dictionary, count, rids, entries, per_chunk):
     return out
 
 
-def _header(n, oid):
-    """array_send's header of a one-dimensional array of n non-NULL elements."""
+def _header(n, oid, has_null=False):
+    """array_send's header of a one-dimensional array of n elements."""
     if n == 0:
         return np.array([0, 0, oid], ">i4").tobytes()
-    return np.array([1, 0, oid, n, 1], ">i4").tobytes()
+    return np.array([1, int(has_null), oid, n, 1], ">i4").tobytes()
 
 
 def _elements(values, dtype):
@@ -144,7 +157,6 @@ def _text_elements(code, dictionary):
     lens = np.array([len(w) for w in words], np.int64)
     blob = np.frombuffer(b"".join(words), np.uint8)
     starts = np.cumsum(lens) - lens
-    code = np.minimum(code, len(dictionary))
     entry_lens = lens[code]
     offsets = np.zeros(len(code) + 1, np.int64)
     np.cumsum(entry_lens, out=offsets[1:])
