@@ -20,6 +20,7 @@ NULLs: values are 0 (codes D) and ``null`` marks them.
 """
 import itertools
 import os
+import secrets
 from dataclasses import dataclass
 import numpy as np
 
@@ -62,25 +63,28 @@ def _value_expr(kind, base_type, col):
     raise AssertionError(kind)
 
 
-def _dictionaries(db, src, where, params, cols):
+def _dictionaries(db, src, where, params, cols, seed=None):
     """Distinct non-NULL text values of every categorical column, in sort
-    order, with their hashtext() -- from ONE scan (GROUPING SETS) per 31 columns
-    (GROUPING() takes at most 31 arguments)."""
+    order, with their hashtext() (with `seed`: hashtextextended(v, seed)) -- from ONE
+    scan (GROUPING SETS) per 31 columns (GROUPING() takes at most 31 arguments)."""
     if not cols:
         return {}
     if len(cols) > 31:
         out = {}
         for i in range(0, len(cols), 31):
-            out.update(_dictionaries(db, src, where, params, cols[i:i + 31]))
+            out.update(_dictionaries(db, src, where, params, cols[i:i + 31], seed))
         return out
     m = len(cols)
     vs = [f"v{i}" for i in range(m)]
     inner = ", ".join(f"(t.{quote_ident(c.name)})::text AS v{i}" for i, c in enumerate(cols))
+    types = ["text"] * len(params) + ([] if seed is None else ["bigint"])
+    hash_of = (lambda v: f"hashtext({v})") if seed is None else \
+        (lambda v: f"hashtextextended({v}, ${len(types)})")
     rows = db.query(
-        f"SELECT GROUPING({', '.join(vs)}) AS g, {', '.join(f'{v}, hashtext({v}) AS h{v}' for v in vs)}"
+        f"SELECT GROUPING({', '.join(vs)}) AS g, {', '.join(f'{v}, {hash_of(v)} AS h{v}' for v in vs)}"
         f" FROM (SELECT {inner} FROM {src} t WHERE {where}) s"
         f" GROUP BY GROUPING SETS ({', '.join(f'({v})' for v in vs)}) ORDER BY 1, {', '.join(vs)}",
-        params, ["text"] * len(params))
+        list(params) + ([] if seed is None else [seed]), types)
     out = {c.name: ([], []) for c in cols}
     for r in rows:
         i = next(i for i in range(m) if not (r["g"] >> (m - 1 - i)) & 1)
@@ -130,9 +134,17 @@ def _perfect_slots(dh, max_bits=20):
 
 def read(db, rel, columns, rid_column=None, selection=None):
     """Read `columns` (names of rel's columns) of the rows of `rel` that match
-    `selection` ((sql, params) from request.Selection.render, or None)."""
+    `selection` ((sql, params) from request.Selection.render, or None).
+
+    Categorical columns: with a row id, ONE pass reads every row's
+    hashtextextended(value, seed) (64 bits, a random seed per read) beside the other
+    values; the dictionary is then the text of one row per distinct hash, fetched by row id
+    (_dictionary_by_rows), or -- for a column with very many distinct values -- one GROUPING
+    SETS scan. Without a row id the dictionaries come first (one scan) and the pass reads
+    hashtext() (32 bits), joining a dictionary where two of its values share one."""
     where, params = selection if selection else ("TRUE", [])
     params = list(params)
+    types = ["text"] * len(params)
     src = rel.qualified
     cols = [rel.column(c) for c in columns]
     select, joins, dtypes, names = [], [], [], []
@@ -140,19 +152,28 @@ def read(db, rel, columns, rid_column=None, selection=None):
         select.append(f"string_agg(int8send(t.{quote_ident(rid_column)}::int8), ''::bytea)")
         dtypes.append(">i8")
         names.append("__rid")
-    dictionaries = _dictionaries(db, src, where, params,
-                                 [c for c in cols if column_kind(c.base_type) == "category"])
+    categories = [c for c in cols if column_kind(c.base_type) == "category"]
+    seed = secrets.randbits(62) if rid_column and categories else None
+    if seed is not None:
+        params.append(seed)
+        types.append("bigint")
+    dictionaries = {} if seed is not None else _dictionaries(db, src, where, params, categories)
     null_terms, hashed = [], set()
     for j, c in enumerate(cols):
         q = "t." + quote_ident(c.name)
         kind = column_kind(c.base_type)
-        if kind == "category":
+        if kind == "category" and seed is not None:
+            select.append(f"string_agg(int8send(coalesce(hashtextextended(({q})::text,"
+                          f" ${len(params)}), 0)), ''::bytea)")
+            dtypes.append(">i8")
+        elif kind == "category":
             dictionary, hashes = dictionaries[c.name]
             if len(set(hashes)) == len(hashes):      # codes from hashtext(): no join
                 select.append(f"string_agg(int4send(coalesce(hashtext(({q})::text), 0)), ''::bytea)")
                 hashed.add(c.name)
             else:                                    # a hash collision: join the dictionary
                 params.append(dictionary)
+                types.append("text[]")
                 alias = f"d{j}"
                 joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
                              f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
@@ -166,9 +187,6 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append(c.name)
         if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
             null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
-    joined = len(dictionaries) - len(hashed)
-    types = ["text"] * len(params)
-    types[len(types) - joined:] = ["text[]"] * joined
     base = f" FROM {src} t{''.join(joins)} WHERE {where}"
     exprs = [f"{expr} AS c{i}" for i, expr in enumerate(select)] + ["count(*) AS n"]
     if null_terms:
@@ -199,11 +217,64 @@ def read(db, rel, columns, rid_column=None, selection=None):
         word = flag_words.get(j // FLAG_BITS)
         null = ((word >> (j % FLAG_BITS)) & 1).astype(bool) if word is not None else np.zeros(n, bool)
         values = arrays[c.name]
-        dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
-        if c.name in hashed:
+        if seed is not None and c.name not in dictionaries and column_kind(c.base_type) == "category":
+            dictionaries[c.name] = _dictionary_by_rows(db, src, where, params, rid_column, c,
+                                                       arrays["__rid"], values, null, seed)
+            values = _codes_from_hashes64(c.name, values, dictionaries[c.name][1], null)
+        elif c.name in hashed:
             values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
+        dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
+
+
+REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id; more: GROUP BY
+
+
+def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, null, seed):
+    """(labels in sort order, their hashtextextended(v, seed)) of a categorical column whose
+    rows' hashes were read: the text of one row per distinct hash, fetched by row id (or, for
+    more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS scan of the column). Two
+    values with one 64-bit hash (a random seed per read makes that about D^2 / 2^65 likely)
+    or a row changed since the pass raise SERIALIZATION_FAILURE: the request is run again."""
+    q = "t." + quote_ident(col.name)
+    present = np.flatnonzero(~null) if null.any() else None
+    h = hashes if present is None else hashes[present]
+    distinct, first = np.unique(h, return_index=True)
+    if len(distinct) > REPRESENTATIVES_MAX:
+        labels, label_hashes = _dictionaries(db, src, where, params[:-1], [col], seed)[col.name]
+        label_hashes = np.asarray(label_hashes, np.int64)
+    else:
+        rows = first if present is None else present[first]
+        found = db.query(f"SELECT DISTINCT ({q})::text AS v, hashtextextended(({q})::text, $2) AS h"
+                         f" FROM {src} t WHERE t.{quote_ident(rid_column)} = ANY($1::int8[])"
+                         f" AND ({q}) IS NOT NULL ORDER BY 1", [rid[rows].tolist(), seed],
+                         ["int8[]", "bigint"])
+        label_hashes = np.array([r["h"] for r in found], np.int64)
+        keep = np.isin(label_hashes, distinct)       # (a duplicated row id may bring others)
+        labels = [r["v"] for r, k in zip(found, keep.tolist()) if k]
+        label_hashes = label_hashes[keep]
+    if len(np.unique(label_hashes)) != len(label_hashes) or len(label_hashes) != len(distinct):
+        raise DeidError(SERIALIZATION_FAILURE, f'the values of "{col.name}" could not be read'
+                        " consistently", hint="Run the request again (the source was written to"
+                        " concurrently, or two values shared a hash).")
+    return labels, label_hashes
+
+
+def _codes_from_hashes64(name, hashes, dictionary_hashes, null):
+    """Dictionary codes of the rows from their 64-bit hashes (every non-NULL hash is one of
+    the dictionary's, which was built from them)."""
+    dh = np.asarray(dictionary_hashes, np.int64)
+    if len(dh) == 0:
+        return np.zeros(len(hashes), np.int64)
+    order = np.argsort(dh, kind="stable")
+    pos = np.minimum(np.searchsorted(dh[order], hashes), len(dh) - 1)
+    codes = order[pos].astype(np.int64)
+    if not np.all((dh[order][pos] == hashes) | null):
+        raise DeidError(SERIALIZATION_FAILURE, f'the values of "{name}" changed while the request read them',
+                        hint="Run the request again (the source was written to concurrently).")
+    codes[null] = len(dh)
+    return codes
 
 
 def read_spec(db, spec):
