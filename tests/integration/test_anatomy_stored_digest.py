@@ -103,3 +103,19 @@ def test_non_ascii_and_null_values(classified):
     assert classified.execute("SELECT count(*) FROM deid.rid_sets WHERE release_id = %s"
                               " AND value LIKE 'Ökö-%% ✓'", [r[0]]).fetchone()[0] > 0
     classified.execute("SELECT deid.drop_release('t_utf')")
+
+
+def test_rid_sets_are_never_pglz_compressed(url, classified):
+    """pglz takes seconds on sequential RIDs: the catalog stores them lz4-compressed where the
+    server has lz4, else uncompressed (STORAGE EXTERNAL)."""
+    lz4 = classified.execute("SELECT 'lz4' = ANY (enumvals) FROM pg_settings"
+                             " WHERE name = 'default_toast_compression'").fetchone()[0]
+    for storage, compression in classified.execute(
+            "SELECT attstorage, attcompression FROM pg_attribute WHERE attrelid ="
+            " 'deid.rid_set'::regclass AND attname IN ('group_ids', 'value_list', 'rid_counts',"
+            " 'rids')").fetchall():
+        assert (storage, compression) == (("x", "l") if lz4 else ("e", ""))
+    run_tampered(url, classified, None)
+    assert classified.execute("SELECT count(*) FROM deid.rid_set WHERE"
+                              " pg_column_compression(rids) = 'pglz'").fetchone()[0] == 0
+    classified.execute("SELECT deid.drop_release('t_digest')")
