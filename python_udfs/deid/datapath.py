@@ -316,7 +316,7 @@ def copy_fields(db, table, column_names, fields):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(copybin.records(fields))
+            copybin.write(f, fields)
         return db.value("SELECT deid._copy_in($1::regclass, $2, $3)",
                         [table, list(column_names), path], ["text", "text[]", "text"])
     finally:

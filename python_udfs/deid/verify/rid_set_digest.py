@@ -110,25 +110,26 @@ def check_stored(stored, expected):
 
 
 def _digests(group, code, dictionary, count, rids, entries, per_chunk):
-    """SHA-256 of each chunk's image (see the module docstring)."""
-    groups = _elements(np.asarray(group), ">i4")
-    counts = _elements(count, ">i4")
-    all_rids = _elements(np.asarray(rids), ">i8")
+    """SHA-256 of each chunk's image (see the module docstring), built a chunk at a time."""
+    group, count, rids = np.asarray(group), np.asarray(count), np.asarray(rids)
     code = np.minimum(np.asarray(code, np.int64), len(dictionary))
-    texts, offsets = _text_elements(code, dictionary)
-    null = np.array([x is None for x in dictionary] + [True])[code]
+    words = [b"\xff\xff\xff\xff" if s is None else len(s.encode()).to_bytes(4, "big") + s.encode()
+             for s in dictionary] + [b"\xff\xff\xff\xff"]
+    null = np.array([x is None for x in dictionary] + [True])
+    table = _word_table(words)
     out, e0, r0 = [], 0, 0
     for ne, nr in zip(entries.tolist(), per_chunk.tolist()):
         e1, r1 = e0 + ne, r0 + nr
+        codes = code[e0:e1]
         h = hashlib.sha256()
         h.update(_header(ne, INT4OID))
-        h.update(groups[e0:e1].tobytes())
-        h.update(_header(ne, TEXTOID, bool(null[e0:e1].any())))
-        h.update(texts[offsets[e0]:offsets[e1]].tobytes())
+        h.update(_elements(group[e0:e1], ">i4"))
+        h.update(_header(ne, TEXTOID, bool(null[codes].any())))
+        h.update(_text_elements(codes, *table))
         h.update(_header(ne, INT4OID))
-        h.update(counts[e0:e1].tobytes())
+        h.update(_elements(count[e0:e1], ">i4"))
         h.update(_header(nr, INT8OID))
-        h.update(all_rids[r0:r1].tobytes())
+        h.update(_elements(rids[r0:r1], ">i8"))
         out.append(h.digest())
         e0, r0 = e1, r1
     return out
@@ -146,25 +147,20 @@ def _elements(values, dtype):
     out = np.empty(len(values), [("len", ">i4"), ("v", dtype)])
     out["len"] = np.dtype(dtype).itemsize
     out["v"] = values
-    return out
+    return out.tobytes()
 
 
-def _text_elements(code, dictionary):
-    """The value elements (int4 length + UTF-8 bytes, or int4 -1 for NULL) back to back, and
-    each entry's offset into them (len(code) + 1 offsets)."""
-    words = [b"\xff\xff\xff\xff" if s is None else len(s.encode()).to_bytes(4, "big") + s.encode()
-             for s in dictionary] + [b"\xff\xff\xff\xff"]
+def _word_table(words):
+    """The words zero-padded as rows of a uint8 table, and their lengths."""
     lens = np.array([len(w) for w in words], np.int64)
-    blob = np.frombuffer(b"".join(words), np.uint8)
-    starts = np.cumsum(lens) - lens
-    entry_lens = lens[code]
-    offsets = np.zeros(len(code) + 1, np.int64)
-    np.cumsum(entry_lens, out=offsets[1:])
-    if len(code) == 0:
-        return np.zeros(0, np.uint8), offsets
-    # the bytes of entry i are blob[starts[code[i]] : starts[code[i]] + entry_lens[i]]
-    step = np.ones(int(offsets[-1]), np.int64)
-    first = starts[code]
-    step[0] = first[0]
-    step[offsets[1:-1]] = first[1:] - (first[:-1] + entry_lens[:-1]) + 1
-    return blob[np.cumsum(step)], offsets
+    table = np.zeros((len(words), int(lens.max())), np.uint8)
+    for i, w in enumerate(words):
+        table[i, :len(w)] = np.frombuffer(w, np.uint8)
+    return table, lens
+
+
+def _text_elements(code, table, lens):
+    """The value elements of entries with these codes, back to back: word code[i] each (int4
+    length + UTF-8 bytes, or int4 -1 for NULL; rows of _word_table)."""
+    rows = table[code]
+    return rows[np.arange(table.shape[1]) < lens[code][:, None]].tobytes()
