@@ -218,9 +218,8 @@ def read(db, rel, columns, rid_column=None, selection=None):
         null = ((word >> (j % FLAG_BITS)) & 1).astype(bool) if word is not None else np.zeros(n, bool)
         values = arrays[c.name]
         if seed is not None and c.name not in dictionaries and column_kind(c.base_type) == "category":
-            dictionaries[c.name] = _dictionary_by_rows(db, src, where, params, rid_column, c,
-                                                       arrays["__rid"], values, null, seed)
-            values = _codes_from_hashes64(c.name, values, dictionaries[c.name][1], null)
+            dictionaries[c.name], values = _dictionary_by_rows(
+                db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed)
         elif c.name in hashed:
             values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
@@ -232,15 +231,15 @@ REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id
 
 
 def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, null, seed):
-    """(labels in sort order, their hashtextextended(v, seed)) of a categorical column whose
-    rows' hashes were read: the text of one row per distinct hash, fetched by row id (or, for
-    more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS scan of the column). Two
-    values with one 64-bit hash (a random seed per read makes that about D^2 / 2^65 likely)
-    or a row changed since the pass raise SERIALIZATION_FAILURE: the request is run again."""
+    """((labels in sort order, their hashes), every row's code) of a categorical column whose
+    rows' hashtextextended(v, seed) were read: the text of one row per distinct hash, fetched
+    by row id (or, for more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS scan of
+    the column). Two values with one 64-bit hash (a random seed per read makes that about
+    D^2 / 2^65 likely) or a row changed since the pass raise SERIALIZATION_FAILURE: the
+    request is run again."""
     q = "t." + quote_ident(col.name)
     present = np.flatnonzero(~null) if null.any() else None
-    h = hashes if present is None else hashes[present]
-    distinct, first = np.unique(h, return_index=True)
+    distinct, first, index = _distinct(hashes if present is None else hashes[present])
     if len(distinct) > REPRESENTATIVES_MAX:
         labels, label_hashes = _dictionaries(db, src, where, params[:-1], [col], seed)[col.name]
         label_hashes = np.asarray(label_hashes, np.int64)
@@ -254,27 +253,45 @@ def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, nu
         keep = np.isin(label_hashes, distinct)       # (a duplicated row id may bring others)
         labels = [r["v"] for r, k in zip(found, keep.tolist()) if k]
         label_hashes = label_hashes[keep]
-    if len(np.unique(label_hashes)) != len(label_hashes) or len(label_hashes) != len(distinct):
+    order = np.argsort(label_hashes, kind="stable")
+    pos = np.minimum(np.searchsorted(label_hashes[order], distinct), max(len(order) - 1, 0))
+    code_of = order[pos] if len(order) else np.zeros(len(distinct), np.int64)
+    if len(np.unique(label_hashes)) != len(label_hashes) or len(label_hashes) != len(distinct) \
+            or not np.array_equal(label_hashes[code_of], distinct):
         raise DeidError(SERIALIZATION_FAILURE, f'the values of "{col.name}" could not be read'
                         " consistently", hint="Run the request again (the source was written to"
                         " concurrently, or two values shared a hash).")
-    return labels, label_hashes
+    if present is None:
+        return (labels, label_hashes), code_of[index].astype(np.int64)
+    codes = np.full(len(hashes), len(labels), np.int64)
+    codes[present] = code_of[index]
+    return (labels, label_hashes), codes
 
 
-def _codes_from_hashes64(name, hashes, dictionary_hashes, null):
-    """Dictionary codes of the rows from their 64-bit hashes (every non-NULL hash is one of
-    the dictionary's, which was built from them)."""
-    dh = np.asarray(dictionary_hashes, np.int64)
-    if len(dh) == 0:
-        return np.zeros(len(hashes), np.int64)
-    order = np.argsort(dh, kind="stable")
-    pos = np.minimum(np.searchsorted(dh[order], hashes), len(dh) - 1)
-    codes = order[pos].astype(np.int64)
-    if not np.all((dh[order][pos] == hashes) | null):
-        raise DeidError(SERIALIZATION_FAILURE, f'the values of "{name}" changed while the request read them',
-                        hint="Run the request again (the source was written to concurrently).")
-    codes[null] = len(dh)
-    return codes
+def _distinct(h, bits=16):
+    """(distinct values of the int64 array h, a row holding each, every row's index into
+    them) in O(n) when they are few: a table indexed by the low `bits` bits of h keeps the
+    first hash of each slot; rows whose slot another hash took are ranked by np.unique (all
+    rows, when more than a quarter collide)."""
+    n = len(h)
+    slot = (h & ((1 << bits) - 1)).astype(np.intp)
+    first = np.full(1 << bits, n, np.int64)
+    first[slot[::-1]] = np.arange(n - 1, -1, -1)         # last write wins: the first row
+    used = np.flatnonzero(first < n)
+    same = h[first[slot]] == h if n else np.ones(0, bool)
+    rest = np.flatnonzero(~same)
+    if len(rest) > n // 4:
+        distinct, rows, index = np.unique(h, return_index=True, return_inverse=True)
+        return distinct, rows, index.ravel()
+    index_of = np.zeros(1 << bits, np.int64)
+    index_of[used] = np.arange(len(used))
+    index = index_of[slot]
+    distinct, rows = h[first[used]], first[used]
+    if len(rest):
+        d2, r2, i2 = np.unique(h[rest], return_index=True, return_inverse=True)
+        index[rest] = len(used) + i2.ravel()
+        distinct, rows = np.concatenate([distinct, d2]), np.concatenate([rows, rest[r2]])
+    return distinct, rows, index
 
 
 def read_spec(db, spec):
