@@ -15,7 +15,8 @@ Encodings (see README, "Data path"):
   time     timestamp/timestamptz             -> float64 seconds since epoch
   category anything else (text, bool, ...)   -> int64 codes 0..D-1 in sort order,
                                                 the dictionary of D labels;
-                                                NULL gets the code D
+                                                NULL gets the code D (read()
+                                                says how the one pass gets them)
 NULLs: values are 0 (codes D) and ``null`` marks them.
 """
 import itertools
