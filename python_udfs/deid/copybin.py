@@ -108,6 +108,7 @@ def _by_chunks(prefix, fields, lens):
 
 
 _GATHER_BYTES = 1 << 21
+_FEW_RECORDS = 4096            # records with arrays joined slice by slice
 
 
 def _by_pieces(prefix, fields):
@@ -116,7 +117,8 @@ def _by_pieces(prefix, fields):
     field's elements are built once, back to back, in record order) -- gathered
     into one image with numpy, piece column by piece column, about 2 MB at a
     time (arrays give records no common layout; a disassociation release (003)
-    has millions of records with arrays)."""
+    has millions of records with arrays); up to _FEW_RECORDS records are joined slice by
+    slice instead (a RID-set chunk is one record with some 64k RIDs)."""
     n = len(prefix)
     width = prefix.dtype.itemsize
     columns = [(prefix.view(np.uint8), width * np.arange(n, dtype=np.int64), np.full(n, width))]
@@ -132,6 +134,10 @@ def _by_pieces(prefix, fields):
             buf, lens = _compact(f)
             columns.append((buf, np.cumsum(lens) - lens, lens))
     merged = _merge_fixed(columns, n)
+    if n <= _FEW_RECORDS:       # e.g. RID-set chunks: few records, long arrays -- slice them
+        return np.concatenate([buf[int(s):int(s) + int(ln)] for i in range(n)
+                               for buf, s, ln in ((b, st[i], ls[i]) for b, st, ls in merged)]
+                              or [np.zeros(0, np.uint8)])
     record_len = np.zeros(n, np.int64)
     for _, _, lens in merged:
         record_len += lens
