@@ -257,9 +257,10 @@ def main():
         if n == args.rows and not args.skip_sorted:
             result["anatomy_sorted_ids"] = bench_anatomy(conn, n, args.repeat, sorted_ids=True)
     conn.close()
-    if not args.skip_generalization:
-        for n in sizes:
+    if not args.skip_generalization:      # --rows last: release_fingerprint.py reads that table
+        for n in [x for x in sizes if x != args.rows] + [args.rows]:
             result["sizes"]["generalization"].append(bench_generalization(n, args.repeat))
+        result["sizes"]["generalization"].sort(key=lambda p: p["rows"])
     if not args.skip_datapath:
         result["datapath"] = bench_datapath(args.rows, args.repeat)
     for method, pts in result["sizes"].items():
