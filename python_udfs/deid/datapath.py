@@ -1,8 +1,8 @@
 """The data path: chosen columns of a relation -> numpy arrays, and result
 arrays -> a new table.
 
-Reading runs ONE aggregate query whose result row holds, per column, the
-column packed as big-endian binary (``string_agg(int8send(...))``): a normal
+Reading runs ONE aggregate query whose result holds every row's fields packed
+as big-endian binary, row after row (``string_agg(int8send(...) || ...)``): a normal
 SELECT, so the selection predicate's literals stay bound parameters, and no
 row is ever converted to a Python object. Writing packs the arrays into a
 PostgreSQL binary COPY file in a private temporary file of the server and runs
@@ -150,7 +150,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
     cols = [rel.column(c) for c in columns]
     select, joins, dtypes, names = [], [], [], []
     if rid_column:
-        select.append(f"string_agg(int8send(t.{quote_ident(rid_column)}::int8), ''::bytea)")
+        select.append(f"int8send(t.{quote_ident(rid_column)}::int8)")
         dtypes.append(">i8")
         names.append("__rid")
     categories = [c for c in cols if column_kind(c.base_type) == "category"]
@@ -164,13 +164,12 @@ def read(db, rel, columns, rid_column=None, selection=None):
         q = "t." + quote_ident(c.name)
         kind = column_kind(c.base_type)
         if kind == "category" and seed is not None:
-            select.append(f"string_agg(int8send(coalesce(hashtextextended(({q})::text,"
-                          f" ${len(params)}), 0)), ''::bytea)")
+            select.append(f"int8send(coalesce(hashtextextended(({q})::text, ${len(params)}), 0))")
             dtypes.append(">i8")
         elif kind == "category":
             dictionary, hashes = dictionaries[c.name]
             if len(set(hashes)) == len(hashes):      # codes from hashtext(): no join
-                select.append(f"string_agg(int4send(coalesce(hashtext(({q})::text), 0)), ''::bytea)")
+                select.append(f"int4send(coalesce(hashtext(({q})::text), 0))")
                 hashed.add(c.name)
             else:                                    # a hash collision: join the dictionary
                 params.append(dictionary)
@@ -178,40 +177,52 @@ def read(db, rel, columns, rid_column=None, selection=None):
                 alias = f"d{j}"
                 joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
                              f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
-                select.append(f"string_agg(int4send(coalesce({alias}.__deid_o::int4 - 1,"
-                              f" {len(dictionary)})), ''::bytea)")
+                select.append(f"int4send(coalesce({alias}.__deid_o::int4 - 1, {len(dictionary)}))")
             dtypes.append(">i4")
         else:
             expr, dt = _value_expr(kind, c.base_type, q)
-            select.append(f"string_agg({expr}, ''::bytea)")
+            select.append(expr)
             dtypes.append(dt)
         names.append(c.name)
         if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
             null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
     base = f" FROM {src} t{''.join(joins)} WHERE {where}"
-    exprs = [f"{expr} AS c{i}" for i, expr in enumerate(select)] + ["count(*) AS n"]
+    # one aggregate packs every row's fields back to back (one transition per row, not one
+    # per column); every field is non-NULL but the row id, whose NULL drops the row
+    extra = [f"count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids"] \
+        if rid_column else []
     if null_terms:
         # Most reads have no NULL at all: count them in the same pass and pack
         # NULL flags (a second pass) only when there are some.
         any_null = " OR ".join(f"({quote_ident(c.name)}) IS NULL" for c in cols if not c.not_null)
-        row = db.query(f"SELECT {', '.join(exprs)}, count(*) FILTER (WHERE {any_null}) AS nulls{base}",
-                       params, types)[0]
+        row = db.query(f"SELECT {_packed(select)}, count(*) AS n, count(*) FILTER (WHERE {any_null})"
+                       f" AS nulls{''.join(', ' + e for e in extra)}{base}", params, types)[0]
         if row["nulls"]:      # read again, flags in the same pass as the values they mark
             for word in sorted({w for w, _ in null_terms}):
-                terms = " | ".join(t for w, t in null_terms if w == word)
-                exprs.insert(len(names), f"string_agg(int8send({terms}), ''::bytea) AS c{len(names)}")
+                select.append(f"int8send({' | '.join(t for w, t in null_terms if w == word)})")
                 dtypes.append(">i8")
                 names.append(f"__null{word}")
-            row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
+            row = db.query(f"SELECT {_packed(select)}, count(*) AS n"
+                           f"{''.join(', ' + e for e in extra)}{base}", params, types)[0]
     else:
-        row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
+        row = db.query(f"SELECT {_packed(select)}, count(*) AS n{''.join(', ' + e for e in extra)}"
+                       f"{base}", params, types)[0]
     n = int(row["n"])
+    if rid_column and row["null_rids"]:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
+                        hint=f'Every row needs an id: filter the NULLs out with selection => '
+                             f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.')
+    layout = np.dtype([(f"f{i}", dt) for i, dt in enumerate(dtypes)])
+    packed = np.frombuffer(row["c"] or b"", layout)
+    if len(packed) != n:
+        raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"
+                        " read them", hint="Run the request again.")
     arrays = {}
     for i, (name, dt) in enumerate(zip(names, dtypes)):
-        buf = row[f"c{i}"]
         # hashtext() values stay int32 until they become dictionary codes
         wide = np.float64 if dt[1] == "f" else np.int32 if name in hashed else np.int64
-        arrays[name] = np.frombuffer(buf, dtype=dt).astype(wide) if n else np.zeros(0, wide)
+        arrays[name] = packed[f"f{i}"].astype(wide)
+    del packed
     flag_words = {int(k[6:]): arrays.pop(k) for k in [k for k in arrays if k.startswith("__null")]}
     out = {}
     for j, c in enumerate(cols):
@@ -226,6 +237,11 @@ def read(db, rel, columns, rid_column=None, selection=None):
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
+
+
+def _packed(parts):
+    """One string_agg of every row's fields concatenated (column c)."""
+    return f"string_agg({' || '.join(parts)}, ''::bytea) AS c"
 
 
 REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id; more: GROUP BY
