@@ -26,6 +26,17 @@ def field_order(fields):
 def records(fields):
     """The binary COPY image (header, records, trailer) of equal-length fields,
     in the given order (see field_order() for the fast one)."""
+    return b"".join(bytes(p) for p in parts(fields))
+
+
+def write(f, fields):
+    """Write records(fields) to the binary file `f` piece by piece (no whole-image copy)."""
+    for p in parts(fields):
+        f.write(p)
+
+
+def parts(fields):
+    """records(fields) as a list of contiguous buffers (bytes or uint8/structured arrays)."""
     n = len(fields[0])
     lead = 0
     while lead < len(fields) and fields[lead].constant:
@@ -38,21 +49,21 @@ def records(fields):
         prefix[f"f{i}"]["v"] = f.values
     rest = fields[lead:]
     if not rest:                                # every record has the same size
-        return HEADER + prefix.tobytes() + TRAILER
+        return [HEADER, prefix.view(np.uint8), TRAILER]
     if any(isinstance(f, Array) for f in rest):
-        return _by_pieces(prefix, rest)
+        return [HEADER, _by_pieces(prefix, rest), TRAILER]
     rest = _combine_texts(rest, n)
     lens = [f.chunk_lengths() for f in rest]
     out = _by_layout(prefix, rest, lens)
-    return out if out is not None else HEADER + _by_chunks(prefix, rest, lens) + TRAILER
+    return out if out is not None else [HEADER, _by_chunks(prefix, rest, lens), TRAILER]
 
 
 def _by_layout(prefix, fields, lens, max_layouts=4096):
     """Records grouped by layout (the tuple of their variable chunk lengths):
     within a layout every record has the same size, so a block is one
     structured array -- no per-byte scatter. Records keep their relative order
-    within a layout (COPY does not care about row order). Returns the whole
-    image, or None when there are more than `max_layouts` layouts."""
+    within a layout (COPY does not care about row order). Returns the image's
+    parts, or None when there are more than `max_layouts` layouts."""
     widths = [np.flatnonzero(np.bincount(ln)) for ln in lens]
     sizes = [len(w) for w in widths]
     if np.prod(sizes, dtype=float) > max_layouts:
@@ -75,8 +86,8 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
         block["prefix"] = prefix[idx]
         for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
             block[f"c{i}"] = f.chunks(idx, ln)
-        blocks.append(block.tobytes())
-    return b"".join([HEADER] + blocks + [TRAILER])
+        blocks.append(block.view(np.uint8))
+    return [HEADER] + blocks + [TRAILER]
 
 
 def _by_chunks(prefix, fields, lens):
@@ -93,19 +104,21 @@ def _by_chunks(prefix, fields, lens):
     for f, ln in zip(fields, lens):
         _write(image, pos, f, ln)
         pos = pos + ln
-    return image.tobytes()
+    return image
 
 
-_GATHER_BYTES = 1 << 23
+_GATHER_BYTES = 1 << 21
+_FEW_RECORDS = 4096            # records with arrays joined slice by slice
 
 
 def _by_pieces(prefix, fields):
     """Records with arrays: per record a handful of byte pieces -- the prefix,
     then per field its chunk, or an array's header and its elements (all of a
     field's elements are built once, back to back, in record order) -- gathered
-    into one image with numpy, piece column by piece column, about 8 MB at a
+    into one image with numpy, piece column by piece column, about 2 MB at a
     time (arrays give records no common layout; a disassociation release (003)
-    has millions of records with arrays)."""
+    has millions of records with arrays); up to _FEW_RECORDS records are joined slice by
+    slice instead (a RID-set chunk is one record with some 64k RIDs)."""
     n = len(prefix)
     width = prefix.dtype.itemsize
     columns = [(prefix.view(np.uint8), width * np.arange(n, dtype=np.int64), np.full(n, width))]
@@ -121,6 +134,10 @@ def _by_pieces(prefix, fields):
             buf, lens = _compact(f)
             columns.append((buf, np.cumsum(lens) - lens, lens))
     merged = _merge_fixed(columns, n)
+    if n <= _FEW_RECORDS:       # e.g. RID-set chunks: few records, long arrays -- slice them
+        return np.concatenate([buf[int(s):int(s) + int(ln)] for i in range(n)
+                               for buf, s, ln in ((b, st[i], ls[i]) for b, st, ls in merged)]
+                              or [np.zeros(0, np.uint8)])
     record_len = np.zeros(n, np.int64)
     for _, _, lens in merged:
         record_len += lens
@@ -133,7 +150,7 @@ def _by_pieces(prefix, fields):
         for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, n].tolist()):
             out[ranges(at[lo:hi], lens[lo:hi])] = buf[ranges(starts[lo:hi], lens[lo:hi])]
         at += lens
-    return HEADER + out.tobytes() + TRAILER
+    return out
 
 
 def _merge_fixed(columns, n):

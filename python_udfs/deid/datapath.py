@@ -1,8 +1,8 @@
 """The data path: chosen columns of a relation -> numpy arrays, and result
 arrays -> a new table.
 
-Reading runs ONE aggregate query whose result row holds, per column, the
-column packed as big-endian binary (``string_agg(int8send(...))``): a normal
+Reading runs ONE aggregate query whose result holds every row's fields packed
+as big-endian binary, row after row (``string_agg(int8send(...) || ...)``): a normal
 SELECT, so the selection predicate's literals stay bound parameters, and no
 row is ever converted to a Python object. Writing packs the arrays into a
 PostgreSQL binary COPY file in a private temporary file of the server and runs
@@ -15,11 +15,13 @@ Encodings (see README, "Data path"):
   time     timestamp/timestamptz             -> float64 seconds since epoch
   category anything else (text, bool, ...)   -> int64 codes 0..D-1 in sort order,
                                                 the dictionary of D labels;
-                                                NULL gets the code D
+                                                NULL gets the code D (read()
+                                                says how the one pass gets them)
 NULLs: values are 0 (codes D) and ``null`` marks them.
 """
 import itertools
 import os
+import secrets
 from dataclasses import dataclass
 import numpy as np
 
@@ -62,25 +64,28 @@ def _value_expr(kind, base_type, col):
     raise AssertionError(kind)
 
 
-def _dictionaries(db, src, where, params, cols):
+def _dictionaries(db, src, where, params, cols, seed=None):
     """Distinct non-NULL text values of every categorical column, in sort
-    order, with their hashtext() -- from ONE scan (GROUPING SETS) per 31 columns
-    (GROUPING() takes at most 31 arguments)."""
+    order, with their hashtext() (with `seed`: hashtextextended(v, seed)) -- from ONE
+    scan (GROUPING SETS) per 31 columns (GROUPING() takes at most 31 arguments)."""
     if not cols:
         return {}
     if len(cols) > 31:
         out = {}
         for i in range(0, len(cols), 31):
-            out.update(_dictionaries(db, src, where, params, cols[i:i + 31]))
+            out.update(_dictionaries(db, src, where, params, cols[i:i + 31], seed))
         return out
     m = len(cols)
     vs = [f"v{i}" for i in range(m)]
     inner = ", ".join(f"(t.{quote_ident(c.name)})::text AS v{i}" for i, c in enumerate(cols))
+    types = ["text"] * len(params) + ([] if seed is None else ["bigint"])
+    hash_of = (lambda v: f"hashtext({v})") if seed is None else \
+        (lambda v: f"hashtextextended({v}, ${len(types)})")
     rows = db.query(
-        f"SELECT GROUPING({', '.join(vs)}) AS g, {', '.join(f'{v}, hashtext({v}) AS h{v}' for v in vs)}"
+        f"SELECT GROUPING({', '.join(vs)}) AS g, {', '.join(f'{v}, {hash_of(v)} AS h{v}' for v in vs)}"
         f" FROM (SELECT {inner} FROM {src} t WHERE {where}) s"
         f" GROUP BY GROUPING SETS ({', '.join(f'({v})' for v in vs)}) ORDER BY 1, {', '.join(vs)}",
-        params, ["text"] * len(params))
+        list(params) + ([] if seed is None else [seed]), types)
     out = {c.name: ([], []) for c in cols}
     for r in rows:
         i = next(i for i in range(m) if not (r["g"] >> (m - 1 - i)) & 1)
@@ -130,80 +135,180 @@ def _perfect_slots(dh, max_bits=20):
 
 def read(db, rel, columns, rid_column=None, selection=None):
     """Read `columns` (names of rel's columns) of the rows of `rel` that match
-    `selection` ((sql, params) from request.Selection.render, or None)."""
+    `selection` ((sql, params) from request.Selection.render, or None).
+
+    Categorical columns: with a row id, ONE pass reads every row's
+    hashtextextended(value, seed) (64 bits, a random seed per read) beside the other
+    values; the dictionary is then the text of one row per distinct hash, fetched by row id
+    (_dictionary_by_rows), or -- for a column with very many distinct values -- one GROUPING
+    SETS scan. Without a row id the dictionaries come first (one scan) and the pass reads
+    hashtext() (32 bits), joining a dictionary where two of its values share one."""
     where, params = selection if selection else ("TRUE", [])
     params = list(params)
+    types = ["text"] * len(params)
     src = rel.qualified
     cols = [rel.column(c) for c in columns]
     select, joins, dtypes, names = [], [], [], []
     if rid_column:
-        select.append(f"string_agg(int8send(t.{quote_ident(rid_column)}::int8), ''::bytea)")
+        select.append(f"int8send(t.{quote_ident(rid_column)}::int8)")
         dtypes.append(">i8")
         names.append("__rid")
-    dictionaries = _dictionaries(db, src, where, params,
-                                 [c for c in cols if column_kind(c.base_type) == "category"])
+    categories = [c for c in cols if column_kind(c.base_type) == "category"]
+    seed = secrets.randbits(62) if rid_column and categories else None
+    if seed is not None:
+        params.append(seed)
+        types.append("bigint")
+    dictionaries = {} if seed is not None else _dictionaries(db, src, where, params, categories)
     null_terms, hashed = [], set()
     for j, c in enumerate(cols):
         q = "t." + quote_ident(c.name)
         kind = column_kind(c.base_type)
-        if kind == "category":
+        if kind == "category" and seed is not None:
+            select.append(f"int8send(coalesce(hashtextextended(({q})::text, ${len(params)}), 0))")
+            dtypes.append(">i8")
+        elif kind == "category":
             dictionary, hashes = dictionaries[c.name]
             if len(set(hashes)) == len(hashes):      # codes from hashtext(): no join
-                select.append(f"string_agg(int4send(coalesce(hashtext(({q})::text), 0)), ''::bytea)")
+                select.append(f"int4send(coalesce(hashtext(({q})::text), 0))")
                 hashed.add(c.name)
             else:                                    # a hash collision: join the dictionary
                 params.append(dictionary)
+                types.append("text[]")
                 alias = f"d{j}"
                 joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
                              f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
-                select.append(f"string_agg(int4send(coalesce({alias}.__deid_o::int4 - 1,"
-                              f" {len(dictionary)})), ''::bytea)")
+                select.append(f"int4send(coalesce({alias}.__deid_o::int4 - 1, {len(dictionary)}))")
             dtypes.append(">i4")
         else:
             expr, dt = _value_expr(kind, c.base_type, q)
-            select.append(f"string_agg({expr}, ''::bytea)")
+            select.append(expr)
             dtypes.append(dt)
         names.append(c.name)
         if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
             null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
-    joined = len(dictionaries) - len(hashed)
-    types = ["text"] * len(params)
-    types[len(types) - joined:] = ["text[]"] * joined
     base = f" FROM {src} t{''.join(joins)} WHERE {where}"
-    exprs = [f"{expr} AS c{i}" for i, expr in enumerate(select)] + ["count(*) AS n"]
+    # one aggregate packs every row's fields back to back (one transition per row, not one
+    # per column); every field is non-NULL but the row id, whose NULL drops the row
+    extra = [f"count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids"] \
+        if rid_column else []
     if null_terms:
         # Most reads have no NULL at all: count them in the same pass and pack
         # NULL flags (a second pass) only when there are some.
         any_null = " OR ".join(f"({quote_ident(c.name)}) IS NULL" for c in cols if not c.not_null)
-        row = db.query(f"SELECT {', '.join(exprs)}, count(*) FILTER (WHERE {any_null}) AS nulls{base}",
-                       params, types)[0]
+        row = db.query(f"SELECT {_packed(select)}, count(*) AS n, count(*) FILTER (WHERE {any_null})"
+                       f" AS nulls{''.join(', ' + e for e in extra)}{base}", params, types)[0]
         if row["nulls"]:      # read again, flags in the same pass as the values they mark
             for word in sorted({w for w, _ in null_terms}):
-                terms = " | ".join(t for w, t in null_terms if w == word)
-                exprs.insert(len(names), f"string_agg(int8send({terms}), ''::bytea) AS c{len(names)}")
+                select.append(f"int8send({' | '.join(t for w, t in null_terms if w == word)})")
                 dtypes.append(">i8")
                 names.append(f"__null{word}")
-            row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
+            row = db.query(f"SELECT {_packed(select)}, count(*) AS n"
+                           f"{''.join(', ' + e for e in extra)}{base}", params, types)[0]
     else:
-        row = db.query(f"SELECT {', '.join(exprs)}{base}", params, types)[0]
+        row = db.query(f"SELECT {_packed(select)}, count(*) AS n{''.join(', ' + e for e in extra)}"
+                       f"{base}", params, types)[0]
     n = int(row["n"])
+    if rid_column and row["null_rids"]:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
+                        hint=f'Every row needs an id: filter the NULLs out with selection => '
+                             f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.')
+    layout = np.dtype([(f"f{i}", dt) for i, dt in enumerate(dtypes)])
+    packed = np.frombuffer(row["c"] or b"", layout)
+    if len(packed) != n:
+        raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"
+                        " read them", hint="Run the request again.")
     arrays = {}
     for i, (name, dt) in enumerate(zip(names, dtypes)):
-        buf = row[f"c{i}"]
         # hashtext() values stay int32 until they become dictionary codes
         wide = np.float64 if dt[1] == "f" else np.int32 if name in hashed else np.int64
-        arrays[name] = np.frombuffer(buf, dtype=dt).astype(wide) if n else np.zeros(0, wide)
+        arrays[name] = packed[f"f{i}"].astype(wide)
+    del packed
     flag_words = {int(k[6:]): arrays.pop(k) for k in [k for k in arrays if k.startswith("__null")]}
     out = {}
     for j, c in enumerate(cols):
         word = flag_words.get(j // FLAG_BITS)
         null = ((word >> (j % FLAG_BITS)) & 1).astype(bool) if word is not None else np.zeros(n, bool)
         values = arrays[c.name]
-        dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
-        if c.name in hashed:
+        if seed is not None and c.name not in dictionaries and column_kind(c.base_type) == "category":
+            dictionaries[c.name], values = _dictionary_by_rows(
+                db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed)
+        elif c.name in hashed:
             values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
+        dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
+
+
+def _packed(parts):
+    """One string_agg of every row's fields concatenated (column c)."""
+    return f"string_agg({' || '.join(parts)}, ''::bytea) AS c"
+
+
+REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id; more: GROUP BY
+
+
+def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, null, seed):
+    """((labels in sort order, their hashes), every row's code) of a categorical column whose
+    rows' hashtextextended(v, seed) were read: the text of one row per distinct hash, fetched
+    by row id (or, for more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS scan of
+    the column). Two values with one 64-bit hash (a random seed per read makes that about
+    D^2 / 2^65 likely) or a row changed since the pass raise SERIALIZATION_FAILURE: the
+    request is run again."""
+    q = "t." + quote_ident(col.name)
+    present = np.flatnonzero(~null) if null.any() else None
+    distinct, first, index = _distinct(hashes if present is None else hashes[present])
+    if len(distinct) > REPRESENTATIVES_MAX:
+        labels, label_hashes = _dictionaries(db, src, where, params[:-1], [col], seed)[col.name]
+        label_hashes = np.asarray(label_hashes, np.int64)
+    else:
+        rows = first if present is None else present[first]
+        found = db.query(f"SELECT DISTINCT ({q})::text AS v, hashtextextended(({q})::text, $2) AS h"
+                         f" FROM {src} t WHERE t.{quote_ident(rid_column)} = ANY($1::int8[])"
+                         f" AND ({q}) IS NOT NULL ORDER BY 1", [rid[rows].tolist(), seed],
+                         ["int8[]", "bigint"])
+        label_hashes = np.array([r["h"] for r in found], np.int64)
+        keep = np.isin(label_hashes, distinct)       # (a duplicated row id may bring others)
+        labels = [r["v"] for r, k in zip(found, keep.tolist()) if k]
+        label_hashes = label_hashes[keep]
+    order = np.argsort(label_hashes, kind="stable")
+    pos = np.minimum(np.searchsorted(label_hashes[order], distinct), max(len(order) - 1, 0))
+    code_of = order[pos] if len(order) else np.zeros(len(distinct), np.int64)
+    if len(np.unique(label_hashes)) != len(label_hashes) or len(label_hashes) != len(distinct) \
+            or not np.array_equal(label_hashes[code_of], distinct):
+        raise DeidError(SERIALIZATION_FAILURE, f'the values of "{col.name}" could not be read'
+                        " consistently", hint="Run the request again (the source was written to"
+                        " concurrently, or two values shared a hash).")
+    if present is None:
+        return (labels, label_hashes), code_of[index].astype(np.int64)
+    codes = np.full(len(hashes), len(labels), np.int64)
+    codes[present] = code_of[index]
+    return (labels, label_hashes), codes
+
+
+def _distinct(h, bits=16):
+    """(distinct values of the int64 array h, a row holding each, every row's index into
+    them) in O(n) when they are few: a table indexed by the low `bits` bits of h keeps the
+    first hash of each slot; rows whose slot another hash took are ranked by np.unique (all
+    rows, when more than a quarter collide)."""
+    n = len(h)
+    slot = (h & ((1 << bits) - 1)).astype(np.intp)
+    first = np.full(1 << bits, n, np.int64)
+    first[slot[::-1]] = np.arange(n - 1, -1, -1)         # last write wins: the first row
+    used = np.flatnonzero(first < n)
+    same = h[first[slot]] == h if n else np.ones(0, bool)
+    rest = np.flatnonzero(~same)
+    if len(rest) > n // 4:
+        distinct, rows, index = np.unique(h, return_index=True, return_inverse=True)
+        return distinct, rows, index.ravel()
+    index_of = np.zeros(1 << bits, np.int64)
+    index_of[used] = np.arange(len(used))
+    index = index_of[slot]
+    distinct, rows = h[first[used]], first[used]
+    if len(rest):
+        d2, r2, i2 = np.unique(h[rest], return_index=True, return_inverse=True)
+        index[rest] = len(used) + i2.ravel()
+        distinct, rows = np.concatenate([distinct, d2]), np.concatenate([rows, rest[r2]])
+    return distinct, rows, index
 
 
 def read_spec(db, spec):
@@ -245,7 +350,7 @@ def copy_fields(db, table, column_names, fields):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(copybin.records(fields))
+            copybin.write(f, fields)
         return db.value("SELECT deid._copy_in($1::regclass, $2, $3)",
                         [table, list(column_names), path], ["text", "text[]", "text"])
     finally:

@@ -186,3 +186,19 @@ def test_rid_chunks_cut_at_entry_boundaries():
     assert rid_chunks(counts, limit=100).tolist() == [6]
     assert rid_chunks(np.zeros(0, np.int64)).tolist() == []
     assert int(rid_chunks(counts, limit=1).sum()) == 6
+
+
+@pytest.mark.parametrize("records", [1, 3, 50])
+def test_few_records_path_is_the_gather_path(records, monkeypatch):
+    """Records with arrays: joined slice by slice (few records) or gathered in blocks (many),
+    the same image."""
+    rng = np.random.default_rng(records)
+    counts = rng.integers(0, 3000, size=records)
+    total = int(counts.sum())
+    fields = [cb.Fixed(np.arange(records), ">i8"), cb.Text(np.zeros(records, np.int64), ["diagnosis"]),
+              cb.Array(counts, cb.Fixed(rng.integers(0, 99, size=total), ">i4"), cb.INT4OID),
+              cb.Array(counts, cb.Text(rng.integers(0, 4, size=total), ["a", "bb", None]), cb.TEXTOID),
+              cb.Array(counts, cb.Fixed(rng.integers(0, 2 ** 40, size=total), ">i8"), cb.INT8OID)]
+    few = cb.records(fields)
+    monkeypatch.setattr(cb, "_FEW_RECORDS", 0)
+    assert cb.records(fields) == few

@@ -28,3 +28,21 @@ def test_a_value_missing_from_the_dictionary_is_a_retry_error(distinct):
     with pytest.raises(DeidError) as e:
         _codes_from_hashes("c", hashes, list(dh), np.zeros(3, bool))
     assert e.value.sqlstate == "40001"
+
+
+@pytest.mark.parametrize("n, distinct, low_bits_shared", [
+    (0, 1, False), (1, 1, False), (1000, 3, False), (5000, 200, True), (20000, 15000, False),
+    (3000, 2000, True)])
+def test_distinct_hashes(n, distinct, low_bits_shared):
+    """datapath._distinct: every row's index into the distinct 64-bit hashes, a row holding
+    each -- also when many hashes share their low bits (the slot table's collisions)."""
+    from deid.datapath import _distinct
+    rng = np.random.default_rng(n + distinct)
+    values = rng.integers(-2 ** 63, 2 ** 63 - 1, size=distinct, dtype=np.int64)
+    if low_bits_shared:
+        values = (values & ~np.int64(0xFFFF)) | np.int64(0x1234)
+    h = values[rng.integers(0, distinct, size=n)]
+    d, rows, index = _distinct(h)
+    assert sorted(d.tolist()) == sorted(set(h.tolist()))
+    assert np.array_equal(h[rows], d)
+    assert np.array_equal(d[index], h)

@@ -117,16 +117,21 @@ def run(frame, req):
         tables = [Table(req.name, [group_col] + gen + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in sas + others])]
     sizes = np.bincount(group, minlength=result.n_groups)
+    rid_sets = [RidSets(s, p.group, p.code, d, p.count, frame.rid[p.rows])
+                for s, p, (_, d) in zip(sas, pairs, sa_dicts)]
     return ReleasePlan(
         tables=tables, rows=frame.n, groups=int(result.n_groups),
         discernibility=float(metrics.discernibility(sizes)),
-        rid_sets=[RidSets(s, p.group, p.code, d, p.count, frame.rid[p.rows])
-                  for s, p, (_, d) in zip(sas, pairs, sa_dicts)],
+        rid_sets=rid_sets,
         classes=Classes(sizes, {q: labels[q] for q in qis}),
         metrics={"model": result.model, "min_group": int(sizes.min()),
                  "min_certified_l": int(result.certified_l.min()) if sas else None,
                  "quasi_identifiers": qis, "sensitive": sas},
-        evidence={"rids": frame.rid, "sensitive": sas, "column_l": column_l,
+        # the arrays the writer stores: the verifier checks them and proves the stored rows
+        # are they (verify/rid_set_digest.py)
+        evidence={"rid_sets": [(r.attribute, r.group, r.code, r.dictionary, r.count, r.rids)
+                               for r in rid_sets],
+                  "rids": frame.rid, "sensitive": sas, "column_l": column_l,
                   "l": req.l if req.options.get("model", "kl") == "kl" else None})
 
 

@@ -1,12 +1,20 @@
-"""The independent check of an anatomy release (001), from what was STORED, before commit.
+"""The independent check of an anatomy release (001), before commit.
 
-Reads back the RID sets of deid.rid_set (001 Theorem 3) and the QIT's group sizes, and checks
-with this package's own code (nothing from deid.methods):
-  * the (K,L) model over every group (001 Def. 6; Def. 7 with column_l): verify.kl;
+Checks with this package's own code (nothing from deid.methods):
+  * the (K,L) model over every group (001 Def. 6; Def. 7 with column_l): verify.kl, on the
+    RID sets of 001 Theorem 3;
   * that the RID sets of the first sensitive attribute partition the snapshot's rows
     exactly (001 Def. 1): verify.partition;
-  * every QIT group has >= K rows and the QIT holds every row of the snapshot.
+  * every QIT group has >= K rows and the QIT holds every row of the snapshot (a GROUP BY on
+    the stored QIT).
 The snapshot's row ids come from the read, not from the method.
+
+Where the RID sets come from.  During a request the checks run on the RID sets in memory
+(the plan's arrays), and rid_set_digest proves that the stored deid.rid_set rows are
+byte-for-byte those arrays: the server digests the stored rows (SHA-256 per chunk) in one
+aggregate pass and the verifier compares with the same digests of the arrays -- instead of
+transferring and unpacking every stored RID.  deid.verify_release (no snapshot, no arrays:
+``frame.stored_only``) reads the stored RID sets back in full (read_rid_sets) and checks them.
 """
 import json
 
@@ -15,6 +23,7 @@ import numpy as np
 from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
 from . import check_group_sizes, check_kl, check_partition
+from .rid_set_digest import check_stored, stored_digests
 
 STORE_SCHEMA = "deid_release"
 VERIFY_HINT = ("Nothing was released. The stored release differs from what the method computed: "
@@ -28,7 +37,15 @@ def verify(db, req, frame, tables):
     out = {}
     all_rids = frame.rid
     if sas:
-        g, a, v, n, flat = read_rid_sets(db, req.release_id)
+        if getattr(frame, "stored_only", False):
+            g, a, v, n, flat = read_rid_sets(db, req.release_id)
+        else:
+            sets = (getattr(req, "evidence", None) or {}).get("rid_sets")
+            if sets is None:
+                raise DeidError(VERIFICATION_FAILED, "no RID sets to verify for this request",
+                                hint=VERIFY_HINT)
+            out["stored"] = check_stored(stored_digests(db, req.release_id), sets)
+            g, a, v, n, flat = memory_rid_sets(sets)
         out["kl"] = check_kl(g, a, v, flat, req.k,
                              req.l if req.options.get("model", "kl") == "kl" else None,
                              column_l, rid_counts=n)
@@ -43,6 +60,24 @@ def verify(db, req, frame, tables):
                         detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
                         hint=VERIFY_HINT)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+
+
+def memory_rid_sets(sets):
+    """The RID sets in memory, (attribute, group, code, dictionary, count, rids) per attribute,
+    in read_rid_sets' flat form. A value is identified by its text (equal labels of one
+    attribute are one value, as in the stored catalog), not by the method's code."""
+    groups, attrs, values, counts, flat = [], [], [], [], []
+    for attribute, group, code, dictionary, count, rids in sets:
+        labels = np.array([("N" if x is None else "V" + x) for x in dictionary] + ["N"], object)
+        _, text_code = np.unique(labels, return_inverse=True)
+        groups.append(np.asarray(group, np.int64))
+        attrs.append(np.full(len(count), attribute, object))
+        values.append(text_code[np.minimum(np.asarray(code, np.int64), len(dictionary))])
+        counts.append(np.asarray(count, np.int64))
+        flat.append(np.asarray(rids, np.int64))
+    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
+    return (cat(groups, np.int64), cat(attrs, object), cat(values, np.int64),
+            cat(counts, np.int64), cat(flat, np.int64))
 
 
 def read_rid_sets(db, release_id):

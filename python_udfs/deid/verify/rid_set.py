@@ -201,6 +201,8 @@ class _RidSlots:
         highest = int(flat_rids.max())
         if highest - self.lowest < 4 * (flat_rids.size // max(n_attrs, 1)) + 1024:
             self.slot = flat_rids - self.lowest
+            if highest - self.lowest < 2 ** 31 - 1:
+                self.slot = self.slot.astype(np.int32)
             self.n = highest - self.lowest + 1
             self.distinct = None
         else:
@@ -223,11 +225,12 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     n_entries = rid_set_size.size
     n_attrs = len(entries.attr_names)
     # for each rid of the flat list: its entry, that entry's group and attribute
-    flat_entry = np.repeat(np.arange(n_entries, dtype=np.int64), rid_set_size)
-    flat_group = np.repeat(entries.group, rid_set_size)
-    flat_attr = np.repeat(entries.attr, rid_set_size)
-    slots = _RidSlots(flat_rids, n_attrs)
+    # (int32 codes where they fit: these are as long as the flat RID list)
     code_type = np.int32 if n_entries < 2 ** 31 - 1 else np.int64
+    flat_entry = np.repeat(np.arange(n_entries, dtype=code_type), rid_set_size)
+    flat_group = np.repeat(entries.group.astype(code_type), rid_set_size)
+    flat_attr = np.repeat(entries.attr.astype(np.int32), rid_set_size)
+    slots = _RidSlots(flat_rids, n_attrs)
     # per slot: the group of the rid by attribute 0 (-1: not stored), and
     # per attribute the entry holding the rid's value
     group_by_attr0 = None
@@ -245,6 +248,7 @@ def _complete_rows(entries, rid_set_size, flat_rids):
             group_by_attr0 = group_of_slot
             continue
         _check_same_group(entries, slots, a, group_by_attr0, group_of_slot)
+    del flat_entry, flat_group, flat_attr
     row_slots = np.flatnonzero(group_by_attr0 >= 0)
     row_group = group_by_attr0[row_slots].astype(np.int64)
     row_entries = np.stack([col[row_slots] for col in entry_by_attr], axis=1).astype(np.int64)

@@ -1,0 +1,166 @@
+"""Proof that the stored ``deid.rid_set`` rows are byte-for-byte the RID sets the verifier
+checked in memory (the issue "Release speed": verify the arrays, then prove what was stored is
+them, instead of reading 3M RIDs back).
+
+What is compared.  For every stored row (one chunk of one attribute of the release) the server
+computes, in one aggregate pass over ``deid.rid_set`` (:data:`_STORED_SQL`)::
+
+    chunk (int4) | entries (int4) | rids (int4) | sha256(image)
+    image = array_send(group_ids) || array_send(value_list) || array_send(rid_counts)
+            || array_send(rids)          (value_list's elements in UTF-8)
+
+and returns, per attribute, those 44-byte records in chunk order.  :func:`check_stored` builds
+the same images with numpy from the arrays (``array_send``'s format, written here from the
+PostgreSQL documentation of the binary array format, not with the writer's encoder:
+``ndim, has-null flag, element type OID, length, lower bound 1``, then per element its length
+word and its big-endian value or UTF-8 text, -1 and nothing for NULL; an empty array is
+``0, 0, OID``) and compares, attribute by
+attribute: the same attribute names, chunks numbered 0, 1, ... without gap or repeat, the
+entries and RIDs of every chunk adding up to the arrays', and equal digests.
+
+Why that proves equality.  A chunk's image is a prefix-free encoding of its four arrays (every
+array carries its own length; every element its own length word), so two different chunks
+have different images; equal SHA-256 digests of different images would be a SHA-256
+collision, which no known method finds (2^128 work generically).  The chunk numbers, entry
+counts and RID counts are compared in the clear, so the stored rows, taken in chunk order, are
+exactly the arrays cut at those boundaries: a changed, moved, dropped or added RID, value,
+group or count changes an image; a dropped, duplicated or renumbered row changes the list of
+chunks.  The values are hashed in UTF-8 whatever the session's client_encoding (see _VALUES_UTF8),
+the numbers by array_send, which does not depend on any setting.
+"""
+import hashlib
+
+import numpy as np
+
+from .failures import _fail
+
+INT4OID, INT8OID, TEXTOID = 23, 20, 25
+
+# array_send of the text[] value_list is its UTF-8 image when the session's client_encoding
+# and the server's encoding are UTF8 (textsend converts to the client's encoding); otherwise
+# the same image is built element by element with convert_to (slower, same bytes).
+_VALUES_UTF8 = (
+    "CASE WHEN pg_catalog.pg_client_encoding() = 'UTF8'"
+    " AND pg_catalog.current_setting('server_encoding') = 'UTF8' THEN array_send(r.value_list)"
+    " WHEN cardinality(r.value_list) = 0 THEN '\\x000000000000000000000019'::bytea"
+    " ELSE int4send(1) || int4send((array_position(r.value_list, NULL) IS NOT NULL)::int)"
+    " || int4send(25) || int4send(cardinality(r.value_list)) || int4send(1)"
+    " || (SELECT string_agg(CASE WHEN v IS NULL THEN '\\xffffffff'::bytea"
+    "     ELSE int4send(length(convert_to(v, 'UTF8'))) || convert_to(v, 'UTF8') END,"
+    "     ''::bytea ORDER BY o) FROM unnest(r.value_list) WITH ORDINALITY u(v, o)) END")
+
+_STORED_SQL = (
+    "SELECT r.attribute AS a, string_agg(int4send(r.chunk) || int4send(cardinality(r.group_ids))"
+    " || int4send(cardinality(r.rids)) || sha256(array_send(r.group_ids) || " + _VALUES_UTF8 +
+    " || array_send(r.rid_counts) || array_send(r.rids)), ''::bytea ORDER BY r.chunk) AS d"
+    " FROM deid.rid_set r WHERE r.release_id = $1 GROUP BY r.attribute")
+
+_RECORD = np.dtype([("chunk", ">i4"), ("entries", ">i4"), ("rids", ">i4"), ("digest", "S32")])
+_HINT = ("Nothing was released. The stored RID sets differ from the ones the verifier checked: "
+         "report it with the request (deid.release keeps no row of a failed request).")
+
+
+def stored_digests(db, release_id):
+    """{attribute: structured array of (chunk, entries, rids, digest)} of the stored rows."""
+    rows = db.query(_STORED_SQL, [release_id], ["bigint"])
+    out = {}
+    for r in rows:
+        buf = r["d"] or b""
+        if len(buf) % _RECORD.itemsize:
+            _fail(f"deid.rid_set of attribute {r['a']!r} could not be digested", hint=_HINT)
+        out[r["a"]] = np.frombuffer(buf, _RECORD)
+    return out
+
+
+def check_stored(stored, expected):
+    """Compare :func:`stored_digests` with the arrays: ``expected`` is a list of
+    (attribute, group, value_code, dictionary, count, rids) -- per entry its group, its value
+    as a code into ``dictionary`` (a code >= len(dictionary), or an entry None, is NULL) and
+    the size of its RID set, and the RID sets concatenated. Raises DE002 on any difference;
+    returns {"chunks": c, "rids": n}."""
+    names = sorted(a for a, *_ in expected)
+    if sorted(stored) != names:
+        _fail("deid.rid_set does not hold the RID sets of exactly the sensitive attributes",
+              detail=f"stored {sorted(stored)}, checked {names}", hint=_HINT)
+    chunks = rids_total = 0
+    for attribute, group, code, dictionary, count, rids in expected:
+        got = stored[attribute]
+        entries = got["entries"].astype(np.int64)
+        if not np.array_equal(got["chunk"], np.arange(len(got))) or np.any(entries < 0) \
+                or int(entries.sum()) != len(count):
+            _fail(f"deid.rid_set of attribute {attribute!r}: its chunks are not the checked "
+                  "entries", detail=f"{len(got)} chunk(s), {int(entries.sum())} of "
+                  f"{len(count)} entries", hint=_HINT)
+        ends = np.cumsum(entries)
+        count = np.asarray(count, np.int64)
+        rid_ends = np.concatenate([[0], np.cumsum(count)])[ends]
+        per_chunk = np.diff(np.concatenate([[0], rid_ends]))
+        if not np.array_equal(per_chunk, got["rids"].astype(np.int64)) or rid_ends[-1:].sum() \
+                != len(rids):
+            _fail(f"deid.rid_set of attribute {attribute!r}: its RID counts are not the checked "
+                  "ones", hint=_HINT)
+        digests = _digests(group, code, dictionary, count, rids, entries, per_chunk)
+        bad = np.flatnonzero(np.asarray(digests, "S32") != got["digest"])
+        if bad.size:
+            _fail(f"deid.rid_set of attribute {attribute!r}: chunk {int(bad[0])} is not the RID "
+                  "sets the verifier checked", detail=f"{bad.size} chunk(s) differ", hint=_HINT)
+        chunks += len(got)
+        rids_total += len(rids)
+    return {"chunks": chunks, "rids": rids_total, "digest": "sha256 per chunk"}
+
+
+def _digests(group, code, dictionary, count, rids, entries, per_chunk):
+    """SHA-256 of each chunk's image (see the module docstring), built a chunk at a time."""
+    group, count, rids = np.asarray(group), np.asarray(count), np.asarray(rids)
+    code = np.minimum(np.asarray(code, np.int64), len(dictionary))
+    words = [b"\xff\xff\xff\xff" if s is None else len(s.encode()).to_bytes(4, "big") + s.encode()
+             for s in dictionary] + [b"\xff\xff\xff\xff"]
+    null = np.array([x is None for x in dictionary] + [True])
+    table = _word_table(words)
+    out, e0, r0 = [], 0, 0
+    for ne, nr in zip(entries.tolist(), per_chunk.tolist()):
+        e1, r1 = e0 + ne, r0 + nr
+        codes = code[e0:e1]
+        h = hashlib.sha256()
+        h.update(_header(ne, INT4OID))
+        h.update(_elements(group[e0:e1], ">i4"))
+        h.update(_header(ne, TEXTOID, bool(null[codes].any())))
+        h.update(_text_elements(codes, *table))
+        h.update(_header(ne, INT4OID))
+        h.update(_elements(count[e0:e1], ">i4"))
+        h.update(_header(nr, INT8OID))
+        h.update(_elements(rids[r0:r1], ">i8"))
+        out.append(h.digest())
+        e0, r0 = e1, r1
+    return out
+
+
+def _header(n, oid, has_null=False):
+    """array_send's header of a one-dimensional array of n elements."""
+    if n == 0:
+        return np.array([0, 0, oid], ">i4").tobytes()
+    return np.array([1, int(has_null), oid, n, 1], ">i4").tobytes()
+
+
+def _elements(values, dtype):
+    """Every element as array_send writes it: its length word, then its value."""
+    out = np.empty(len(values), [("len", ">i4"), ("v", dtype)])
+    out["len"] = np.dtype(dtype).itemsize
+    out["v"] = values
+    return out.tobytes()
+
+
+def _word_table(words):
+    """The words zero-padded as rows of a uint8 table, and their lengths."""
+    lens = np.array([len(w) for w in words], np.int64)
+    table = np.zeros((len(words), int(lens.max())), np.uint8)
+    for i, w in enumerate(words):
+        table[i, :len(w)] = np.frombuffer(w, np.uint8)
+    return table, lens
+
+
+def _text_elements(code, table, lens):
+    """The value elements of entries with these codes, back to back: word code[i] each (int4
+    length + UTF-8 bytes, or int4 -1 for NULL; rows of _word_table)."""
+    rows = table[code]
+    return rows[np.arange(table.shape[1]) < lens[code][:, None]].tobytes()
