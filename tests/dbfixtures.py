@@ -77,3 +77,11 @@ def sqlstate_of(excinfo):
 
 def hint_of(excinfo):
     return excinfo.value.diag.message_hint
+
+
+def server_python_dir(conn):
+    """The directory of the Python package that the installed deid version loads
+    (share/deid/python-<extversion>), for tests that patch the server's modules in a DO block."""
+    return conn.execute(
+        "SELECT c.setting || '/deid/python-' || e.extversion FROM pg_config c, pg_extension e"
+        " WHERE c.name = 'SHAREDIR' AND e.extname = 'deid'").fetchone()[0]

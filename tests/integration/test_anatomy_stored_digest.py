@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from conftest import sqlstate_of
+from dbfixtures import server_python_dir
 
 COLS = "{age,sex,race,zip,diagnosis,treatment}"
 ONE = "WHERE release_id = $1 AND attribute = 'diagnosis' AND chunk = 1"
@@ -38,8 +39,7 @@ def classified(admin):
 
 
 def run_tampered(url, admin, tamper, encoding="UTF8"):
-    python_dir = admin.execute("SELECT setting || '/deid/python' FROM pg_config"
-                               " WHERE name = 'SHAREDIR'").fetchone()[0]
+    python_dir = server_python_dir(admin)
     with psycopg.connect(url, autocommit=True) as conn:        # its own backend, patched
         conn.execute(PATCH.replace("PYTHON_DIR", repr(python_dir)).replace("TAMPER", repr(tamper)))
         conn.execute(f"SET client_encoding = {encoding}")

@@ -3,6 +3,7 @@ import psycopg
 import pytest
 
 from conftest import hint_of, sqlstate_of
+from dbfixtures import server_python_dir
 
 COLS = "{age,sex,race,zip,diagnosis,treatment}"
 
@@ -261,9 +262,7 @@ $verify$ LANGUAGE plpython3u
 def test_verifier_reads_the_stored_chunks(classified, tamper):
     """The verifier's checks run on deid.rid_set as stored: a tampered chunk is refused (DE002)."""
     rid = request(classified, "t_tamper", options='{"seed": 1, "replace": true}')[0]
-    python_dir = classified.execute(
-        "SELECT c.setting || '/deid/python-' || e.extversion FROM pg_config c, pg_extension e"
-        " WHERE c.name = 'SHAREDIR' AND e.extname = 'deid'").fetchone()[0]
+    python_dir = server_python_dir(classified)
     # a DO block takes no parameters: the server's own path and an integer, inlined
     block = VERIFY_STORED.replace("PYTHON_DIR", repr(python_dir)).replace("RELEASE_ID", str(int(rid)))
     with classified.transaction():
