@@ -31,7 +31,10 @@ END $$;
 -- deid_release, without triggers, rules, row security or defaults, every column of a type in
 -- pg_catalog; the path is one of deid's temporary files.
 CREATE FUNCTION deid._copy_in(target regclass, columns text[], path text)
-RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- deid writes text as UTF-8 bytes, and binary COPY's receive functions convert text from the
+-- client encoding: pin it for the COPY, whatever the caller's session uses.
+SET client_encoding = 'UTF8' AS $$
 DECLARE
     n bigint;
 BEGIN
