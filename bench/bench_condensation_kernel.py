@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from deid.methods import condensation as cd
-from deid.verify_condensation import verify_condensation
+from deid.verify.cluster_moments import verify_condensation
 
 K = 100
 KINDS = ["int", "categorical", "categorical", "categorical", "categorical", "categorical",

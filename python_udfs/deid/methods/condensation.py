@@ -67,7 +67,7 @@ from . import kmeans, pca_synthesis, rebalance as rebalance_mod
 from . import release_values
 
 ALGORITHMS = ("improved", "original")
-SURVIVAL_TIMES = ("perturbed", "original")
+SURVIVAL_TIMES = ("perturbed", "original", "coarsened")
 KINDS = ("float", "int", "categorical")
 DEFAULT_TIME_WEIGHT = 0.5          # 004 sec. 3.3: "w = 0.5 gave good results"
 CLUSTERS_PER_BLOCK = 40            # block_rows="auto": about this many clusters per block
@@ -201,7 +201,7 @@ def condense(X, kinds, k, *, status=None, time_col=None, weights=None, survival_
         released[:, time_col] = release_values.reassign_survival_times(
             X[:, time_col], unrounded[:, time_col], cluster_id, survival_times,
             _rng(base_seed, _STREAM_TIMES), integer=kinds[time_col] == "int",
-            grouping=grouping)
+            grouping=grouping, bin_rows=k)
     release_values.permissible(released, X, kinds)    # step 2.d.iii / Alg. 1 step 7
     order = _rng(base_seed, _STREAM_ORDER).permutation(n)
     cluster_size = grouping[1]
@@ -420,7 +420,7 @@ def _check_survival(X, kinds, status, time_col):
 def _check_survival_times(mode, survival, algorithm):
     if mode is not None and mode not in SURVIVAL_TIMES:
         _invalid(f"unknown survival_times {mode!r}",
-                 "use 'perturbed' (default) or 'original' (004 as printed)")
+                 "use 'perturbed' (default), 'coarsened' or 'original' (004 as printed)")
     if mode is not None and not (survival and algorithm == "improved"):
         _invalid("survival_times applies only to algorithm 'improved' with survival columns",
                  "drop survival_times, or give status and time")

@@ -26,7 +26,7 @@ DECODINGS = ("counts", "argmax")
 
 
 def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=False,
-                            grouping=None):
+                            grouping=None, bin_rows=None):
     """004 Alg. 2 step 2.d.ii: survival times by within-cluster rank of the synthetic time.
 
     In every cluster the synthetic rows are ranked by their synthetic time (ties by position);
@@ -47,6 +47,16 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
       cluster whose times are all equal keeps them (a constant stays constant; >= k rows
       share it).
 
+    * ``"coarsened"``: the time column is cut into *bins* of consecutive values, each holding
+      >= ``bin_rows`` source rows (the method's k) and, for integer times, >= 3 integers
+      (:func:`time_bins`).  Each source time is replaced by a draw from its own bin, never
+      itself: a free integer of the bin (held by no source row) if there is one, else another
+      integer of the bin; floats uniformly over the bin's span.  The cluster's draws are then
+      given out by rank of the synthetic time.  So the order of the times across the whole
+      table is kept at the grain of the bins (the Cox risk sets up to a bin), every time moves
+      (dense monthly data included, where ``"perturbed"`` has no room), and a released time
+      only names a bin of >= k source rows.  A cluster whose times are all equal keeps them.
+
     ``original``/``synthetic``: float64 (n,) times of the source rows and of the synthetic rows
     (both indexed like ``cluster_id``); returns the released times, indexed the same way.
     ``grouping``: :func:`grouping_of` of ``cluster_id`` if already at hand.
@@ -60,6 +70,11 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
     by_original = order[segment_argsort(original[order], sizes, starts)]
     if mode == "original":
         out[by_synthetic] = original[by_original]
+        return out
+    if mode == "coarsened":
+        moved = coarsened_times(original[by_original], cluster_id[by_original], original, rng,
+                                integer, bin_rows)
+        out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
         return out
     values = original[by_original]
     clusters = cluster_id[by_original]
@@ -100,6 +115,70 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
                                 (lo[stuck] + values[stuck]) / 2)
     out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
     return out
+
+
+def time_bins(original, bin_rows, integer):
+    """Bins of the time column for ``"coarsened"``: sorted bin starts (float64), each bin
+    [start_b, start_{b+1}) holding >= ``bin_rows`` source rows and spanning >= 3 integers
+    (integer times) or >= 2 distinct values (floats); a short last bin joins the one before.
+    One bin (the whole range) when the column cannot be cut."""
+    values, counts = np.unique(original, return_counts=True)
+    cum = np.cumsum(counts)
+    span = 3 if integer else 1
+    starts, p = [], 0
+    while p < values.size:
+        starts.append(p)
+        before = cum[p - 1] if p else 0
+        nxt = int(np.searchsorted(cum, before + bin_rows, side="left")) + 1
+        if integer:
+            nxt = max(nxt, int(np.searchsorted(values, values[p] + span, side="left")))
+        else:
+            nxt = max(nxt, p + 2)
+        p = nxt
+    if len(starts) > 1:
+        last = starts[-1]
+        short = (cum[-1] - (cum[last - 1] if last else 0) < bin_rows
+                 or (integer and values[-1] - values[last] + 1 < span)
+                 or (not integer and values.size - last < 2))
+        if short:
+            starts.pop()
+    return values[np.asarray(starts, dtype=np.int64)]
+
+
+def coarsened_times(values, clusters, original, rng, integer, bin_rows):
+    """Draws of ``"coarsened"`` for ``values`` (source times, cluster-major, sorted within each
+    cluster; ``clusters`` their cluster ids): a value of the same bin, never the value itself."""
+    n = values.size
+    col_lo, col_hi = original.min(), original.max()
+    bins = time_bins(original, max(int(bin_rows or 1), 1), integer)
+    b = np.searchsorted(bins, values, side="right") - 1
+    lo = bins[b]
+    u = rng.random(n)
+    if integer:
+        hi = np.r_[bins[1:] - 1, col_hi][b]
+        choices = np.rint(hi - lo).astype(np.int64)        # integers of [lo, hi] other than v
+        drawn = lo + np.floor(u * choices)
+        drawn += drawn >= values
+        moved = np.where(choices > 0, drawn, values)
+        free = _free_integers(original, col_lo, col_hi)
+        if free.size:
+            first = np.searchsorted(free, lo, side="left")
+            n_free = np.searchsorted(free, hi, side="right") - first
+            pick = np.minimum(first + np.floor(u * n_free).astype(np.int64), free.size - 1)
+            moved = np.where(n_free > 0, free[pick], moved)
+    else:
+        hi = np.r_[bins[1:], col_hi][b]
+        moved = lo + u * (hi - lo)
+        stuck = (moved == values) & (hi > lo)
+        moved[stuck] = (values[stuck] + np.where(hi[stuck] > values[stuck], hi[stuck],
+                                                 lo[stuck])) / 2
+    # a cluster whose times are all equal keeps them (a constant stays constant)
+    new = np.r_[True, clusters[1:] != clusters[:-1]]
+    start = np.flatnonzero(new)
+    seg = np.cumsum(new) - 1
+    end = np.r_[start[1:], n] - 1
+    constant = (values[start] == values[end])[seg]
+    return np.where(constant, values, moved)
 
 
 def _free_integers(original, col_lo, col_hi):

@@ -38,7 +38,7 @@ OPTIONS = (
            low=0, high=1, example='{"weights": {"surv_months": 0.5}}'),
     Option("survival_times", "choice", "'perturbed' (default: within-cluster rank order kept, no "
            "original time released) or 'original' (004 Alg. 2 step 2.d.ii as printed).",
-           choices=("perturbed", "original")),
+           choices=("perturbed", "original", "coarsened")),
     Option("algorithm", "choice", "'improved' (004 Alg. 2) or 'original' (004 Alg. 1, "
            "Aggarwal's condensation: random seeds, equal weights).",
            choices=("improved", "original")),
