@@ -127,6 +127,20 @@ def test_original_algorithm_and_original_times(cond, connect):
                                  f" FROM {TABLE}").fetchone()[0]
 
 
+def test_coarsened_times_move_every_time_within_bins(cond, connect):
+    analyst = connect(ANALYST)
+    request(analyst, options="{" + SURVIVAL + ', "survival_times": "coarsened", "seed": 5}',
+            release="t_cond_c")
+    released = sorted(r[0] for r in analyst.execute("SELECT surv_months FROM release.t_cond_c"))
+    source = sorted(r[0] for r in cond.execute(f"SELECT surv_months FROM {TABLE}"))
+    assert len(released) == len(source) and released != source
+    assert min(released) >= min(source) and max(released) <= max(source)
+    # bins hold >= k = 10 source rows: the released distribution stays close to the source's
+    assert abs(sum(released) / len(released) - sum(source) / len(source)) < 5
+    assert cond.execute("SELECT metrics->>'survival_times' FROM deid.release"
+                        " WHERE name = 't_cond_c'").fetchone()[0] == "coarsened"
+
+
 def test_nulls_value_makes_null_a_category(cond, connect):
     request(connect(ANALYST), columns="{age,sex,tag}", options='{"nulls": "value", "seed": 1}',
             release="t_cond_n")
