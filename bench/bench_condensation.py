@@ -5,7 +5,7 @@
 
 A generated registry-like table of 8 attributes (age int, bmi float8, sbp int, dx_date date,
 sex text, stage text, surv_months int, vital int 0/1) is condensed with 004 Alg. 2 (survival
-split on vital, weight 0.5 on surv_months, perturbed times), k = 100, verified and committed.
+split on vital, weight 0.5 on surv_months, the default survival times), k = 100, verified and committed.
 Every size is timed against a CTAS of the same rows and columns in the same run (median of
 CTAS runs before and after); the growth exponent is the slope of log(seconds) over log(rows);
 the backend's peak memory (VmHWM) is read from a fresh connection after its request.  Each

@@ -99,7 +99,7 @@ def test_release_by_a_role_with_select(cond, connect):
                        " metrics->>'algorithm', metrics->>'survival_times' FROM deid.release"
                        " WHERE release_id = %s", [rid]).fetchone()
     assert log[0] == 7 and log[1]["stored_rows_match"] and log[1]["max_cov_error"] <= 1
-    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "perturbed"
+    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "coarsened"
 
 
 def test_seed_reproduces_the_release(cond, connect):

@@ -4,9 +4,10 @@
   synthetic rows of every cluster the cluster's original survival times, by rank of the
   synthetic time.  That puts every original time back into the release: with Alg. 2 as
   printed, anonymeter singled patients out through ``time == x`` (issue 11).  Option
-  "original" is the paper; the protective "perturbed" keeps the within-cluster rank order but
-  moves every time inside its own cell, so that no released time is an original time of its
-  cluster and, where the cell leaves room, of any source row.
+  "original" is the paper; the protective default "coarsened" moves every time inside its bin
+  of >= k source rows (rank order kept within clusters and, at the bin grain, across the
+  table); "perturbed" moves every time inside its own cell between its cluster's neighbouring
+  times, which on dense integer times leaves it where it is.
 * :func:`decode_categories` -- step 2.d.iii for categorical columns: a permissible category
   from the synthetic one-hot block.  "counts" (default) gives every cluster exactly its source
   category counts (the counts are the one-hot block's mean, which the moment-exact synthesis
