@@ -10,7 +10,8 @@ epsilon 0), each over ``--seeds`` seeds (peers fitted once, sampled per seed).  
 release made from a 75 % training split, anonymeter against the 25 % control split.
 Results: bench/results/condensation_eval/<data set>.json (a data set already there is reused
 unless --force), the tables on stdout and in bench/results/condensation_eval.md, and PNGs
-bench/results/condensation_utility.png, condensation_risk_utility.png.
+bench/results/condensation_utility.png, condensation_risk_utility.png and (from
+bench_condensation.py's JSON) condensation_speed.png.  --plots-only redraws from the JSON.
 """
 import argparse
 import copy
@@ -87,8 +88,32 @@ def utility_score(u):
     return float(np.nanmean(vals))
 
 
+def compact(results):
+    """One row per (data set, method): the three metrics as linear / logistic / Cox."""
+    lines = ["| data set (rows, k) | method | changed significance % | significant, changed "
+             "direction % | outside original 95 % CI % | mean diff (SD) | corr diff | score | "
+             "beats both peers |", "|---|---|---|---|---|---|---|---|---|"]
+    trio = lambda u, key: " / ".join(f"{u[m][key]:.0f}" if u[m][key] == u[m][key] else "-"  # noqa: E731
+                                     for m in utility.MODELS)
+    for r in results:
+        best_peer = min(utility_score(r["utility"][p]) for p in PEERS)
+        for method in METHODS:
+            u = r["utility"][method]
+            score = utility_score(u)
+            beats = ("yes" if score < best_peer else "**no**") if method in DEID else ""
+            failed = sum(u[m]["failed"] for m in utility.MODELS)
+            note = f" ({failed} failed fits)" if failed else ""
+            lines.append(f"| {r['dataset']} ({r['rows']}, {r['k']}) | {method}{note} | "
+                         f"{trio(u, 'changed_significance_pct')} | "
+                         f"{trio(u, 'changed_direction_pct')} | {trio(u, 'outside_ci_pct')} | "
+                         f"{u['mean_diff_sd']:.3f} | {u['corr_diff']:.3f} | {score:.1f} | "
+                         f"{beats} |")
+    return "\n".join(lines)
+
+
 def tables(results):
-    lines = []
+    lines = ["### Summary (percentages as linear / logistic / Cox; score = mean of the nine)", "",
+             compact(results), ""]
     head = ("| data set | method | model | changed significance % | significant changed "
             "direction % | outside original 95 % CI % | failed fits |")
     lines += ["### Utility (004 sec. 3.5; pooled over seeds; targets: direction 0, significance "
@@ -181,18 +206,58 @@ def plots(results):
     plt.close(fig)
 
 
+def speed_plot():
+    """bench/results/condensation_speed.png from bench_condensation.py's JSON (the server venv
+    has no matplotlib), with bench_condensation_peer_speed.py's copulas CPU times if present."""
+    path = os.path.join(RESULTS, "condensation_speed.json")
+    if not os.path.exists(path):
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(path) as f:
+        out = json.load(f)
+    sizes = sorted(int(n) for n in out["sizes"])
+    get = lambda key: [out["sizes"][str(n)][key] for n in sizes]        # noqa: E731
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    ax.loglog(sizes, get("min_s"), "o-", label="condensation, end to end (min of 3)")
+    ax.loglog(sizes, get("seconds"), "o:", label="condensation (median)")
+    ax.loglog(sizes, get("ctas_min_s"), "s-", label="CTAS (min)")
+    ax.loglog(sizes, [20 * c for c in get("ctas_min_s")], "--", color="grey", label="20 x CTAS")
+    peer_path = os.path.join(RESULTS, "condensation_peer_speed.json")
+    if os.path.exists(peer_path):
+        with open(peer_path) as f:
+            peer = json.load(f)
+        ps = sorted(int(n) for n in peer["sizes"])
+        ax.loglog(ps, [peer["sizes"][str(n)]["copulas_beta_cpu"] for n in ps], "^-",
+                  label="copulas fit+sample (CPU s)")
+        ax.loglog(ps, [peer["sizes"][str(n)]["deid_cpu"] for n in ps], "v-",
+                  label="condensation kernel (CPU s)")
+    ax.set_xlabel("rows (8 attributes, k = 100)")
+    ax.set_ylabel("seconds")
+    ax.set_title(f"growth exponent {out.get('growth_exponent', float('nan')):.2f}; "
+                 f"load {out['sizes'][str(sizes[-1])]['load'][0]:.0f} on 2 cores", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "condensation_speed.png"), dpi=90)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", nargs="*", default=list(data.LOADERS))
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--no-risk", action="store_true")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--plots-only", action="store_true", help="tables and plots from the JSON")
     args = ap.parse_args()
     os.makedirs(OUT_DIR, exist_ok=True)
     results = []
     for name in args.datasets:
         path = os.path.join(OUT_DIR, f"{name}.json")
-        if os.path.exists(path) and not args.force:
+        if args.plots_only and not os.path.exists(path):
+            continue
+        if os.path.exists(path) and (not args.force or args.plots_only):
             with open(path) as f:
                 results.append(json.load(f))
             continue
@@ -206,6 +271,7 @@ def main():
     with open(os.path.join(RESULTS, "condensation_eval.md"), "w") as f:
         f.write(text + "\n")
     plots(results)
+    speed_plot()
 
 
 if __name__ == "__main__":
