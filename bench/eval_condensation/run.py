@@ -30,17 +30,20 @@ PEERS = list(synth.PEERS)
 METHODS = DEID + PEERS
 
 
-def evaluate_dataset(name, seeds, with_risk=True):
+def evaluate_dataset(name, seeds, with_risk=True, methods=None, result=None):
+    """Utility (and risk) of ``methods`` (default all) on data set ``name``; with ``result``
+    (a previous run's JSON) only those methods' entries are replaced."""
     ds = data.load(name)
     th = utility.threshold_of(ds)
     orig = {m: utility.fit(ds, ds.df, m, th) for m in utility.MODELS}
-    result = {"dataset": name, "rows": len(ds.df), "k": ds.k, "seeds": seeds,
-              "columns": list(ds.df.columns), "time": ds.time, "status": ds.status,
-              "event_rate": float(ds.df[ds.status].mean()),
-              "original_significant": {m: int((orig[m][1] < utility.ALPHA).sum())
-                                       for m in utility.MODELS},
-              "utility": {}, "risk": {}, "seconds": {}}
-    for method in METHODS:
+    methods = methods or METHODS
+    result = result or {"dataset": name, "rows": len(ds.df), "k": ds.k, "seeds": seeds,
+                        "columns": list(ds.df.columns), "time": ds.time, "status": ds.status,
+                        "event_rate": float(ds.df[ds.status].mean()),
+                        "original_significant": {m: int((orig[m][1] < utility.ALPHA).sum())
+                                                 for m in utility.MODELS},
+                        "utility": {}, "risk": {}, "seconds": {}}
+    for method in methods:
         t0 = time.perf_counter()
         if method in synth.PEERS:
             peer = synth.PEERS[method](ds)
@@ -69,7 +72,7 @@ def evaluate_dataset(name, seeds, with_risk=True):
         train, control = risk.split(ds, seed=0)
         ds_train = copy.copy(ds)
         ds_train.df = train
-        for method in METHODS:
+        for method in methods:
             t0 = time.perf_counter()
             if method in synth.PEERS:
                 rel = synth.PEERS[method](ds_train).sample(1)
@@ -250,6 +253,8 @@ def main():
     ap.add_argument("--no-risk", action="store_true")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--plots-only", action="store_true", help="tables and plots from the JSON")
+    ap.add_argument("--methods", nargs="*", help="re-run only these methods of the data sets "
+                    "already in the JSON (the others are kept)")
     args = ap.parse_args()
     os.makedirs(OUT_DIR, exist_ok=True)
     results = []
@@ -257,12 +262,16 @@ def main():
         path = os.path.join(OUT_DIR, f"{name}.json")
         if args.plots_only and not os.path.exists(path):
             continue
-        if os.path.exists(path) and (not args.force or args.plots_only):
+        previous = None
+        if os.path.exists(path):
             with open(path) as f:
-                results.append(json.load(f))
+                previous = json.load(f)
+        if previous and (args.plots_only or not (args.force or args.methods)):
+            results.append(previous)
             continue
         print(f"{name}:", flush=True)
-        r = evaluate_dataset(name, args.seeds, not args.no_risk)
+        r = evaluate_dataset(name, args.seeds, not args.no_risk, args.methods,
+                             previous if args.methods else None)
         with open(path, "w") as f:
             json.dump(r, f, indent=1)
         results.append(r)

@@ -387,6 +387,27 @@ def test_coarsened_moves_every_dense_monthly_time_and_keeps_bin_order():
     assert np.array_equal(again.synthetic, res.synthetic)
 
 
+def test_coarsened_dense_times_draw_from_the_bins_rows():
+    from deid.methods.release_values import coarsened_times, time_bins
+    rng = np.random.default_rng(24)
+    months = np.minimum(np.floor(rng.exponential(6, 20000)), 71)   # dense, skewed months
+    clusters = np.arange(months.size) % 200                        # no cluster is constant
+    order = np.lexsort((months, clusters))
+    t, cl = months[order], clusters[order]
+    draws = coarsened_times(t, cl, months, rng, True, 100)
+    assert np.all(draws != t)                                      # never itself
+    dense = t <= 20                                                # no free integer there
+    assert np.isin(draws[dense], months).all()                     # another row's time
+    bins = time_bins(months, 100, True)
+    assert np.array_equal(np.searchsorted(bins, draws, side="right"),
+                          np.searchsorted(bins, t, side="right"))  # its own bin
+    # the bin's distribution, not uniform over its integers: the skew survives
+    assert abs(draws.mean() - t.mean()) < 0.05 * t.std()
+    for value in (0.0, 1.0):                                       # bin [0, 2]: by counts
+        others = months[(months <= 2) & (months != value)]
+        assert abs(draws[t == value].mean() - others.mean()) < 0.05
+
+
 def test_coarsened_float_and_sparse_integer_times_release_no_source_time():
     rng = np.random.default_rng(23)
     n = 1500

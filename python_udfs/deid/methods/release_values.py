@@ -51,8 +51,10 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
     * ``"coarsened"``: the time column is cut into *bins* of consecutive values, each holding
       >= ``bin_rows`` source rows (the method's k) and, for integer times, >= 3 integers
       (:func:`time_bins`).  Each source time is replaced by a draw from its own bin, never
-      itself: a free integer of the bin (held by no source row) if there is one, else another
-      integer of the bin; floats uniformly over the bin's span.  The cluster's draws are then
+      itself: a free integer of the bin (held by no source row) if there is one, else the
+      time of another source row of the bin with a different time (drawn from the bin's rows,
+      so dense, skewed times keep their shape within the bin); floats uniformly over the bin's
+      span.  The cluster's draws are then
       given out by rank of the synthetic time.  So the order of the times across the whole
       table is kept at the grain of the bins (the Cox risk sets up to a bin), every time moves
       (dense monthly data included, where ``"perturbed"`` has no room), and a released time
@@ -157,10 +159,18 @@ def coarsened_times(values, clusters, original, rng, integer, bin_rows):
     u = rng.random(n)
     if integer:
         hi = np.r_[bins[1:] - 1, col_hi][b]
-        choices = np.rint(hi - lo).astype(np.int64)        # integers of [lo, hi] other than v
-        drawn = lo + np.floor(u * choices)
-        drawn += drawn >= values
-        moved = np.where(choices > 0, drawn, values)
+        # no free integer in the bin (dense times): another source row's time of the bin,
+        # drawn from the bin's rows whose time differs (the bin's distribution, not uniform
+        # over its integers, so dense skewed times keep their shape)
+        ranked = np.sort(original)
+        first = np.searchsorted(ranked, lo, side="left")
+        stop = np.searchsorted(ranked, hi, side="right")
+        same_lo = np.searchsorted(ranked, values, side="left")
+        same_hi = np.searchsorted(ranked, values, side="right")
+        others = (stop - first) - (same_hi - same_lo)
+        pick = first + np.floor(u * others).astype(np.int64)
+        pick += np.where(pick >= same_lo, same_hi - same_lo, 0)
+        moved = np.where(others > 0, ranked[np.minimum(pick, ranked.size - 1)], values)
         free = _free_integers(original, col_lo, col_hi)
         if free.size:
             first = np.searchsorted(free, lo, side="left")
