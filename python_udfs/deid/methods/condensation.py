@@ -50,8 +50,10 @@ Deviations from 004 (each also noted where it is implemented):
    (the default before the evaluation) moves every time inside its own cell between the
    midpoints to the cluster's neighbouring distinct times; on dense integer months those cells
    hold no other integer and ~98 % of the times stayed unchanged.  The default was chosen from
-   bench/eval_condensation (README "Condensation: utility and risk"): equal utility within
-   noise, equal or lower anonymeter singling-out risk (:mod:`.release_values`).
+   bench/eval_condensation (README "Condensation: utility and risk"): the only mode that
+   releases no time as itself on dense data; anonymeter risk equal within noise; utility equal
+   within noise except on short dense survival (lung-like: coarser Cox/linear coefficients),
+   where "perturbed" keeps more resolution (:mod:`.release_values`).
 7. Step 2.d.iii / Alg. 1 step 7: integers rounded, numbers clipped to the column's observed
    range, a column constant within a cluster released as that constant.  Rounding, clipping and
    2.d.ii come after synthesis, so exact moments hold for ``synthetic_unrounded``.
