@@ -10,7 +10,7 @@ TEST_DB := deid_test
 
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench clean
+.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean
 
 all: install
 
@@ -62,6 +62,20 @@ unit: venv
 ## bench: benchmarks (write numbers and PNG plots under bench/results/)
 bench: start venv
 	$(VENV)/bin/python bench/run_all.py
+
+## bench-eval: the benchmark-only virtualenv (statsmodels, lifelines, scikit-survival, copulas,
+## DataSynthesizer, anonymeter) in bench/.venv-eval -- never the server's Python
+EVAL_VENV := bench/.venv-eval
+$(EVAL_VENV)/.stamp: bench/requirements-eval.txt
+	$(SERVER_PYTHON) -m venv $(EVAL_VENV)
+	$(EVAL_VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements-eval.txt
+	touch $@
+
+bench-eval: $(EVAL_VENV)/.stamp
+
+## eval-condensation: utility + risk of condensation vs copulas and DataSynthesizer (004 sec. 3.5)
+eval-condensation: bench-eval
+	$(EVAL_VENV)/bin/python -m bench.eval_condensation.run
 
 clean:
 	-$(CLUSTER) stop

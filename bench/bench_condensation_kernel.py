@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from deid.methods import condensation as cd
-from deid.verify_condensation import verify_condensation
+from deid.verify.cluster_moments import verify_condensation
 
 K = 100
 KINDS = ["int", "categorical", "categorical", "categorical", "categorical", "categorical",
@@ -64,7 +64,7 @@ def verify(X, res):
 
 
 def speed(sizes, repeat, workers):
-    print(f"== speed: condense (improved, survival, perturbed times), k={K}, 8 attributes, "
+    print(f"== speed: condense (improved, survival, default survival times), k={K}, 8 attributes, "
           f"workers={workers}; best of {repeat}")
     print(f"{'rows':>9} {'seconds':>8} {'verify':>7} {'clusters':>8} {'blocks':>6} "
           f"{'min':>4} {'max':>4}  phases (s)")
@@ -159,7 +159,7 @@ def survival_exposure():
     for n, k, days in ((20_000, K, False), (20_000, K, True), (700, 20, True)):
         X = make_registry(n, seed=3, days=days)
         values, counts = np.unique(X[:, MONTHS], return_counts=True)
-        for option in ("original", "perturbed"):
+        for option in ("original", "perturbed", "coarsened"):
             res, _ = run(X, seed=0, k=k, survival_times=option)
             same = 0
             for c in range(res.n_clusters):

@@ -99,7 +99,7 @@ def test_release_by_a_role_with_select(cond, connect):
                        " metrics->>'algorithm', metrics->>'survival_times' FROM deid.release"
                        " WHERE release_id = %s", [rid]).fetchone()
     assert log[0] == 7 and log[1]["stored_rows_match"] and log[1]["max_cov_error"] <= 1
-    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "perturbed"
+    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "coarsened"
 
 
 def test_seed_reproduces_the_release(cond, connect):
@@ -125,6 +125,20 @@ def test_original_algorithm_and_original_times(cond, connect):
                             " FROM release.t_cond_t").fetchone()[0]
     assert times == cond.execute(f"SELECT array_agg(surv_months ORDER BY surv_months)"
                                  f" FROM {TABLE}").fetchone()[0]
+
+
+def test_coarsened_times_move_every_time_within_bins(cond, connect):
+    analyst = connect(ANALYST)
+    request(analyst, options="{" + SURVIVAL + ', "survival_times": "coarsened", "seed": 5}',
+            release="t_cond_c")
+    released = sorted(r[0] for r in analyst.execute("SELECT surv_months FROM release.t_cond_c"))
+    source = sorted(r[0] for r in cond.execute(f"SELECT surv_months FROM {TABLE}"))
+    assert len(released) == len(source) and released != source
+    assert min(released) >= min(source) and max(released) <= max(source)
+    # bins hold >= k = 10 source rows: the released distribution stays close to the source's
+    assert abs(sum(released) / len(released) - sum(source) / len(source)) < 5
+    assert cond.execute("SELECT metrics->>'survival_times' FROM deid.release"
+                        " WHERE name = 't_cond_c'").fetchone()[0] == "coarsened"
 
 
 def test_nulls_value_makes_null_a_category(cond, connect):

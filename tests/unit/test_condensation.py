@@ -266,8 +266,9 @@ def test_perturbed_times_keep_rank_order_and_release_no_original_time():
     X = np.stack([rng.normal(60, 10, n), rng.integers(0, 3, n),
                   rng.exponential(500.0, n), (rng.random(n) < 0.5)], axis=1)
     kinds = ["float", "categorical", "float", "categorical"]
-    res = condense(X, kinds, 30, status=3, time_col=2, seed=5)
+    res = condense(X, kinds, 30, status=3, time_col=2, seed=5, survival_times="perturbed")
     assert res.survival_times == "perturbed"
+    assert condense(X, kinds, 30, status=3, time_col=2, seed=5).survival_times == "coarsened"
     released, unr = res.synthetic[:, 2], res.synthetic_unrounded[:, 2]
     assert not np.isin(released, X[:, 2]).any()              # no exact original time
     for c in range(res.n_clusters):
@@ -315,6 +316,119 @@ def test_perturbed_integer_times_avoid_every_source_time():
         assert not np.isin(out[[0, 1, 5]], original).any()
         assert out[2] <= out[3] <= out[4] <= out[5]
     assert seen == {101.0, 102.0}
+
+
+def test_time_bins_hold_k_rows_and_three_integers():
+    from deid.methods.release_values import time_bins
+    rng = np.random.default_rng(21)
+    for trial in range(200):
+        n = int(rng.integers(1, 400))
+        k = int(rng.integers(1, 60))
+        t = np.rint(rng.exponential(rng.uniform(0.5, 40), n))
+        if trial % 5 == 0:
+            t[:] = t[0]                                      # one value only
+        for integer in (True, False):
+            src = t if integer else t + rng.random(n) * 0.5
+            bins = time_bins(src, k, integer)
+            assert bins[0] == src.min() and np.all(np.diff(bins) > 0)
+            if bins.size == 1:
+                continue
+            b = np.searchsorted(bins, src, side="right") - 1
+            assert np.bincount(b, minlength=bins.size).min() >= k
+            if integer:
+                assert np.diff(np.r_[bins, src.max() + 1]).min() >= 3
+
+
+def test_coarsened_moves_every_dense_monthly_time_and_keeps_bin_order():
+    rng = np.random.default_rng(22)
+    n, k = 6000, 50
+    months = np.minimum(np.floor(rng.exponential(18, n)), 71)    # dense integer months
+    status = (rng.random(n) < 0.6).astype(float)
+    age = rng.integers(30, 95, n).astype(float)
+    X = np.stack([age, months, status], axis=1)
+    kinds = ["int", "int", "categorical"]
+    res = condense(X, kinds, k, status=2, time_col=1, survival_times="coarsened", seed=3)
+    per = condense(X, kinds, k, status=2, time_col=1, survival_times="perturbed", seed=3)
+    assert res.survival_times == "coarsened"
+    from deid.methods.release_values import time_bins
+    bins = time_bins(X[:, 1], k, True)
+    rel, unr = res.synthetic[:, 1], res.synthetic_unrounded[:, 1]
+    moved, moved_perturbed, rows = 0, 0, 0
+    for c in range(res.n_clusters):
+        mine = res.synthetic_cluster_id == c
+        orig = np.sort(X[res.cluster_id == c, 1])
+        got = rel[mine][np.argsort(unr[mine], kind="stable")]
+        assert np.all(np.diff(got) >= 0)                      # within-cluster rank order
+        assert np.array_equal(np.searchsorted(bins, got, side="right"),
+                              np.searchsorted(bins, orig, side="right"))   # same bins
+        if orig[0] != orig[-1]:
+            moved += int((got != orig).sum())
+            rows += orig.size
+        p_mine = per.synthetic_cluster_id == c
+        p_got = np.sort(per.synthetic[p_mine, 1])
+        moved_perturbed += int((p_got != np.sort(X[per.cluster_id == c, 1])).sum())
+    # every time moves (coarsened_times below); after sorting, a moved value may land on
+    # another rank's original (dense data), so about half the ranks differ, against almost
+    # none with "perturbed" (no room between months)
+    assert moved >= 0.3 * rows and moved > 5 * max(moved_perturbed, 1)
+    from deid.methods.release_values import coarsened_times
+    order = np.lexsort((X[:, 1], res.cluster_id))
+    draws = coarsened_times(X[order, 1], res.cluster_id[order], X[:, 1],
+                            np.random.default_rng(0), True, k)
+    sizes = np.bincount(res.cluster_id)
+    ptp = np.maximum.reduceat(X[order, 1], np.r_[0, np.cumsum(sizes)[:-1]]) != \
+        np.minimum.reduceat(X[order, 1], np.r_[0, np.cumsum(sizes)[:-1]])
+    varying = np.repeat(ptp, sizes)
+    assert np.all(draws[varying] != X[order, 1][varying])     # never the value itself
+    assert np.array_equal(rel, np.rint(rel))
+    assert rel.min() >= X[:, 1].min() and rel.max() <= X[:, 1].max()
+    verify(X, kinds, res, k, status=2, time_col=1)
+    again = condense(X, kinds, k, status=2, time_col=1, survival_times="coarsened", seed=3)
+    assert np.array_equal(again.synthetic, res.synthetic)
+
+
+def test_coarsened_dense_times_draw_from_the_bins_rows():
+    from deid.methods.release_values import coarsened_times, time_bins
+    rng = np.random.default_rng(24)
+    months = np.minimum(np.floor(rng.exponential(6, 20000)), 71)   # dense, skewed months
+    clusters = np.arange(months.size) % 200                        # no cluster is constant
+    order = np.lexsort((months, clusters))
+    t, cl = months[order], clusters[order]
+    draws = coarsened_times(t, cl, months, rng, True, 100)
+    assert np.all(draws != t)                                      # never itself
+    dense = t <= 20                                                # no free integer there
+    assert np.isin(draws[dense], months).all()                     # another row's time
+    bins = time_bins(months, 100, True)
+    assert np.array_equal(np.searchsorted(bins, draws, side="right"),
+                          np.searchsorted(bins, t, side="right"))  # its own bin
+    # the bin's distribution, not uniform over its integers: the skew survives
+    assert abs(draws.mean() - t.mean()) < 0.05 * t.std()
+    for value in (0.0, 1.0):                                       # bin [0, 2]: by counts
+        others = months[(months <= 2) & (months != value)]
+        assert abs(draws[t == value].mean() - others.mean()) < 0.05
+
+
+def test_coarsened_float_and_sparse_integer_times_release_no_source_time():
+    rng = np.random.default_rng(23)
+    n = 1500
+    for integer in (False, True):
+        t = rng.exponential(500.0, n)
+        t = np.rint(t * 3) if integer else t                  # sparse integers (days)
+        X = np.stack([rng.normal(60, 10, n), t, (rng.random(n) < 0.5)], axis=1)
+        kinds = ["float", "int" if integer else "float", "categorical"]
+        res = condense(X, kinds, 30, status=2, time_col=1, survival_times="coarsened", seed=5)
+        released = res.synthetic[:, 1]
+        assert np.isin(released, X[:, 1]).mean() < 0.01      # free values of the bin
+        verify(X, kinds, res, 30, status=2, time_col=1)
+
+
+def test_coarsened_keeps_a_cluster_constant_time():
+    original = np.array([7, 7, 7, 1, 2, 3, 4, 5, 6], dtype=float)
+    cluster = np.array([0, 0, 0, 1, 1, 1, 1, 1, 1])
+    out = reassign_survival_times(original, np.arange(9.0), cluster, "coarsened",
+                                  np.random.default_rng(0), integer=True, bin_rows=3)
+    assert np.all(out[:3] == 7)                               # constant cluster kept
+    assert np.all(np.diff(out[3:]) >= 0) and set(out[3:]) <= set(range(1, 8))
 
 
 def test_categorical_round_trip_and_permissible_values():

@@ -74,7 +74,7 @@ def problems(draw):
     X = np.stack(cols, axis=1)
     algorithm = draw(st.sampled_from(["improved", "improved", "original"]))
     if survival and algorithm == "improved":
-        kw["survival_times"] = draw(st.sampled_from([None, "original", "perturbed"]))
+        kw["survival_times"] = draw(st.sampled_from([None, "original", "perturbed", "coarsened"]))
         if draw(st.booleans()):
             kw["weights"] = {m: draw(st.floats(0.0, 1.0))}
     elif survival:
@@ -128,7 +128,7 @@ def test_condense_properties(problem):
             mine = res.synthetic_cluster_id == c
             order = np.argsort(res.synthetic_unrounded[mine, t], kind="stable")
             assert np.all(np.diff(res.synthetic[mine, t][order]) >= 0)   # rank order kept
-            if res.survival_times == "perturbed" and kinds[t] == "float":
+            if res.survival_times in ("perturbed", "coarsened") and kinds[t] == "float":
                 src = X[res.cluster_id == c, t]
                 if np.ptp(src) > 0:
                     assert not np.isin(res.synthetic[mine, t], src).any()

@@ -4,9 +4,10 @@
   synthetic rows of every cluster the cluster's original survival times, by rank of the
   synthetic time.  That puts every original time back into the release: with Alg. 2 as
   printed, anonymeter singled patients out through ``time == x`` (issue 11).  Option
-  "original" is the paper; the protective "perturbed" keeps the within-cluster rank order but
-  moves every time inside its own cell, so that no released time is an original time of its
-  cluster and, where the cell leaves room, of any source row.
+  "original" is the paper; the protective default "coarsened" moves every time inside its bin
+  of >= k source rows (rank order kept within clusters and, at the bin grain, across the
+  table); "perturbed" moves every time inside its own cell between its cluster's neighbouring
+  times, which on dense integer times leaves it where it is.
 * :func:`decode_categories` -- step 2.d.iii for categorical columns: a permissible category
   from the synthetic one-hot block.  "counts" (default) gives every cluster exactly its source
   category counts (the counts are the one-hot block's mean, which the moment-exact synthesis
@@ -26,7 +27,7 @@ DECODINGS = ("counts", "argmax")
 
 
 def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=False,
-                            grouping=None):
+                            grouping=None, bin_rows=None):
     """004 Alg. 2 step 2.d.ii: survival times by within-cluster rank of the synthetic time.
 
     In every cluster the synthetic rows are ranked by their synthetic time (ties by position);
@@ -47,6 +48,18 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
       cluster whose times are all equal keeps them (a constant stays constant; >= k rows
       share it).
 
+    * ``"coarsened"``: the time column is cut into *bins* of consecutive values, each holding
+      >= ``bin_rows`` source rows (the method's k) and, for integer times, >= 3 integers
+      (:func:`time_bins`).  Each source time is replaced by a draw from its own bin, never
+      itself: a free integer of the bin (held by no source row) if there is one, else the
+      time of another source row of the bin with a different time (drawn from the bin's rows,
+      so dense, skewed times keep their shape within the bin); floats uniformly over the bin's
+      span.  The cluster's draws are then
+      given out by rank of the synthetic time.  So the order of the times across the whole
+      table is kept at the grain of the bins (the Cox risk sets up to a bin), every time moves
+      (dense monthly data included, where ``"perturbed"`` has no room), and a released time
+      only names a bin of >= k source rows.  A cluster whose times are all equal keeps them.
+
     ``original``/``synthetic``: float64 (n,) times of the source rows and of the synthetic rows
     (both indexed like ``cluster_id``); returns the released times, indexed the same way.
     ``grouping``: :func:`grouping_of` of ``cluster_id`` if already at hand.
@@ -60,6 +73,11 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
     by_original = order[segment_argsort(original[order], sizes, starts)]
     if mode == "original":
         out[by_synthetic] = original[by_original]
+        return out
+    if mode == "coarsened":
+        moved = coarsened_times(original[by_original], cluster_id[by_original], original, rng,
+                                integer, bin_rows)
+        out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
         return out
     values = original[by_original]
     clusters = cluster_id[by_original]
@@ -100,6 +118,78 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
                                 (lo[stuck] + values[stuck]) / 2)
     out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
     return out
+
+
+def time_bins(original, bin_rows, integer):
+    """Bins of the time column for ``"coarsened"``: sorted bin starts (float64), each bin
+    [start_b, start_{b+1}) holding >= ``bin_rows`` source rows and spanning >= 3 integers
+    (integer times) or >= 2 distinct values (floats); a short last bin joins the one before.
+    One bin (the whole range) when the column cannot be cut."""
+    values, counts = np.unique(original, return_counts=True)
+    cum = np.cumsum(counts)
+    span = 3 if integer else 1
+    starts, p = [], 0
+    while p < values.size:
+        starts.append(p)
+        before = cum[p - 1] if p else 0
+        nxt = int(np.searchsorted(cum, before + bin_rows, side="left")) + 1
+        if integer:
+            nxt = max(nxt, int(np.searchsorted(values, values[p] + span, side="left")))
+        else:
+            nxt = max(nxt, p + 2)
+        p = nxt
+    if len(starts) > 1:
+        last = starts[-1]
+        short = (cum[-1] - (cum[last - 1] if last else 0) < bin_rows
+                 or (integer and values[-1] - values[last] + 1 < span)
+                 or (not integer and values.size - last < 2))
+        if short:
+            starts.pop()
+    return values[np.asarray(starts, dtype=np.int64)]
+
+
+def coarsened_times(values, clusters, original, rng, integer, bin_rows):
+    """Draws of ``"coarsened"`` for ``values`` (source times, cluster-major, sorted within each
+    cluster; ``clusters`` their cluster ids): a value of the same bin, never the value itself."""
+    n = values.size
+    col_lo, col_hi = original.min(), original.max()
+    bins = time_bins(original, max(int(bin_rows or 1), 1), integer)
+    b = np.searchsorted(bins, values, side="right") - 1
+    lo = bins[b]
+    u = rng.random(n)
+    if integer:
+        hi = np.r_[bins[1:] - 1, col_hi][b]
+        # no free integer in the bin (dense times): another source row's time of the bin,
+        # drawn from the bin's rows whose time differs (the bin's distribution, not uniform
+        # over its integers, so dense skewed times keep their shape)
+        ranked = np.sort(original)
+        first = np.searchsorted(ranked, lo, side="left")
+        stop = np.searchsorted(ranked, hi, side="right")
+        same_lo = np.searchsorted(ranked, values, side="left")
+        same_hi = np.searchsorted(ranked, values, side="right")
+        others = (stop - first) - (same_hi - same_lo)
+        pick = first + np.floor(u * others).astype(np.int64)
+        pick += np.where(pick >= same_lo, same_hi - same_lo, 0)
+        moved = np.where(others > 0, ranked[np.minimum(pick, ranked.size - 1)], values)
+        free = _free_integers(original, col_lo, col_hi)
+        if free.size:
+            first = np.searchsorted(free, lo, side="left")
+            n_free = np.searchsorted(free, hi, side="right") - first
+            pick = np.minimum(first + np.floor(u * n_free).astype(np.int64), free.size - 1)
+            moved = np.where(n_free > 0, free[pick], moved)
+    else:
+        hi = np.r_[bins[1:], col_hi][b]
+        moved = lo + u * (hi - lo)
+        stuck = (moved == values) & (hi > lo)
+        moved[stuck] = (values[stuck] + np.where(hi[stuck] > values[stuck], hi[stuck],
+                                                 lo[stuck])) / 2
+    # a cluster whose times are all equal keeps them (a constant stays constant)
+    new = np.r_[True, clusters[1:] != clusters[:-1]]
+    start = np.flatnonzero(new)
+    seg = np.cumsum(new) - 1
+    end = np.r_[start[1:], n] - 1
+    constant = (values[start] == values[end])[seg]
+    return np.where(constant, values, moved)
 
 
 def _free_integers(original, col_lo, col_hi):

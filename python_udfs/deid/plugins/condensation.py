@@ -36,9 +36,11 @@ OPTIONS = (
     Option("weights", "map_number", "clustering weight of a column in [0, 1] (004 Alg. 2 step 2a; "
            "the other columns share the rest equally); default 0.5 on the survival time.",
            low=0, high=1, example='{"weights": {"surv_months": 0.5}}'),
-    Option("survival_times", "choice", "'perturbed' (default: within-cluster rank order kept, no "
-           "original time released) or 'original' (004 Alg. 2 step 2.d.ii as printed).",
-           choices=("perturbed", "original")),
+    Option("survival_times", "choice", "'coarsened' (default: every time moved inside its bin of "
+           ">= k source rows, rank order kept within clusters and across bins), 'perturbed' "
+           "(moved inside the cell between its cluster's neighbouring times; dense integer times "
+           "stay) or 'original' (004 Alg. 2 step 2.d.ii as printed).",
+           choices=("coarsened", "perturbed", "original")),
     Option("algorithm", "choice", "'improved' (004 Alg. 2) or 'original' (004 Alg. 1, "
            "Aggarwal's condensation: random seeds, equal weights).",
            choices=("improved", "original")),
