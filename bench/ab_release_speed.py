@@ -3,7 +3,7 @@ one): anatomy and generalization at 1M rows on the databases bench_release_speed
 
     .venv/bin/python bench/ab_release_speed.py --a 5c1b808 [--b WORKTREE] [--repeat 3]
 
-Before each request the installed Python package (PGINST's share/postgresql/15/deid/python/deid)
+Before each request the installed Python package ($(pg_config --sharedir)/deid/python-<version>/deid)
 is replaced by revision A's or B's (git archive; B defaults to the working tree), so A and B
 alternate in one run under the same load; each request runs in a fresh backend. Prints per
 side min and median seconds and the median phase breakdown, and the ratios B/A. Leaves B
@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import statistics
 import subprocess
@@ -28,9 +29,16 @@ from common import ROOT, url  # noqa: E402
 
 
 def installed_dir():
+    """The package the server loads: $(pg_config --sharedir)/deid/python-<EXTVERSION>/deid (the
+    version of extension/Makefile; the SQL of that version puts this directory on sys.path)."""
     share = subprocess.run([os.environ.get("PG_CONFIG", "pg_config"), "--sharedir"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    return pathlib.Path(share) / "deid" / "python" / "deid"
+    version = re.search(r"^EXTVERSION\s*=\s*(\S+)", (ROOT / "extension" / "Makefile").read_text(),
+                        re.M).group(1)
+    dst = pathlib.Path(share) / "deid" / f"python-{version}" / "deid"
+    if not (dst / "pipeline.py").is_file():
+        raise SystemExit(f"{dst}: no installed deid package there (make install first)")
+    return dst
 
 
 def package(rev, into):
