@@ -156,6 +156,7 @@ def finish(db, token, caller):
         tables = _write(db, req, plan)
         clock.phase("write", tables=len(tables))
         req.evidence = plan.evidence
+        plan.drop_written()      # verify's arrays do not stack on the written ones
         verification = p.method.verifier.verify(db, req, frame, tables)
         clock.phase("verify", rows=frame.n)
         relations = catalog_log.publish(db, req, tables)

@@ -176,3 +176,9 @@ class ReleasePlan:
     membership: Membership = None
     metrics: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)   # what the verifier compares the stored release with
+
+    def drop_written(self):
+        """Forget what the writer stored (tables, RID sets, classes, clusters, membership):
+        once written, only the evidence, the counts and the metrics are needed."""
+        self.tables, self.rid_sets = [], []
+        self.classes = self.clusters = self.membership = None
