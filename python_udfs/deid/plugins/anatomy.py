@@ -117,8 +117,9 @@ def run(frame, req):
         tables = [Table(req.name, [group_col] + gen + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in sas + others])]
     sizes = np.bincount(group, minlength=result.n_groups)
-    rid_sets = [RidSets(s, p.group, p.code, d, p.count, frame.rid[p.rows])
-                for s, p, (_, d) in zip(sas, pairs, sa_dicts)]
+    flat = RidArrays(pairs, frame.rid)
+    rid_sets = [RidSets(s, *flat.of(i, d)) for i, (s, (_, d)) in enumerate(zip(sas, sa_dicts))]
+    del pairs
     return ReleasePlan(
         tables=tables, rows=frame.n, groups=int(result.n_groups),
         discernibility=float(metrics.discernibility(sizes)),
@@ -129,8 +130,7 @@ def run(frame, req):
                  "quasi_identifiers": qis, "sensitive": sas},
         # the arrays the writer stores: the verifier checks them and proves the stored rows
         # are they (verify/rid_set_digest.py)
-        evidence={"rid_sets": [(r.attribute, r.group, r.code, r.dictionary, r.count, r.rids)
-                               for r in rid_sets],
+        evidence={"rid_sets": flat.evidence(sas, [d for _, d in sa_dicts]),
                   "rids": frame.rid, "sensitive": sas, "column_l": column_l,
                   "l": req.l if req.options.get("model", "kl") == "kl" else None})
 
@@ -150,6 +150,41 @@ class ValuePairs:
         start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
         self.group, self.code = key[start] // width, key[start] % width
         self.count = np.diff(np.r_[start, len(key)])
+
+
+class RidArrays:
+    """The RID sets of every sensitive attribute as one array per kind -- entries' groups,
+    codes and counts, and the RIDs -- attribute after attribute (``entries``: offsets of
+    each attribute's entries, ``rid_bounds``: of its RIDs); each attribute's RidSets are
+    views into them (no per-attribute copies for the writer and the verifier to hold)."""
+
+    def __init__(self, pairs, rid):
+        ne = np.array([0] + [len(p.count) for p in pairs], np.int64)
+        nr = np.array([0] + [len(p.rows) for p in pairs], np.int64)
+        self.entries, self.rid_bounds = np.cumsum(ne), np.cumsum(nr)
+        e, r = self.entries, self.rid_bounds
+        self.group = np.empty(int(e[-1]), np.int64)
+        self.code = np.empty(int(e[-1]), np.int64)
+        self.count = np.empty(int(e[-1]), np.int64)
+        self.rids = np.empty(int(r[-1]), rid.dtype)
+        for i, p in enumerate(pairs):
+            self.group[e[i]:e[i + 1]] = p.group
+            self.code[e[i]:e[i + 1]] = p.code
+            self.count[e[i]:e[i + 1]] = p.count
+            np.take(rid, p.rows, out=self.rids[r[i]:r[i + 1]])
+
+    def of(self, i, dictionary):
+        """(group, code, dictionary, count, rids) of attribute i: views."""
+        e0, e1 = int(self.entries[i]), int(self.entries[i + 1])
+        r0, r1 = int(self.rid_bounds[i]), int(self.rid_bounds[i + 1])
+        return (self.group[e0:e1], self.code[e0:e1], dictionary, self.count[e0:e1],
+                self.rids[r0:r1])
+
+    def evidence(self, attributes, dictionaries):
+        """What the verifier checks (verify/anatomy.py: memory_rid_sets, check_stored)."""
+        return {"attributes": list(attributes), "dictionaries": list(dictionaries),
+                "entries": self.entries, "group": self.group, "code": self.code,
+                "count": self.count, "rids": self.rids}
 
 
 def pair_counts(group, codes, width):

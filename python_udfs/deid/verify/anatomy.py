@@ -44,7 +44,7 @@ def verify(db, req, frame, tables):
             if sets is None:
                 raise DeidError(VERIFICATION_FAILED, "no RID sets to verify for this request",
                                 hint=VERIFY_HINT)
-            out["stored"] = check_stored(stored_digests(db, req.release_id), sets)
+            out["stored"] = check_stored(stored_digests(db, req.release_id), per_attribute(sets))
             g, a, v, n, flat = memory_rid_sets(sets)
         out["kl"] = check_kl(g, a, v, flat, req.k,
                              req.l if req.options.get("model", "kl") == "kl" else None,
@@ -62,22 +62,41 @@ def verify(db, req, frame, tables):
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
+def per_attribute(sets):
+    """The in-memory RID sets (the plan's evidence: one array per kind -- entries' groups,
+    codes and counts, and the RIDs -- attribute after attribute, ``entries`` the offsets of
+    each attribute's entries) as (attribute, group, code, dictionary, count, rids) per
+    attribute: views, no copies."""
+    e, count, out, r0 = sets["entries"], sets["count"], [], 0
+    for i, (attribute, dictionary) in enumerate(zip(sets["attributes"], sets["dictionaries"])):
+        e0, e1 = int(e[i]), int(e[i + 1])
+        r1 = r0 + int(count[e0:e1].sum())
+        out.append((attribute, sets["group"][e0:e1], sets["code"][e0:e1], dictionary,
+                    count[e0:e1], sets["rids"][r0:r1]))
+        r0 = r1
+    if r0 != len(sets["rids"]):
+        raise DeidError(VERIFICATION_FAILED, "the RID sets in memory do not add up to their RIDs",
+                        hint=VERIFY_HINT)
+    return out
+
+
 def memory_rid_sets(sets):
-    """The RID sets in memory, (attribute, group, code, dictionary, count, rids) per attribute,
-    in read_rid_sets' flat form. A value is identified by its text (equal labels of one
-    attribute are one value, as in the stored catalog), not by the method's code."""
-    groups, attrs, values, counts, flat = [], [], [], [], []
-    for attribute, group, code, dictionary, count, rids in sets:
+    """The RID sets in memory (see per_attribute) in read_rid_sets' flat form. A value is
+    identified by its text (equal labels of one attribute are one value, as in the stored
+    catalog), not by the method's code. The group, count and RID arrays are the evidence's
+    own (one array per kind already), not copies."""
+    attrs, values = [], []
+    for attribute, group, code, dictionary, count, rids in per_attribute(sets):
         labels = np.array([("N" if x is None else "V" + x) for x in dictionary] + ["N"], object)
         _, text_code = np.unique(labels, return_inverse=True)
-        groups.append(np.asarray(group, np.int64))
-        attrs.append(np.full(len(count), attribute, object))
-        values.append(text_code[np.minimum(np.asarray(code, np.int64), len(dictionary))])
-        counts.append(np.asarray(count, np.int64))
-        flat.append(np.asarray(rids, np.int64))
+        names = np.empty(len(count), object)
+        names.fill(attribute)                # one str object (np.full makes one per entry)
+        attrs.append(names)
+        values.append(text_code[np.minimum(code, len(dictionary))])
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
-    return (cat(groups, np.int64), cat(attrs, object), cat(values, np.int64),
-            cat(counts, np.int64), cat(flat, np.int64))
+    as64 = (lambda x: np.asarray(x, np.int64))
+    return (as64(sets["group"]), cat(attrs, object), cat(values, np.int64), as64(sets["count"]),
+            as64(sets["rids"]))
 
 
 def read_rid_sets(db, release_id):
