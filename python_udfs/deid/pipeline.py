@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from . import access, catalog, catalog_log, datapath, options as opts_schema, registry, release, writer
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
                      INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED)
+from .frame import Frame
+from .plan import Table
 
 _PENDING = {}
 
@@ -144,29 +146,35 @@ def finish(db, token, caller):
     if p is None or p.frame is None or p.req.caller != caller:
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no snapshot was read for this request",
                         hint="Call deid.anonymize_request(...).")
-    req, frame, clock = p.req, p.frame, _Clock(db, p)
+    req, clock = p.req, _Clock(db, p)
     with _redacted(req):
-        clock.phase("read", rows=frame.n)
-        plan = p.method.plugin.run(frame, req)
+        clock.phase("read", rows=p.frame.n)
+        plan = p.method.plugin.run(p.frame, req)
         clock.phase("method", groups=plan.groups)
         if p.old:
             release.drop_release_relations(db, p.old)
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
-        tables = _write(db, req, plan)
+        tables = _write(db, req, plan, p)
         clock.phase("write", tables=len(tables))
         req.evidence = plan.evidence
         plan.drop_written()      # verify's arrays do not stack on the written ones
-        verification = p.method.verifier.verify(db, req, frame, tables)
-        clock.phase("verify", rows=frame.n)
+        verification = p.method.verifier.verify(db, req, p.frame, tables)
+        clock.phase("verify", rows=p.frame.n)
         relations = catalog_log.publish(db, req, tables)
         catalog_log.log(db, req, relations, plan, verification, clock.seconds())
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 
 
-def _write(db, req, plan):
+def _write(db, req, plan, p):
+    """The plan's tables (each kept as its name only once written), then its catalog
+    artefacts. A verifier that reads only the snapshot's row ids (READS_SNAPSHOT_VALUES =
+    False) lets the snapshot's values go once the tables are written."""
+    tables = []
     try:
-        tables = [writer.write_table(db, release.STORE_SCHEMA, t) for t in plan.tables]
+        for i in range(len(plan.tables)):
+            tables.append(writer.write_table(db, release.STORE_SCHEMA, plan.tables[i]))
+            plan.tables[i] = Table(tables[-1], [])
     except Exception as e:
         if getattr(e, "sqlstate", None) == DUPLICATE_TABLE:
             raise DeidError(DUPLICATE_TABLE,
@@ -174,6 +182,8 @@ def _write(db, req, plan):
                             hint="Choose another release name: a release's tables are named "
                                  "<release>_<suffix>.") from None
         raise
+    if not getattr(p.method.verifier, "READS_SNAPSHOT_VALUES", True):
+        p.frame = Frame(p.frame.n, p.frame.rid, {})
     catalog_log.write_artefacts(db, req.release_id, plan)
     return tables
 

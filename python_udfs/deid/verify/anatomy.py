@@ -26,6 +26,7 @@ from . import check_group_sizes, check_kl, check_partition
 from .rid_set_digest import check_stored, stored_digests
 
 STORE_SCHEMA = "deid_release"
+READS_SNAPSHOT_VALUES = False    # of the snapshot, only its row ids (the pipeline may drop the rest)
 VERIFY_HINT = ("Nothing was released. The stored release differs from what the method computed: "
                "report it with the request (deid.release keeps no row of a failed request).")
 
