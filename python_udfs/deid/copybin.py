@@ -36,7 +36,8 @@ def write(f, fields):
 
 
 def parts(fields):
-    """records(fields) as a list of contiguous buffers (bytes or uint8/structured arrays)."""
+    """records(fields) as contiguous buffers (bytes or uint8/structured arrays): a list, or
+    an iterator that builds the blocks of one layout at a time."""
     n = len(fields[0])
     lead = 0
     while lead < len(fields) and fields[lead].constant:
@@ -77,17 +78,21 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
     count = np.bincount(layout, minlength=int(np.prod(sizes)))
     order = np.argsort(layout.astype(np.uint16) if len(count) <= 1 << 16 else layout, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(count)])
-    blocks = []
-    for lay in np.flatnonzero(count).tolist():
-        idx = order[bounds[lay]:bounds[lay + 1]]
-        chunk_lens = [int(w[p]) for w, p in zip(widths, np.unravel_index(lay, sizes))]
-        dt = [("prefix", prefix.dtype)] + [(f"c{i}", np.uint8, (ln,)) for i, ln in enumerate(chunk_lens)]
-        block = np.empty(len(idx), dtype=dt)
-        block["prefix"] = prefix[idx]
-        for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
-            block[f"c{i}"] = f.chunks(idx, ln)
-        blocks.append(block.view(np.uint8))
-    return [HEADER] + blocks + [TRAILER]
+
+    def blocks():                              # built one at a time, as the file takes them
+        yield HEADER
+        for lay in np.flatnonzero(count).tolist():
+            idx = order[bounds[lay]:bounds[lay + 1]]
+            chunk_lens = [int(w[p]) for w, p in zip(widths, np.unravel_index(lay, sizes))]
+            dt = [("prefix", prefix.dtype)] + [(f"c{i}", np.uint8, (ln,))
+                                               for i, ln in enumerate(chunk_lens)]
+            block = np.empty(len(idx), dtype=dt)
+            block["prefix"] = prefix[idx]
+            for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
+                block[f"c{i}"] = f.chunks(idx, ln)
+            yield block.view(np.uint8)
+        yield TRAILER
+    return blocks()
 
 
 def _by_chunks(prefix, fields, lens):
