@@ -137,9 +137,10 @@ def write_classes(db, release_id, classes, table=None):
     if isinstance(classes, SourceClasses):
         return write_source_classes(db, release_id, classes, table)
     count = len(classes.sizes)
-    encoded, parts = {}, []
+    parts = []
     for values in classes.labels.values():          # each distinct label is JSON-encoded once
-        parts.append([encoded.setdefault(x, json.dumps(x)) for x in values])
+        encoded = {x: json.dumps(x) for x in set(values)}
+        parts.append(list(map(encoded.__getitem__, values)))
     keys = [json.dumps(q) + ": " for q in classes.labels]
     generalized = ["\x01{" + ", ".join(k + v for k, v in zip(keys, values)) + "}"
                    for values in zip(*parts)] if keys else ["\x01{}"] * count
