@@ -7,9 +7,11 @@ right = values > median) and recurse while the children satisfy the model.
 
 The tree is built level by level for all nodes at once.  Every quasi-identifier is replaced by
 its dense rank (value order) once; the active rows are kept ordered by node (each node one
-contiguous run of rows, in input order).  Per level and attribute, one histogram of
-(node, rank) over each node's known rank range (or, when that would be too large, one sort of
-those keys) gives every node's minimum, maximum, lower median and the sizes of both cuts; a
+contiguous run of rows, in input order).  Per level and attribute, one segment reduction
+gives every node's minimum and maximum rank; for the attribute a node tries (widest first,
+the next one only if that fails), one histogram of (node, rank) over each node's rank range
+(or, when that would be too large, one sort of those keys) gives its lower median and the
+sizes of both cuts -- so a level counts about one attribute per row, not all of them.  A
 split is a stable partition of the node's rows by side.  Acceptors therefore always see a
 child's rows as one run in input order, so an order-sensitive check (the greedy L check breaks
 ties by row order) gives the same answer whichever attribute produced the child.
@@ -164,9 +166,11 @@ class _Tree:
         for j in range(d):
             if np.array_equal(self.lo[:, j], self.hi[:, j]):
                 continue                                   # constant in every node
-            mn, mx, med[:, j], c0[:, j], c1[:, j] = self._stats(j, start)
+            mn = np.minimum.reduceat(self.rk[j], start)
+            mx = np.maximum.reduceat(self.rk[j], start)
             self.lo[:, j], self.hi[:, j] = mn, mx
             width[:, j] = (self.vals[j][mx] - self.vals[j][mn]) * self.scale[j]
+        have = np.zeros((N, d), dtype=bool)                # med, c0, c1 known (node, attribute)
         order = np.argsort(-width, axis=1, kind="stable")  # Fig. 5 line 1: widest range first
         cut = np.zeros(N, dtype=np.int64)
         dim = np.zeros(N, dtype=np.int64)
@@ -181,6 +185,11 @@ class _Tree:
             live = pending & (width[rows_idx, j_r] > 0)
             if not live.any():
                 break
+            for j in np.unique(j_r[live]).tolist():        # the medians this rank needs
+                want = np.flatnonzero(live & (j_r == j) & ~have[:, j])
+                if want.size:
+                    med[want, j], c0[want, j], c1[want, j] = self._stats(j, want, start)
+                    have[want, j] = True
             for variant in (0, 1):                         # 0: <= median (paper), 1: < median
                 cand = (c0 if variant == 0 else c1)[rows_idx, j_r]
                 nodes = np.flatnonzero(pending & live & (cand >= K) & (size - cand >= K))
@@ -207,42 +216,37 @@ class _Tree:
         self._apply(cut, dim, thr, start, rounds, won_in)
 
     # ---------------------------------------------------------------------------------------
-    def _stats(self, j, start):
-        """Per node, for attribute j: min rank, max rank, lower-median rank, rows <= median,
-        rows < median (from a histogram of (node, rank), or from the sorted keys)."""
-        N = self.size.size
-        size = self.size
-        R = int(self.R[j])
-        budget = 2 * self.rid.size + (1 << 16)
-        if N * R <= budget:
-            base = np.arange(N, dtype=np.int64) * R
-            total = N * R
-        else:                                              # the nodes' rank ranges only
-            w = self.hi[:, j] - self.lo[:, j] + 1
-            off = np.cumsum(w) - w
-            total = int(off[-1] + w[-1])
-            base = off - self.lo[:, j]
-        key_t = _int_t(total + R, 1)
-        if N * R <= budget:
-            key = self.lab * key_t(R)
+    def _stats(self, j, nodes, start):
+        """For attribute j and the given nodes (ascending; their rank bounds lo, hi exact):
+        the lower-median rank, the rows <= median and the rows < median (from a histogram of
+        (node, rank) over each node's rank range, or from the sorted keys when that is too
+        large)."""
+        size = self.size[nodes]
+        if nodes.size == self.size.size:                   # every node: every active row
+            rk, lab = self.rk[j], self.lab
         else:
-            key = base.astype(key_t).take(self.lab)
-        key += self.rk[j]
+            rk = self.rk[j][ranges(start[nodes], size)]
+            lab = np.repeat(np.arange(nodes.size, dtype=self.idx_t), size)
+        first = np.cumsum(size) - size                     # the nodes' rows, back to back
+        lo = self.lo[nodes, j]
+        w = self.hi[nodes, j] - lo + 1
+        off = np.cumsum(w) - w
+        total = int(off[-1] + w[-1])
+        base = off - lo
+        key = base.astype(_int_t(total + int(self.R[j]), 1)).take(lab)
+        key += rk
         m0 = (size - 1) // 2
-        if total <= budget:
+        if total <= 2 * self.rid.size + (1 << 16):
             h = np.bincount(key, minlength=total)
             c = np.cumsum(h)
-            mn = np.searchsorted(c, start, "right")
-            mx = np.searchsorted(c, start + size, "left")
-            mb = np.searchsorted(c, start + m0, "right")
-            k0 = c[mb] - start
-            k1 = k0 - h[mb]
-            return mn - base, mx - base, mb - base, k0, k1
+            mb = np.searchsorted(c, first + m0, "right")
+            k0 = c[mb] - first
+            return mb - base, k0, k0 - h[mb]
         s = np.sort(key)
-        mk = s[start + m0]
-        k0 = np.searchsorted(s, mk, "right") - start
-        k1 = np.searchsorted(s, mk, "left") - start
-        return s[start] - base, s[start + size - 1] - base, mk - base, k0, k1
+        mk = s[first + m0]
+        k0 = np.searchsorted(s, mk, "right") - first
+        k1 = np.searchsorted(s, mk, "left") - first
+        return mk - base, k0, k1
 
     def _split(self, nodes, dims, thr, cut, start):
         """The candidate split of ``nodes`` (ascending) on attributes ``dims`` at rank
