@@ -160,10 +160,16 @@ def _check_one_entry_per_value(entries):
     a value has one RID set per group)."""
     group, attr, value = entries.group, entries.attr, entries.values.code
     n_attrs, n_values = len(entries.attr_names), entries.values.n_codes
-    if entries.group_ids.size * n_attrs * n_values < 2 ** 62:
+    span = entries.group_ids.size * n_attrs * n_values
+    if span < 2 ** 62:
         key = (group * n_attrs + attr) * n_values + value
-        sorted_key = np.sort(key)
-        repeats = sorted_key[1:] == sorted_key[:-1]
+        if span <= 16 * key.size + (1 << 20):      # a presence table: no sort
+            seen = np.zeros(span, dtype=bool)
+            seen[key] = True
+            repeats = np.array([np.count_nonzero(seen) != key.size])
+        else:
+            sorted_key = np.sort(key)
+            repeats = sorted_key[1:] == sorted_key[:-1]
         order = None
         if np.any(repeats):
             order = np.argsort(key, kind="stable")
