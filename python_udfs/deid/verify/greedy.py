@@ -36,15 +36,20 @@ def _greedy(rs, caps, L, groups, vector_max=_VECTOR_MAX_GROUP):
         return out
     if L <= 1:
         return out + 1            # any non-empty group needs one deletion
-    want = np.zeros(G, dtype=bool)
-    want[groups] = True
     # the rows in 001 Fig. 6 line 3 order: ascending total frequency
     # f(r) = sum of f(v) over the row's values, ties by rid (rows arrive in
     # rid order; the sort is stable).
-    rsel = np.flatnonzero(want[rs.row_g])
-    rg = rs.row_g[rsel]
-    ents = rs.row_ent[rsel]
-    ftot = lens[ents].sum(axis=1)
+    if groups.size == G:                  # every group: every row, no selection
+        rg, ents = rs.row_g, rs.row_ent
+    else:
+        want = np.zeros(G, dtype=bool)
+        want[groups] = True
+        rsel = np.flatnonzero(want[rs.row_g])
+        rg = rs.row_g[rsel]
+        ents = rs.row_ent[rsel]
+    ftot = lens[ents[:, 0]]
+    for a in range(1, ents.shape[1]):
+        ftot = ftot + lens[ents[:, a]]
     w = int(ftot.max()) + 1
     o = _stable_argsort(rg * w + ftot, G * w)
     rg, ents = rg[o], ents[o]
