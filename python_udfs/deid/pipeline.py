@@ -151,11 +151,15 @@ def finish(db, token, caller):
         clock.phase("read", rows=p.frame.n)
         plan = p.method.plugin.run(p.frame, req)
         clock.phase("method", groups=plan.groups)
+        if not getattr(p.method.verifier, "READS_SNAPSHOT_VALUES", True):
+            # the verifier reads only the row ids: each column's values now live only as
+            # long as the plan's tables that write them
+            p.frame = Frame(p.frame.n, p.frame.rid, {})
         if p.old:
             release.drop_release_relations(db, p.old)
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
-        tables = _write(db, req, plan, p)
+        tables = _write(db, req, plan)
         clock.phase("write", tables=len(tables))
         req.evidence = plan.evidence
         plan.drop_written()      # verify's arrays do not stack on the written ones
@@ -166,10 +170,9 @@ def finish(db, token, caller):
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 
 
-def _write(db, req, plan, p):
-    """The plan's tables (each kept as its name only once written), then its catalog
-    artefacts. A verifier that reads only the snapshot's row ids (READS_SNAPSHOT_VALUES =
-    False) lets the snapshot's values go once the tables are written."""
+def _write(db, req, plan):
+    """The plan's tables (each kept as its name only once written: what it held may go),
+    then its catalog artefacts."""
     tables = []
     try:
         for i in range(len(plan.tables)):
@@ -182,8 +185,6 @@ def _write(db, req, plan, p):
                             hint="Choose another release name: a release's tables are named "
                                  "<release>_<suffix>.") from None
         raise
-    if not getattr(p.method.verifier, "READS_SNAPSHOT_VALUES", True):
-        p.frame = Frame(p.frame.n, p.frame.rid, {})
     catalog_log.write_artefacts(db, req.release_id, plan)
     return tables
 
