@@ -83,14 +83,18 @@ def main():
     ap.add_argument("--a", required=True, help="git revision A (e.g. 5c1b808)")
     ap.add_argument("--b", default=None, help="git revision B (default: the working tree)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--methods", default="anatomy,generalization",
+                    help="comma-separated: anatomy, generalization")
     args = ap.parse_args()
     dst = installed_dir()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="deid_ab_"))
     sides = {"A": package(args.a, tmp / "a"), "B": package(args.b, tmp / "b")}
-    runs = {(m, s): [] for m in ("anatomy", "generalization") for s in sides}
+    methods = [m for m in ("anatomy", "generalization") if m in args.methods.split(",")]
+    runs = {(m, s): [] for m in methods for s in sides}
     try:
         for i in range(args.repeat):
-            for method, run in (("anatomy", anatomy), ("generalization", generalization)):
+            for method, run in [(m, {"anatomy": anatomy, "generalization": generalization}[m])
+                                for m in methods]:
                 for side in (("A", "B") if i % 2 == 0 else ("B", "A")):
                     install(sides[side], dst)
                     t, phases = run()
@@ -100,7 +104,7 @@ def main():
     finally:
         install(sides["B"], dst)
         shutil.rmtree(tmp)
-    for method in ("anatomy", "generalization"):
+    for method in methods:
         med = {}
         for side in sides:
             ts = [t for t, _ in runs[(method, side)]]
