@@ -247,7 +247,9 @@ class _Combined:
 def _combine_texts(fields, n):
     """Runs of adjacent Text fields whose value combinations are few (a
     histogram of them fits in O(n)) become one _Combined field: fewer chunks
-    per record to lay out."""
+    per record to lay out. A run is cut where adding the next field would
+    overflow that histogram, so six fields too many to combine at once may
+    still become two or three (e.g. the quasi-identifiers of two sources)."""
     out, run = [], []
 
     def flush():
@@ -274,8 +276,11 @@ def _combine_texts(fields, n):
             table[np.repeat(np.arange(len(present)), total), ranges(np.zeros(len(present)), total)] = flat
             out.append(_Combined(remap[key], table, total))
         run.clear()
+    limit = 4 * n + (1 << 16)
     for f in fields:
         if isinstance(f, Text):
+            if run and np.prod([len(g.dictionary) + 1 for g in run + [f]], dtype=float) > limit:
+                flush()
             run.append(f)
         else:
             flush()

@@ -238,3 +238,62 @@ def test_verify_release_accepts_a_release_logged_before_1_1(t_src):
                   " 'sex', sex, 'race', race, 'pt', pt) FROM release.t_src_old GROUP BY age, sex, race, pt",
                   [rid])
     assert t_src.execute("SELECT deid.verify_release('t_src_old')").fetchone()[0]["verified"]
+
+
+def test_class_catalog_is_the_stored_release_grouped(t_src):
+    """Row for row, the catalog's classes are the stored release grouped per source (count and
+    values), class ids running on over the sources (registry, then pathology), within a source
+    in the byte order of the values -- whether or not the GROUP BYs ran in parallel."""
+    rid, *_ = gen(t_src, "t_src_eq", k=5, selection=None, table="t_src")
+    got = t_src.execute("SELECT class_id, cardinality, generalized, source FROM deid.equivalence_class"
+                        " WHERE release_id = %s ORDER BY class_id", [rid]).fetchall()
+    want, first = [], 0
+    for source, cols in (("registry", ["age", "sex", "race"]), ("pathology", ["pt"])):
+        rows = t_src.execute(
+            f"SELECT %s + (row_number() OVER (ORDER BY"
+            f" {', '.join(c + ' COLLATE ' + chr(34) + 'C' + chr(34) for c in cols)}))::int - 1,"
+            f" count(*), jsonb_build_object({', '.join(repr(c) + ', ' + c for c in cols)}), %s"
+            f" FROM release.t_src_eq GROUP BY {', '.join(cols)} ORDER BY 1", [first, source]).fetchall()
+        want += rows
+        first += len(rows)
+    assert got == want and len(got) > 2
+
+
+def test_class_catalog_reads_only_a_plain_deid_table(t_src):
+    """What the (parallel) class GROUP BYs read with deid_owner's rights: the stored release, a
+    deid_owner table of built-in column types without triggers, rules, defaults or RLS."""
+    gen(t_src, "t_src_plain", k=5, selection=None, table="t_src")
+    owner, rls, triggers, rules = t_src.execute(
+        "SELECT c.relowner::regrole::text, c.relrowsecurity OR c.relforcerowsecurity, c.relhastriggers,"
+        " c.relhasrules FROM pg_class c WHERE c.oid = 'deid_release.t_src_plain'::regclass").fetchone()
+    assert (owner, rls, triggers, rules) == ("deid_owner", False, False, False)
+    assert t_src.execute("SELECT count(*) FROM pg_attribute a WHERE a.attrelid ="
+                         " 'deid_release.t_src_plain'::regclass AND a.attnum > 0 AND (a.atttypid >= 16384"
+                         " OR a.atthasdef)").fetchone()[0] == 0
+
+
+PLANNER = ("parallel_setup_cost", "parallel_tuple_cost", "min_parallel_table_scan_size",
+           "max_parallel_workers_per_gather")
+
+
+def test_request_leaves_the_callers_planner_settings(t_src):
+    """The class GROUP BYs set planner settings for themselves only: within the caller's
+    transaction (SET and SET LOCAL values alike) and after it, every setting is what it was."""
+    settings = lambda: t_src.execute(  # noqa: E731
+        "SELECT array_agg(current_setting(n) ORDER BY n) FROM unnest(%s::text[]) n",
+        [list(PLANNER)]).fetchone()[0]
+    t_src.execute("SET max_parallel_workers_per_gather = 1")
+    t_src.execute("SET min_parallel_table_scan_size = '16MB'")
+    try:
+        session = settings()
+        t_src.execute("BEGIN")
+        t_src.execute("SET LOCAL parallel_setup_cost = 12345")
+        t_src.execute("SET LOCAL parallel_tuple_cost = 0.5")
+        local = settings()
+        assert gen(t_src, "t_src_gucs", k=5, selection=None, table="t_src")[5]
+        assert settings() == local
+        t_src.execute("COMMIT")
+        assert settings() == session
+    finally:
+        t_src.execute("RESET max_parallel_workers_per_gather")
+        t_src.execute("RESET min_parallel_table_scan_size")

@@ -179,6 +179,22 @@ def test_many_layouts_use_positioned_chunks():
         assert [r[j + 1] for r in rows] == [None if x == 3000 else words[x].encode() for x in c]
 
 
+def test_text_runs_too_wide_to_combine_whole_combine_in_parts():
+    """Six adjacent text fields whose value combinations do not fit one histogram are combined
+    three and three (each part fits): same records, as a multiset."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    dicts = [[f"v{j}-" + "y" * (i % 4) for i in range(size)] for j, size in enumerate([40, 30, 12] * 2)]
+    cols = [rng.integers(0, len(d) + 1, n) for d in dicts]                 # len(d) = NULL
+    fields = [cb.Text(c, d) for c, d in zip(cols, dicts)]
+    parts = cb._combine_texts(fields, n)
+    assert [type(f).__name__ for f in parts] == ["_Combined", "_Combined"]
+    got = sorted((tuple(r) for r in parse(cb.records(fields))), key=repr)
+    want = [tuple(None if x == len(d) else d[x].encode() for x, d in zip(row, dicts))
+            for row in zip(*cols)]
+    assert got == sorted(want, key=repr)
+
+
 def test_rid_chunks_cut_at_entry_boundaries():
     from deid.catalog_log import rid_chunks
     counts = np.array([3, 4, 1, 9, 2, 2])            # RIDs before each entry: 0 3 7 8 17 19
