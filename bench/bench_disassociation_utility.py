@@ -329,6 +329,43 @@ def split_shares(res, offsets, codes, pol):
             "split_record_record": float(np.mean(split & (kinds[:, 0] >= 2)))}
 
 
+def split_pairs(res, offsets, codes, pol, k):
+    """Same-constraint code pairs {a, b} of one record: how many the release splits (a and b
+    in different chunks), against the pair's support in the record's cluster (a chunk holding
+    both would need >= k such records for k^2-anonymity) and in the whole data set."""
+    D = max(int(res.n_codes), 1)
+    row, kind, place = release_places(res, offsets, codes)
+    label = kind * (1 << 40) + place
+    cons = np.full(D, -1, dtype=np.int64)
+    for i, u in enumerate(pol):
+        cons[u] = i
+    lengths = np.diff(offsets)
+    first, second = [], []
+    for length in np.unique(lengths[lengths >= 2]).tolist():
+        recs = offsets[:-1][lengths == length]
+        a, b = np.triu_indices(length, 1)
+        first.append((recs[:, None] + a).ravel())
+        second.append((recs[:, None] + b).ravel())
+    i, j = np.concatenate(first), np.concatenate(second)
+    keep = (cons[codes[i]] >= 0) & (cons[codes[i]] == cons[codes[j]])
+    i, j = i[keep], j[keep]
+    split = label[i] != label[j]
+    cluster = res.cluster_of_record[row[i]]
+    _, inv, cnt = np.unique((cluster * D + codes[i]) * D + codes[j], return_inverse=True,
+                            return_counts=True)
+    in_cluster = cnt[inv]
+    _, inv, cnt = np.unique(codes[i] * D + codes[j], return_inverse=True, return_counts=True)
+    overall = cnt[inv]
+    rare = in_cluster < k
+    return {"pairs": int(i.size), "split": int(split.sum()),
+            "split_if_rare_in_cluster": float(np.mean(split[rare])) if rare.any() else 0.0,
+            "split_if_frequent_in_cluster": float(np.mean(split[~rare])) if (~rare).any()
+            else 0.0,
+            "split_rare_in_cluster": float(np.mean(rare[split])) if split.any() else 0.0,
+            "split_overall_support_median": float(np.median(overall[split])) if split.any()
+            else 0.0}
+
+
 def mre_attribution(n_rec, k=5, m=2):
     """Where the level-1 MRE misses come from (default data): their sign; the (record,
     category) pairs whose codes the release puts in two or more chunks (a reconstruction
@@ -356,6 +393,7 @@ def mre_attribution(n_rec, k=5, m=2):
     out["item_occurrences"] = int(item.sum())
     out["item_entries"] = n_item_pairs
     out.update(split_shares(res, offsets, codes, pol))
+    out["pairs"] = split_pairs(res, offsets, codes, pol, k)
     n_pairs = out["record_category_pairs"]
     print(f"\nLevel-1 MRE attribution, k = {k}, m = {m}, default data, mean of {n_rec} "
           "reconstructions")
@@ -372,6 +410,14 @@ def mre_attribution(n_rec, k=5, m=2):
           f"{out['split_shared_shared_only']:.1%} (of which over one joint cluster "
           f"{out['split_shared_same_joint']:.2%}), with the item chunk "
           f"{out['split_with_item']:.1%}, two record chunks {out['split_record_record']:.2%})")
+    pr = out["pairs"]
+    print(f"* same-category code pairs in a record: {pr['pairs']}, split by the release: "
+          f"{pr['split']}; split when the pair has < k records in its cluster: "
+          f"{pr['split_if_rare_in_cluster']:.1%}, when >= k: "
+          f"{pr['split_if_frequent_in_cluster']:.1%}; split pairs with < k in their cluster: "
+          f"{pr['split_rare_in_cluster']:.1%} (no record chunk may hold them, k^2), their "
+          f"support in all records: median "
+          f"{pr['split_overall_support_median']:.0f}")
     return out
 
 
