@@ -68,8 +68,13 @@ def make_groups(rng, category, chapter, n_groups=90, group_codes=20, group_skew=
 
 def make_records(n, mean_codes=5.11, max_codes=43, seed=0, n_codes=631, background_share=0.12,
                  group_codes=20, group_skew=1.2, groups_per_record=(0.45, 0.4, 0.15),
-                 n_groups=90):
-    """CSR records (offsets, codes), the code names and the level-1 constraints."""
+                 n_groups=90, category_repeat=1.0):
+    """CSR records (offsets, codes), the code names and the level-1 constraints.
+
+    ``category_repeat``: the share of same-category repeats kept (a second, third, ... code
+    of one 3-digit category in a record); below 1 the others are dropped before the mean is
+    calibrated, so the shape (Table 1) stays and only within-category co-occurrence changes.
+    1.0 (the default) draws nothing extra: the default data set is unchanged."""
     rng = np.random.default_rng(seed)
     names, category, chapter = make_codes(rng, n_codes)
     D = len(names)
@@ -82,6 +87,7 @@ def make_records(n, mean_codes=5.11, max_codes=43, seed=0, n_codes=631, backgrou
     g_start = np.cumsum([0] + [g.size for g, _ in groups])
     g_cum = np.concatenate([gi + np.cumsum(w) for gi, (_, w) in enumerate(groups)])
     bg_cum = np.cumsum(background)
+    n_cat = int(category.max()) + 1
 
     def draw(lam):
         length = np.minimum(1 + rng.negative_binomial(2, 2 / (2 + lam), n), max_codes)
@@ -94,10 +100,17 @@ def make_records(n, mean_codes=5.11, max_codes=43, seed=0, n_codes=631, backgrou
         bg = rng.random(rec.size) < background_share
         code[bg] = np.minimum(np.searchsorted(bg_cum, rng.random(bg.sum())), D - 1)
         key = np.unique(rec * D + code)
+        if category_repeat < 1:
+            r, c = key // D, key % D
+            perm = rng.permutation(key.size)
+            _, first = np.unique(r[perm] * n_cat + category[c[perm]], return_index=True)
+            repeat = np.ones(key.size, dtype=bool)
+            repeat[perm[first]] = False
+            key = key[~(repeat & (rng.random(key.size) >= category_repeat))]
         return key // D, key % D
 
     lam = mean_codes - 1
-    for _ in range(5):                      # calibrate the mean after de-duplication
+    for _ in range(5 if category_repeat >= 1 else 10):   # calibrate the mean (dedup.)
         row, codes = draw(lam)
         got = codes.size / n
         if abs(got - mean_codes) < 0.01:

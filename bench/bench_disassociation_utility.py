@@ -18,6 +18,11 @@ How 003 Sec. 6 defines the workloads, and what we do (see README "Disassociation
   * The utility policy in force is level 1 (003's default) for ARE; for MRE it is the policy
     measured.  ARE and MRE are averaged over --recons reconstructions (item-chunk codes on one
     record each).
+  * MRE is Def. 3 as printed, (M_O - M_A) / M_O, where a record matches u when it holds any
+    code of u (003 Sec. 3.3): a negative MRE is a reconstruction with MORE matching records.
+    The attribution section (mre_attribution) shows where level-1 misses come from: codes of
+    one 3-digit category in one record that the release puts in different chunks.  The
+    generator rows vary exactly that (make_records(category_repeat=...)), at Table 1's shape.
 """
 import json
 import pathlib
@@ -163,6 +168,7 @@ def main(argv):
         print(f"| {k} | {row['dis_w1']:.3f} | {row['aa_w1']:.3f} | {row['dis_w2']:.3f} | "
               f"{row['aa_w2']:.3f} | {row['codes_generalized']:.1%} | "
               f"{row['occurrences_generalized']:.1%} | {t_aa:.1f} | {t_dis:.1f} |", flush=True)
+    out["attribution"] = mre_attribution(n_rec)
     out["generators"] = generator_sensitivity(quick, n_rec)
     out["refining"] = refining_sensitivity(n_rec)
     name = "disassociation_utility_quick" if quick else "disassociation_utility"
@@ -181,7 +187,26 @@ GENERATORS = [  # make_records keyword arguments: all match 003 Table 1 (58,302 
                           groups_per_record=(0.7, 0.25, 0.05))),
     ("very concentrated", dict(background_share=0.0, group_codes=8, group_skew=1.6,
                                groups_per_record=(0.85, 0.15, 0.0), n_groups=60)),
+    # the default groups with fewer codes of one 3-digit category in one record: a share of
+    # the same-category repeats kept (the others dropped, the mean re-calibrated)
+    ("same-category repeats kept: 50 %", dict(category_repeat=0.5)),
+    ("same-category repeats kept: 25 %", dict(category_repeat=0.25)),
+    ("same-category repeats kept: 15 %", dict(category_repeat=0.15)),
+    ("same-category repeats kept: none", dict(category_repeat=0.0)),
 ]
+QUICK_GENERATORS = ("default (bench data)", "same-category repeats kept: 25 %",
+                    "same-category repeats kept: 15 %")
+
+
+def codes_per_category(offsets, codes, pol):
+    """Mean number of codes of one level-1 constraint (3-digit category) in a record that
+    holds any: 1.0 when no record has two codes of one category."""
+    cons = np.full(codes.max() + 1, -1, dtype=np.int64)
+    for i, u in enumerate(pol):
+        cons[u] = i
+    row = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    c = cons[codes]
+    return float((c >= 0).sum() / np.unique(row[c >= 0] * len(pol) + c[c >= 0]).size)
 
 
 def generator_sensitivity(quick, n_rec):
@@ -191,11 +216,13 @@ def generator_sensitivity(quick, n_rec):
     from bench_disassociation_kernel import _pairs_seen_once
     print("\nGenerator sensitivity (all of 003 Table 1's shape), m = 2, level-1 policy, mean of "
           f"{n_rec} reconstructions")
-    print("| generator | mean codes | 2-code sets seen once | W2 C_O < 5 | k | W1 0.625 % | W2 | "
-          "W2 C_O >= k | level-1 MRE in [-5 %, 5 %) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| generator | mean codes | codes per (record, category) | (record, category) in >= 2 "
+          "chunks | 2-code sets seen once | W2 C_O < 5 | k | W1 0.625 % | W2 | W2 C_O >= k | "
+          "level-1 MRE in [-5 %, 5 %) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for label, kw in (GENERATORS[:1] + GENERATORS[-1:] if quick else GENERATORS):
+    for label, kw in ([g for g in GENERATORS if g[0] in QUICK_GENERATORS] if quick
+                      else GENERATORS):
         offsets, codes, names, _ = make_records(58_302, seed=0, **kw)
         D, n = len(names), offsets.size - 1
         idx_o = CodeIndex(offsets, codes, D)
@@ -206,6 +233,7 @@ def generator_sensitivity(quick, n_rec):
         w1 = sample_itemsets(fi, rng)
         c2, c1, m_o = counts(idx_o, w2), counts(idx_o, w1), match_counts(idx_o, pol)
         once = _pairs_seen_once(offsets, codes, D)
+        per_cat = codes_per_category(offsets, codes, pol)
         for k in (5, 25):
             res = disassociate(offsets, codes, D, k, 2, constraints=pol, seed=k)
             e1, e2, mre = [], [], []
@@ -217,14 +245,180 @@ def generator_sensitivity(quick, n_rec):
                 mre.append((m_o - match_counts(ia, pol)) / m_o)
             e2 = np.mean(e2, axis=0)
             row = {"generator": label, "k": k, "mean": codes.size / n, "pairs_once": once,
+                   "codes_per_category": per_cat,
                    "w2_rare": float(np.mean(c2 < 5)), "w1": float(np.mean(e1)),
                    "w2": float(e2.mean()), "w2_ge_k": float(e2[c2 >= k].mean()),
-                   "mre_level1_within_5": mre_summary(np.mean(mre, axis=0))["within_5"]}
+                   "mre_level1_within_5": mre_summary(np.mean(mre, axis=0))["within_5"],
+                   "in_2_chunks": split_shares(res, offsets, codes, pol)["in_2_chunks"]}
             rows.append(row)
-            print(f"| {label} | {row['mean']:.2f} | {once:.0%} | {row['w2_rare']:.0%} | {k} | "
+            print(f"| {label} | {row['mean']:.2f} | {per_cat:.3f} | {row['in_2_chunks']:.1%} | "
+                  f"{once:.0%} | "
+                  f"{row['w2_rare']:.0%} | {k} | "
                   f"{row['w1']:.3f} | {row['w2']:.3f} | {row['w2_ge_k']:.3f} | "
                   f"{row['mre_level1_within_5']:.1%} |", flush=True)
     return rows
+
+
+def release_places(res, offsets, codes):
+    """Bench-only (reads the membership): where each source occurrence is in the release,
+    as (kind, place): kind 0 record chunk, 1 shared chunk, 2 item chunk; place the chunk id
+    (record chunk), shared chunk id, or cluster id (item chunk)."""
+    D = max(int(res.n_codes), 1)
+    row = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    key = res.cluster_of_record[row] * D + codes
+    dom_len = np.diff(res.chunk_domain_offsets)
+    rk = np.repeat(res.chunk_cluster, dom_len) * D + res.chunk_domain_codes
+    rid = np.repeat(np.arange(res.n_chunks), dom_len)
+    owner = np.repeat(np.arange(res.n_shared), np.diff(res.shared_cluster_offsets))
+    dl = np.diff(res.shared_domain_offsets)[owner]
+    entry = np.repeat(np.arange(owner.size), dl)
+    nth = np.arange(entry.size) - np.repeat(np.cumsum(dl) - dl, dl)
+    sk = res.shared_cluster_ids[entry] * D + res.shared_domain_codes[
+        res.shared_domain_offsets[owner[entry]] + nth]
+    all_key = np.r_[rk, sk]
+    all_kind = np.r_[np.zeros(rk.size, np.int64), np.ones(sk.size, np.int64)]
+    all_place = np.r_[rid, owner[entry]]
+    order = np.argsort(all_key)
+    all_key, all_kind, all_place = all_key[order], all_kind[order], all_place[order]
+    at = np.minimum(np.searchsorted(all_key, key), max(all_key.size - 1, 0))
+    found = all_key[at] == key if all_key.size else np.zeros(key.size, bool)
+    kind = np.where(found, all_kind[at], 2)
+    place = np.where(found, all_place[at], res.cluster_of_record[row])
+    return row, kind, place
+
+
+def split_shares(res, offsets, codes, pol):
+    """Shares of the (record, constraint) pairs (a record and a constraint it matches) whose
+    codes number >= 2 in the source, and whose codes the release puts in >= 2 chunks, by the
+    kinds of chunk (bench-only: reads the membership)."""
+    D = max(int(res.n_codes), 1)
+    row, kind, place = release_places(res, offsets, codes)
+    cons = np.full(D, -1, dtype=np.int64)
+    for i, u in enumerate(pol):
+        cons[u] = i
+    inside = cons[codes] >= 0
+    rc_key = row[inside] * len(pol) + cons[codes][inside]
+    label = kind[inside] * (1 << 40) + place[inside]
+    o = np.lexsort((label, rc_key))
+    rc_key, label, kd = rc_key[o], label[o], kind[inside][o]
+    new_pair = np.r_[True, rc_key[1:] != rc_key[:-1]]
+    new_place = new_pair | np.r_[True, label[1:] != label[:-1]]
+    grp = np.cumsum(new_pair) - 1
+    n_codes_in = np.bincount(grp)
+    n_places = np.bincount(grp, weights=new_place).astype(np.int64)
+    kinds = np.zeros((grp[-1] + 1, 3), dtype=np.int64)
+    np.add.at(kinds, (grp[new_place], kd[new_place]), 1)
+    split = n_places >= 2
+    # shared-only splits whose shared chunks cover the very same clusters (one joint cluster)
+    joint = {}
+    joint_of = np.array([joint.setdefault(res.shared_cluster_ids[
+        res.shared_cluster_offsets[i]:res.shared_cluster_offsets[i + 1]].tobytes(), len(joint))
+        for i in range(res.n_shared)] or [0], dtype=np.int64)
+    sh = new_place & (kd == 1)
+    jk = np.unique(grp[sh] * (len(joint) + 1) + joint_of[(label[sh] % (1 << 40))])
+    n_joints = np.bincount(jk // (len(joint) + 1), minlength=grp[-1] + 1)
+    shared_only = split & (kinds[:, 1] >= 2) & (kinds[:, 0] == 0) & (kinds[:, 2] == 0)
+    return {"record_category_pairs": int(n_codes_in.size),
+            "split_shared_same_joint": float(np.mean(shared_only & (n_joints == 1))),
+            "with_2_codes": float(np.mean(n_codes_in >= 2)),
+            "in_2_chunks": float(np.mean(split)),
+            "split_record_shared": float(np.mean(split & (kinds[:, 0] > 0) & (kinds[:, 1] > 0))),
+            "split_shared_shared_only": float(np.mean(split & (kinds[:, 1] >= 2)
+                                                      & (kinds[:, 0] == 0) & (kinds[:, 2] == 0))),
+            "split_with_item": float(np.mean(split & (kinds[:, 2] > 0))),
+            "split_record_record": float(np.mean(split & (kinds[:, 0] >= 2)))}
+
+
+def split_pairs(res, offsets, codes, pol, k):
+    """Same-constraint code pairs {a, b} of one record: how many the release splits (a and b
+    in different chunks), against the pair's support in the record's cluster (a chunk holding
+    both would need >= k such records for k^2-anonymity) and in the whole data set."""
+    D = max(int(res.n_codes), 1)
+    row, kind, place = release_places(res, offsets, codes)
+    label = kind * (1 << 40) + place
+    cons = np.full(D, -1, dtype=np.int64)
+    for i, u in enumerate(pol):
+        cons[u] = i
+    lengths = np.diff(offsets)
+    first, second = [], []
+    for length in np.unique(lengths[lengths >= 2]).tolist():
+        recs = offsets[:-1][lengths == length]
+        a, b = np.triu_indices(length, 1)
+        first.append((recs[:, None] + a).ravel())
+        second.append((recs[:, None] + b).ravel())
+    i, j = np.concatenate(first), np.concatenate(second)
+    keep = (cons[codes[i]] >= 0) & (cons[codes[i]] == cons[codes[j]])
+    i, j = i[keep], j[keep]
+    split = label[i] != label[j]
+    cluster = res.cluster_of_record[row[i]]
+    _, inv, cnt = np.unique((cluster * D + codes[i]) * D + codes[j], return_inverse=True,
+                            return_counts=True)
+    in_cluster = cnt[inv]
+    _, inv, cnt = np.unique(codes[i] * D + codes[j], return_inverse=True, return_counts=True)
+    overall = cnt[inv]
+    rare = in_cluster < k
+    return {"pairs": int(i.size), "split": int(split.sum()),
+            "split_if_rare_in_cluster": float(np.mean(split[rare])) if rare.any() else 0.0,
+            "split_if_frequent_in_cluster": float(np.mean(split[~rare])) if (~rare).any()
+            else 0.0,
+            "split_rare_in_cluster": float(np.mean(rare[split])) if split.any() else 0.0,
+            "split_overall_support_median": float(np.median(overall[split])) if split.any()
+            else 0.0}
+
+
+def mre_attribution(n_rec, k=5, m=2):
+    """Where the level-1 MRE misses come from (default data): their sign; the (record,
+    category) pairs whose codes the release puts in two or more chunks (a reconstruction
+    deals each chunk's subrecords independently, so such a record counts once in D and up to
+    once per chunk in D'); and how much the item-chunk estimator matters."""
+    offsets, codes, names, _ = make_records(58_302, seed=0)
+    D = len(names)
+    pol = icd9.level_policy(names, 1)
+    idx_o = CodeIndex(offsets, codes, D)
+    m_o = match_counts(idx_o, pol)
+    res = disassociate(offsets, codes, D, k, m, constraints=pol, seed=k)
+    out = {"k": k, "m": m}
+    for mode in ("one", "uniform"):
+        mres = []
+        for s in range(n_rec):
+            rc = reconstruct(res, s, item_support=mode)
+            mres.append((m_o - match_counts(CodeIndex(rc.offsets, rc.codes, D), pol)) / m_o)
+        p = 100 * np.mean(mres, axis=0)
+        out[f"item_{mode}"] = {"within_5": float(np.mean((p >= -5) & (p < 5))),
+                               "below_minus_5": int((p < -5).sum()), "at_least_5": int(
+                                   (p >= 5).sum())}
+    # true support of what stays in item chunks (bench-only: the release hides it)
+    item = release_places(res, offsets, codes)[1] == 2
+    n_item_pairs = int(res.item_codes.size)
+    out["item_occurrences"] = int(item.sum())
+    out["item_entries"] = n_item_pairs
+    out.update(split_shares(res, offsets, codes, pol))
+    out["pairs"] = split_pairs(res, offsets, codes, pol, k)
+    n_pairs = out["record_category_pairs"]
+    print(f"\nLevel-1 MRE attribution, k = {k}, m = {m}, default data, mean of {n_rec} "
+          "reconstructions")
+    print(f"* misses: {out['item_one']['below_minus_5']} constraints below -5 % (M_A > M_O), "
+          f"{out['item_one']['at_least_5']} at or above +5 % (M_A < M_O)")
+    print(f"* item chunks hold {out['item_occurrences']} occurrences in {n_item_pairs} "
+          f"(cluster, code) entries (mean true support "
+          f"{out['item_occurrences'] / max(n_item_pairs, 1):.2f}); level-1 within +-5 %: "
+          f"{out['item_one']['within_5']:.1%} with each on one record, "
+          f"{out['item_uniform']['within_5']:.1%} on 1..k-1 records")
+    print(f"* (record, category) pairs: {n_pairs}; with >= 2 codes of the category: "
+          f"{out['with_2_codes']:.1%}; codes in >= 2 chunks: {out['in_2_chunks']:.1%} "
+          f"(record + shared chunk {out['split_record_shared']:.1%}, shared chunks only "
+          f"{out['split_shared_shared_only']:.1%} (of which over one joint cluster "
+          f"{out['split_shared_same_joint']:.2%}), with the item chunk "
+          f"{out['split_with_item']:.1%}, two record chunks {out['split_record_record']:.2%})")
+    pr = out["pairs"]
+    print(f"* same-category code pairs in a record: {pr['pairs']}, split by the release: "
+          f"{pr['split']}; split when the pair has < k records in its cluster: "
+          f"{pr['split_if_rare_in_cluster']:.1%}, when >= k: "
+          f"{pr['split_if_frequent_in_cluster']:.1%}; split pairs with < k in their cluster: "
+          f"{pr['split_rare_in_cluster']:.1%} (no record chunk may hold them, k^2), their "
+          f"support in all records: median "
+          f"{pr['split_overall_support_median']:.0f}")
+    return out
 
 
 def refining_sensitivity(n_rec, k=5):

@@ -62,3 +62,19 @@ def test_similarity_and_frequency_policies_are_disjoint():
     assert pol and len(taken) == len(set(taken))
     fi = icd9.frequent_itemsets(offsets, codes, 12, 20)
     assert all(tuple(u) in fi for u in pol)
+
+
+def test_generator_category_repeat_keeps_the_shape_and_the_default():
+    """bench_disassociation_kernel.make_records(category_repeat=...): fewer codes of one
+    3-digit category per record at Table 1's shape; the default data set is untouched."""
+    from bench_disassociation_kernel import make_records
+    from bench_disassociation_utility import codes_per_category
+    base = make_records(3000, seed=3)
+    same = make_records(3000, seed=3, category_repeat=1.0)
+    assert all(np.array_equal(a, b) for a, b in zip(base[:2], same[:2]))
+    offsets, codes, names, _ = make_records(3000, seed=3, category_repeat=0.0)
+    pol = icd9.level_policy(names, 1)
+    assert codes_per_category(offsets, codes, pol) < 1.01     # the 43-code record aside
+    assert codes_per_category(*base[:2], icd9.level_policy(base[2], 1)) > 1.0
+    assert abs(codes.size / (offsets.size - 1) - 5.11) < 0.1
+    assert np.diff(offsets).max() == 43
