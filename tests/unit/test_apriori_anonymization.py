@@ -168,7 +168,7 @@ def test_verifier_catches_each_tamper():
         s_off, s_ids = csr([[lid[c] for c in r] for r in rows])
         return vk.check(labels, vleaves, pairs, s_off, s_ids, rid, np.asarray(gid), source, 2, 2)
 
-    assert run(rows)["min_itemset_support"] == 2
+    assert run(rows)["min_itemset_support"] == 3
     for bad in ([["A", "B"], ["A", "B"], ["A", "B"], ["A"], ["B"], ["a1"]],     # A and a1: no cut
                 [["A", "B"], ["A", "B"], ["A", "B"], ["A"], ["B"], ["B"]],      # not the record
                 [["A", "B"], ["A", "B"], ["A", "B"], ["A"], ["B"], ["*"]],      # * over A
