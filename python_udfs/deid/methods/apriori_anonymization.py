@@ -153,9 +153,14 @@ def apriori_anonymize(offsets, leaves, tree, k, m):
     def records(g):
         return rec_ids[rec_off[g]:rec_off[g + 1]]
 
+    known = {}                # a node set's support does not depend on the cut: memoized
+
     def support(nodes):
-        parts = sorted((records(g) for g in nodes), key=len)
-        return len(reduce(lambda a, b: np.intersect1d(a, b, assume_unique=True), parts))
+        key = tuple(sorted(nodes))
+        if key not in known:
+            parts = sorted((records(g) for g in key), key=len)
+            known[key] = len(reduce(lambda a, b: np.intersect1d(a, b, assume_unique=True), parts))
+        return known[key]
 
     def chain_up(g):                         # g and its ancestors, lowest first
         c = tree.anc[tree.rep[g]]
@@ -179,9 +184,9 @@ def apriori_anonymize(offsets, leaves, tree, k, m):
             if viol.size == 0:
                 break
             viol = viol[np.lexsort(tuple(sets[viol].T[::-1]) + (count[viol],))]
-            for t in sets[viol]:
+            for t in sets[viol].tolist():
                 cur = [int(label[tree.rep[g]]) for g in t]
-                if len(set(cur)) < i or support(cur) >= k:
+                if len(set(cur)) < i or (cur != t and support(cur) >= k):
                     continue
                 cands = []
                 for combo in itertools.product(*(chain_up(g) for g in cur)):
