@@ -219,3 +219,22 @@ def test_verifier_refuses_tampered_rows(aag, connect):
     finally:
         aag.execute("ROLLBACK")
     assert aag.execute(check, [rid]).fetchone()[0] == "ok"
+
+
+def test_verify_release_and_no_reconstruction(aag, connect):
+    conn = connect("deid_t_analyst")
+    conn.execute(ARRAY_REQ, [3, json.dumps(OPTS), "aag_rv"]).fetchone()
+    report = aag.execute("SELECT deid.verify_release('aag_rv')").fetchone()[0]
+    assert json.dumps(report)
+    aag.execute("BEGIN")
+    try:
+        aag.execute("UPDATE deid_release.aag_rv_generalized SET codes = '{*}' WHERE ctid ="
+                    " (SELECT min(ctid) FROM deid_release.aag_rv_generalized"
+                    " WHERE cardinality(codes) > 0 AND NOT codes @> '{*}')")
+        with pytest.raises(psycopg.Error) as e:
+            aag.execute("SELECT deid.verify_release('aag_rv')")
+        assert sqlstate_of(e) == "DE002"
+    finally:
+        aag.execute("ROLLBACK")
+    e = bad(conn, "SELECT deid.reconstruct('aag_rv', 'aag_rv_d', 1)", [])
+    assert sqlstate_of(e) == "42704" and hint_of(e)
