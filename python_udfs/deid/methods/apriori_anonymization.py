@@ -1,18 +1,19 @@
 """Apriori Anonymization (AA): k^m-anonymity of set-valued records by GLOBAL generalization
 over a code hierarchy, after Terrovitis, Mamoulis, Kalnis, "Privacy-preserving anonymization
-of set-valued data", VLDB 2008 (Sec. 4: the cut model of Sec. 3, Algorithm AA of Fig. 5 with
-its direct-anonymization step DA applied per itemset size). Pure numpy; no SQL.
+of set-valued data", VLDB 2008 (the global-generalization cut model and the Apriori-based
+anonymization algorithm AA, with its direct-anonymization step DA applied per itemset size).
+Pure numpy; no SQL.
 
-The model (their Sec. 3): a *cut* of the hierarchy replaces every leaf below a chosen node by
+The model: a *cut* of the hierarchy replaces every leaf below a chosen node by
 that node (full-subtree, global recoding: the same leaf maps to the same node in every
 record); records are de-duplicated after mapping. A release is k^m-anonymous when every
 itemset of at most m released codes that occurs in a record occurs in at least k records.
 
-AA (their Fig. 5): for i = 1 .. m: count the supports of the generalized i-itemsets of the
+AA: for i = 1 .. m: count the supports of the generalized i-itemsets of the
 records under the current cut and, for every i-itemset t with support in (0, k), take the
 generalization of t with the least information loss that makes t's support reach k (or
-merges two of its items into one), and apply it globally. Information loss is the NCP of the
-paper (Sec. 3): NCP(g) = |leaves below g| / |I| for a generalized code g, 0 for a leaf, over
+merges two of its items into one), and apply it globally. Information loss is the paper's
+NCP: NCP(g) = |leaves below g| / |I| for a generalized code g, 0 for a leaf, over
 the code occurrences. Supports only grow as the cut coarsens (a generalized itemset's records
 include those of every itemset mapped to it), so the itemsets of sizes < i fixed in earlier
 passes stay fixed.
@@ -24,7 +25,7 @@ never both used: leaves take their highest chosen ancestor), so an itemset holdi
 its own ancestor never occurs and is never counted.
 
 Deviations from the paper (README "Deviations"):
-  * The count-tree of Fig. 5 is replaced by exact counts: supports of the i-itemsets of the
+  * AA's count-tree is replaced by exact counts: supports of the i-itemsets of the
     mapped records (packed keys, numpy unique), and the support of a candidate generalization
     by intersecting the record lists of its nodes. Same supports, other data structure.
   * Candidates for an itemset t = (g1..gi) are all combinations of an ancestor-or-self of
