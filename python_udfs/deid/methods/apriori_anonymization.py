@@ -32,7 +32,8 @@ Deviations from the paper (README "Deviations"):
     every gj (as DA's "possible generalizations of t"); among those that fix t the one with
     the least increase of NCP, weighted by the leaf occurrences of the source (the paper
     weighs the de-duplicated generalized occurrences); ties: fewer leaves moved, then the
-    lower nodes first. Candidates are tried cheapest first.
+    lower node ids. Candidates are tried cheapest first; the support of a node set (which
+    does not depend on the cut) is memoized.
   * Violating itemsets of a pass are handled in the order of ascending support, then of
     their node ids (the paper walks its count-tree); each is re-checked under the current
     cut before it is fixed, and the pass recounts until none is left.
