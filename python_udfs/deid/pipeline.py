@@ -118,6 +118,8 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
                           caller, grant, started)
     req.hierarchies = {c: catalog.hierarchy(db, rel.columns[c].hierarchy) for c in cols
                        if rel.columns[c].hierarchy}
+    if opts.get("hierarchy") is not None:        # a set-valued method's options.hierarchy
+        req.option_hierarchy = catalog.hierarchy(db, opts["hierarchy"])
     with _redacted(req):
         spec = plugin.plan_read(req, rid)
     token = secrets.token_hex(16)

@@ -30,7 +30,8 @@ def reconstruct(db, name, target, seed, caller):
     rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by, method,"
                     " (parameters->>'k')::int AS k FROM deid.release"
                     " WHERE name = $1 AND status = 'committed'", [name])
-    if not rows or rows[0]["method"] != "disassociation":
+    if not rows or rows[0]["method"] != "disassociation" or \
+            any(q.endswith("_generalized") for q in rows[0]["relations"]):   # k^m generalization
         raise DeidError(UNDEFINED_OBJECT, "no committed disassociation release of that name",
                         hint="SELECT name FROM deid.release WHERE method = 'disassociation' "
                              "AND status = 'committed';")

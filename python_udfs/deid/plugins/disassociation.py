@@ -24,6 +24,7 @@ import numpy as np
 from .. import metrics
 from ..errors import DeidError, INVALID_PARAMETER_VALUE
 from ..options import Option
+from . import aa_generalization
 from ..plan import Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadSpec, Table, TextArrays
 
 NAME = "disassociation"
@@ -41,6 +42,13 @@ OPTIONS = (
     Option("utility", "code_lists", "the utility policy U (003 Sec. 3.1): disjoint lists of "
            "codes that VERPART keeps together; deid.utility_policy(hierarchy, level) and "
            "deid.utility_from(relation) build them.", example='{"utility": [["250.01", "250.02"]]}'),
+    Option("model", "choice", "'disassociation' (003, default) or 'generalization': k^m by "
+           "global generalization over options.hierarchy (Apriori Anonymization, Terrovitis et "
+           "al. 2008), released as <release>_generalized (codes text[]).",
+           choices=("disassociation", "generalization"),
+           example='{"model": "generalization", "hierarchy": "icd9"}'),
+    Option("hierarchy", "string", "with model 'generalization': the codes' member hierarchy "
+           "(deid.load_hierarchy).", example='{"model": "generalization", "hierarchy": "icd9"}'),
 )
 
 
@@ -52,6 +60,7 @@ def validate(k, l, opts):
     if l is not None:
         raise DeidError(INVALID_PARAMETER_VALUE, "disassociation takes no l",
                         hint="Leave l NULL; k^m-anonymity has k and options.m.")
+    aa_generalization.validate(k, opts)
     if ("record" in opts) != ("item" in opts):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.record and options.item go together",
                         hint='A long table needs both: {"record": "patient_id", "item": "icd9"}.')
@@ -117,6 +126,8 @@ def constraints(utility, dictionary):
 
 def run(frame, req):
     """003 Fig. 6 on the snapshot (records ascending by record id) -> the release."""
+    if req.options.get("model") == "generalization":
+        return aa_generalization.run(frame, req)
     from ..methods.disassociation import disassociate
     m = req.options.get("m", 2)
     r = disassociate(frame.offsets, frame.codes, len(frame.dictionary), req.k, m,

@@ -204,6 +204,9 @@ def _offsets(counts):
 
 def verify(db, req, frame, tables):
     """Independent checks on the stored release and membership, before commit."""
+    if req.options.get("model") == "generalization":     # AA (Terrovitis et al. 2008)
+        from .km_generalization import verify as verify_generalized
+        return verify_generalized(db, req, frame, tables)
     member = db.query("SELECT string_agg(int8send(r), ''::bytea) AS r,"
                       " string_agg(int4send(m.cluster_id), ''::bytea) AS c"
                       " FROM deid.cluster_member m, unnest(m.rids) r WHERE m.release_id = $1",
