@@ -259,6 +259,109 @@ def test_verifier_refuses_a_tampered_stored_table(cond, url, how):
         conn.close()
 
 
+TAMPER_SQL = """
+CREATE OR REPLACE FUNCTION pg_temp.tamper_sql(how text) RETURNS text LANGUAGE plpython3u AS $$
+from deid import pipeline, writer
+original = getattr(writer, "_untampered_write_table", writer.write_table)
+writer._untampered_write_table = original
+def tampered(db, schema, table):
+    name = original(db, schema, table)
+    db.execute(how.replace("{t}", f'{schema}."{name}"'))
+    return name
+pipeline.writer.write_table = tampered if how != "none" else original
+return how
+$$"""
+# no numeric column: the stored table is proven by the row-hash sum (verify/row_hash.py)
+HASHED_COLUMNS = "{age,bmi,dx_date,sex,smoker,stage,tag,surv_months,vital}"
+HASHED_OPTIONS = "{" + SURVIVAL + ', "nulls": "value", "seed": 7}'
+FIRST = "(SELECT min(ctid) FROM {t})"
+
+
+@pytest.mark.parametrize("how", [
+    f"UPDATE {{t}} SET age = age + 1 WHERE ctid = {FIRST}",
+    f"UPDATE {{t}} SET bmi = bmi * (1 + 1e-15) WHERE ctid = {FIRST}",
+    f"UPDATE {{t}} SET dx_date = dx_date - 1 WHERE ctid = {FIRST}",
+    f"UPDATE {{t}} SET smoker = NOT smoker WHERE ctid = {FIRST}",
+    "UPDATE {t} SET tag = NULL WHERE ctid = (SELECT min(ctid) FROM {t} WHERE tag IS NOT NULL)",
+    "UPDATE {t} SET tag = 'x' WHERE ctid = (SELECT min(ctid) FROM {t} WHERE tag IS NULL)",
+    f"DELETE FROM {{t}} WHERE ctid = {FIRST}",
+    f"INSERT INTO {{t}} SELECT * FROM {{t}} WHERE ctid = {FIRST}",
+    # one row replaced by a copy of another: same count
+    f"WITH d AS (DELETE FROM {{t}} WHERE ctid = {FIRST} RETURNING 1) INSERT INTO {{t}}"
+    " SELECT * FROM {t} WHERE ctid = (SELECT max(ctid) FROM {t})",
+    # two rows swap their ages: every column keeps its multiset of values, the rows do not
+    "UPDATE {t} AS x SET age = CASE WHEN x.ctid = p.c1 THEN p.a2 ELSE p.a1 END"
+    " FROM (SELECT a.ctid AS c1, a.age AS a1, b.ctid AS c2, b.age AS a2 FROM {t} a, {t} b"
+    "       WHERE a.ctid = (SELECT min(ctid) FROM {t})"
+    "         AND b.ctid = (SELECT min(y.ctid) FROM {t} y WHERE y.age <> a.age)) p"
+    " WHERE x.ctid IN (p.c1, p.c2)",
+])
+def test_row_hash_refuses_a_tampered_stored_table(cond, url, how):
+    conn = psycopg.connect(url, autocommit=True)
+    try:
+        conn.execute("SELECT deid.usage()")           # loads deid into this backend
+        conn.execute(TAMPER_SQL)
+        conn.execute("SELECT pg_temp.tamper_sql(%s)", [how])
+        before = state(cond)
+        with pytest.raises(psycopg.Error) as e:
+            request(conn, columns=HASHED_COLUMNS, options=HASHED_OPTIONS, release="t_cond_tamper_h")
+        assert sqlstate_of(e) == "DE002", e.value.diag.message_primary
+        assert "stored release table" in e.value.diag.message_primary
+        assert state(cond) == before
+        conn.execute("SELECT pg_temp.tamper_sql('none')")
+        [row] = request(conn, columns=HASHED_COLUMNS, options=HASHED_OPTIONS,
+                        release="t_cond_tamper_h")
+        assert row[5]
+        how_stored = cond.execute("SELECT metrics->'verification'->>'stored_rows_match',"
+                                  " metrics->'verification'->'stored_membership'->>'digest'"
+                                  " FROM deid.release WHERE release_id = %s", [row[0]]).fetchone()
+        assert how_stored == ("row-hash sum", "sha256 per cluster")
+        conn.execute("SELECT deid.drop_release('t_cond_tamper_h')")
+    finally:
+        conn.execute("SELECT pg_temp.tamper_sql('none')")
+        conn.close()
+
+
+def test_row_hash_is_the_servers(cond):
+    """verify/row_hash.py computes hash_record_extended as the server does, type by type."""
+    import numpy as np
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python_udfs"))
+    from deid.verify import row_hash as rh
+    rng = np.random.default_rng(3)
+    cases = {
+        "int2": rng.integers(-2 ** 15, 2 ** 15, 40), "int4": np.r_[0, -1, 2 ** 31 - 1, -2 ** 31,
+                                                                  rng.integers(-2 ** 31, 2 ** 31, 40)],
+        "int8": np.r_[0, -1, 2 ** 63 - 1, -2 ** 63, 2 ** 40 + 5, rng.integers(-2 ** 63, 2 ** 63 - 1, 40)],
+        "float8": np.r_[0.0, -0.0, 5e-324, 1e300, rng.normal(0, 1e3, 40)],
+        "float4": np.r_[0.0, -0.0, rng.normal(0, 1e3, 40)].astype(np.float32).astype(np.float64),
+        "date": rng.integers(-20000, 40000, 40)}
+    for seed in (0, 1, 2 ** 62 + 987654321):
+        for t, v in cases.items():
+            value = "DATE '1970-01-01' + x" if t == "date" else f"x::{t}"
+            array = "int4" if t in ("date", "int2") else t
+            got = [r[0] for r in cond.execute(
+                f"SELECT hash_record_extended(ROW({value}), %s) FROM unnest(%s::{array}[])"
+                " WITH ORDINALITY u(x, o) ORDER BY o", [seed, v.tolist()]).fetchall()]
+            want = rh.column_hash(v, t, seed)
+            assert np.array_equal(np.array(got, np.int64).view(np.uint64), want), (t, seed)
+        labels = ["F", "M", "\u00fc"]
+        lh = [r[0] for r in cond.execute(rh.label_hashes_sql("text").replace("$2", "%(s)s")
+                                         .replace("$1", "%(l)s"), {"s": seed, "l": labels})]
+        a, f, z = rng.integers(-9, 9, 30), rng.normal(size=30), rng.integers(0, 4, 30)
+        got = [r[0] for r in cond.execute(
+            "SELECT hash_record_extended(ROW(x, y, (%s::text[])[z + 1]), %s) FROM unnest(%s::int4[],"
+            " %s::float8[], %s::int4[]) WITH ORDINALITY u(x, y, z, o) ORDER BY o",
+            [labels, seed, a.tolist(), f.tolist(), z.tolist()]).fetchall()]
+        cols = [rh.column_hash(a, "int4", seed), rh.column_hash(f, "float8", seed),
+                rh.column_hash(z, "text", seed, lh)]
+        got = [r[0] for r in cond.execute(
+            "SELECT hash_record_extended(ROW(h, h >> 32), %s) FROM unnest(%s::int8[]) u(h)",
+            [seed, got]).fetchall()]
+        assert rh.row_hash_sum(cols, seed) == sum(int(x) for x in
+                                                  np.array(got, np.int64).view(np.uint64)) % 2 ** 64
+
+
 TAMPER_CATALOG = """
 CREATE OR REPLACE FUNCTION pg_temp.tamper_catalog(how text) RETURNS text LANGUAGE plpython3u AS $$
 from deid import catalog_log, pipeline

@@ -163,10 +163,17 @@ def coarsened_times(values, clusters, original, rng, integer, bin_rows):
         # drawn from the bin's rows whose time differs (the bin's distribution, not uniform
         # over its integers, so dense skewed times keep their shape)
         ranked = np.sort(original)
-        first = np.searchsorted(ranked, lo, side="left")
-        stop = np.searchsorted(ranked, hi, side="right")
-        same_lo = np.searchsorted(ranked, values, side="left")
-        same_hi = np.searchsorted(ranked, values, side="right")
+        rank_left = _rank_table(original, col_lo, col_hi)
+        if rank_left is None:
+            first = np.searchsorted(ranked, lo, side="left")
+            stop = np.searchsorted(ranked, hi, side="right")
+            same_lo = np.searchsorted(ranked, values, side="left")
+            same_hi = np.searchsorted(ranked, values, side="right")
+        else:                                       # the same positions, by table lookup
+            def at(x):
+                return rank_left[(x - col_lo).astype(np.int64)]
+            first, stop = at(lo), at(hi + 1)
+            same_lo, same_hi = at(values), at(values + 1)
         others = (stop - first) - (same_hi - same_lo)
         pick = first + np.floor(u * others).astype(np.int64)
         pick += np.where(pick >= same_lo, same_hi - same_lo, 0)
@@ -192,6 +199,16 @@ def coarsened_times(values, clusters, original, rng, integer, bin_rows):
     return np.where(constant, values, moved)
 
 
+def _rank_table(original, col_lo, col_hi):
+    """For integer times of a short range: t[x - col_lo] = number of source times < x, for x in
+    [col_lo, col_hi + 1] (= np.searchsorted(np.sort(original), x, "left")); None otherwise."""
+    span = int(col_hi - col_lo) + 1
+    if span > max(2 * original.size, 1024) or not np.array_equal(original, np.rint(original)):
+        return None
+    counts = np.bincount((original - col_lo).astype(np.int64), minlength=span)
+    return np.concatenate([[0], np.cumsum(counts)])
+
+
 def _free_integers(original, col_lo, col_hi):
     """Sorted integers of [col_lo, col_hi] that no source time equals (empty if too many)."""
     span = int(col_hi - col_lo)
@@ -205,7 +222,8 @@ def _free_integers(original, col_lo, col_hi):
 def grouping_of(cluster_id):
     """(rows ordered by cluster (stable), cluster sizes, start of each cluster in that order)."""
     sizes = np.bincount(cluster_id)
-    order = np.argsort(cluster_id, kind="stable")
+    keys = cluster_id.astype(np.uint16) if sizes.size <= 1 << 16 else cluster_id
+    order = np.argsort(keys, kind="stable")      # 16-bit keys: numpy's radix sort, same order
     return order, sizes, np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
 
 

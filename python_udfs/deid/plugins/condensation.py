@@ -177,13 +177,14 @@ def run(frame, req):
             columns.append(Synthetic(c, res.synthetic[:, j], meta))
     order = np.lexsort((frame.rid, res.cluster_id))       # rows by cluster, then RID
     sizes = res.cluster_size.astype(np.int64)
+    member_rids = frame.rid[order]
     split = survival is not None and algorithm == "improved"
     return ReleasePlan(
         tables=[Table(req.name, columns)], rows=frame.n, groups=int(res.n_clusters),
         discernibility=float((sizes.astype(float) ** 2).sum() / max(frame.n, 1)),
-        clusters=Clusters(sizes, frame.rid[order]),
+        clusters=Clusters(sizes, member_rids),
         metrics=_metrics(req, res, kinds),
-        evidence={"kinds": kinds, "released": res.synthetic,
+        evidence={"kinds": kinds, "released": res.synthetic, "membership": (sizes, member_rids),
                   "unrounded": res.synthetic_unrounded, "cluster": res.synthetic_cluster_id,
                   "status": index[survival["status"]] if split else None,
                   "time": index[survival["time"]] if split else None,

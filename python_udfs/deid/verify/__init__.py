@@ -39,11 +39,16 @@ and the pieces they share:
   and scalar (certify_group_scalar);
 * ``readers.py``       -- stored columns into checked int64 arrays and codes;
 * ``arrays.py``        -- numpy primitives (dense codes, radix argsort);
-* ``failures.py``      -- the errors a check raises and their texts.
+* ``failures.py``      -- the errors a check raises and their texts;
+* ``rid_set_digest.py``, ``row_hash.py`` -- proofs that what was stored is
+  the arrays checked in memory (sha256 per stored row; PostgreSQL's record
+  hash summed over a release table's rows).
 
 The release plugins' checks of what was stored (``anatomy.py``,
-``generalization.py``, ``condensation.py``) read the stored tables back and
-call the checks above.
+``generalization.py``, ``condensation.py``) read the stored tables back, or
+check the method's arrays and prove by server-side digests that the stored
+rows are those arrays (anatomy's RID sets, condensation), and call the
+checks above.
 
 Papers (``/work/shared/papers``):
 

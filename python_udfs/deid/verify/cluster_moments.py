@@ -74,13 +74,13 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
         _bad("moment_values must have the shape of the released rows")
 
     # 1-3: partition, sizes, released sizes (clusters compared by id)
-    ids, src_index = np.unique(cluster_of_row, return_inverse=True)
+    ids, src_index = _unique(cluster_of_row)
     src_index = src_index.reshape(-1)
     sizes = np.bincount(src_index, minlength=ids.size)
     if ids.size and sizes.min() < k:
         bad = ids[np.flatnonzero(sizes < k)[0]]
         _fail(f"cluster {bad} has fewer than k = {k} source rows (004 Def. 1)")
-    rel_ids, rel_index = np.unique(released_cluster, return_inverse=True)
+    rel_ids, rel_index = _unique(released_cluster)
     rel_index = rel_index.reshape(-1)
     if rel_ids.size != ids.size or not np.array_equal(rel_ids, ids):
         missing = np.setxor1d(ids, rel_ids)
@@ -109,7 +109,7 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
         [_column(c, m, "count column") for c in count_columns]
     for s in counted:
         what = "vital-status" if s == status_col else f"column {s} value"
-        src_values, src_codes = np.unique(source[:, s], return_inverse=True)
+        src_values, src_codes = _unique(source[:, s])
         pos = np.minimum(np.searchsorted(src_values, released[:, s]), src_values.size - 1)
         if n and not np.all(src_values[pos] == released[:, s]):
             _fail(f"column {s} releases a value that does not occur in the source")
@@ -170,7 +170,10 @@ def _check_moments(src, rel, src_index, rel_index, ids, rtol):
     # float64 holds a value to about eps * |x| of the RAW value: a table whose values sit far
     # from zero (1e6 +- 1) cannot match a tiny spread to 1e-9 of itself, so the magnitude is
     # that of the uncentred values, in whole-table units
-    np.maximum.at(magnitude, src_index, np.abs(src / unit).max(axis=1))
+    by_cluster = np.argsort(src_index, kind="stable")
+    starts = np.searchsorted(src_index[by_cluster], np.arange(g))
+    magnitude[:] = np.maximum.reduceat(np.abs(src / unit).max(axis=1)[by_cluster], starts) \
+        if g else magnitude
     cov_s = np.empty((g, q, q))
     cov_r = np.empty((g, q, q))
     denom = np.maximum(counts - 1.0, 1.0)
@@ -197,6 +200,22 @@ def _check_moments(src, rel, src_index, rel_index, ids, rtol):
     rel_mean = mean_err / np.where(mean_tol > 0, mean_tol / rtol, 1.0)
     rel_cov = cov_err / np.where(cov_tol > 0, cov_tol / rtol, 1.0)
     return float(rel_mean.max(initial=0.0)), float(rel_cov.max(initial=0.0))
+
+
+def _unique(values):
+    """np.unique(values, return_inverse=True) -- (sorted distinct values, index of each value)
+    -- in O(n) through a presence table when the values are integers of a short range (cluster
+    ids, status, category codes); by sorting otherwise."""
+    v = np.asarray(values)
+    if v.size and (v.dtype.kind in "iu" or np.array_equal(v, np.rint(v))):
+        lo, hi = v.min(), v.max()
+        if hi - lo < max(2 * v.size, 1024):
+            offset = (v - lo).astype(np.int64)
+            present = np.bincount(offset) > 0
+            remap = np.cumsum(present) - 1
+            return (lo + np.flatnonzero(present)).astype(v.dtype), remap[offset]
+    uniq, inverse = np.unique(v, return_inverse=True)
+    return uniq, inverse.reshape(-1)
 
 
 def _group_sums(values, index, g):

@@ -1,7 +1,10 @@
-"""The independent check of a condensation release (004), from what was STORED, before commit.
+"""The independent check of a condensation release (004) before commit: the method's rows are
+checked in memory, then the stored catalog and release table are proven to be those rows.
 
-  * the cluster membership read back from deid.cluster_member: every row of the snapshot in
-    exactly one cluster, every cluster >= k rows (004 Def. 1; Alg. 2 step 2c);
+  * the cluster membership the method hands over (the clusters' sizes and their source RIDs,
+    what the writer stored in deid.cluster_member): every RID a row of the snapshot (whose RIDs
+    come from the read, not from the method), every row of the snapshot in exactly one cluster,
+    every cluster >= k rows (004 Def. 1; Alg. 2 step 2c);
   * through verify.cluster_moments (written from 004, nothing from deid.methods), on the
     method's in-memory rows: each cluster releases its size in rows (Alg. 3), the mean vector
     and covariance matrix of its unrounded synthetic numbers equal the snapshot cluster's to
@@ -9,16 +12,29 @@
     (Alg. 2 step 2.d.i; categories decoded by counts), under survival_times 'original' its
     times are the original multiset (step 2.d.ii), and values stay in the observed range,
     integers integral (step 2.d.iii);
-  * the STORED release table equals those in-memory released rows, as a multiset of rows: the
-    server reads the table back in one aggregate pass (numbers as float8/int8, dates as days,
-    categories as hashtext of their text), both sides are put in a canonical row order (a row
-    hash, then numeric columns) and compared value by value, so a changed, swapped, added or
-    dropped stored row fails.  numeric columns are compared to
-    1e-12 relative (float8 -> numeric keeps 15 significant digits), float4 after float32
-    rounding, everything else exactly.
-The snapshot's row ids come from the read, not from the method.
+  * the STORED membership is byte-for-byte the checked one: one aggregate pass over
+    deid.cluster_member returns, per stored row in cluster order, its cluster id, its RID count
+    and sha256(array_send(rids)); the same records are built from the arrays here (array_send's
+    format from the PostgreSQL documentation) and must be equal -- clusters 0, 1, ... without gap
+    or repeat, the same counts, the same digests (a changed, moved, added or dropped RID or row
+    changes a record unless SHA-256 collides);
+  * the STORED release table holds exactly the checked released rows, as a multiset: one
+    aggregate pass returns count(*) and the sum over its rows (mod 2^64) of g(row) =
+    hash_record_extended(ROW(h, h >> 32), seed), h = hash_record_extended(ROW(every column), seed), seed a fresh random 64-bit number per verification; verify.
+    row_hash computes PostgreSQL's record hash of every in-memory row (integers, dates,
+    float4/float8 in numpy from the PostgreSQL sources; category labels hashed once each by the
+    server) and the counts and the sums must be equal.  A changed, swapped, added or dropped
+    stored row changes the count or the sum unless the 64-bit sums collide (about 2^-64 for a
+    change the seed does not know; the row hash is hashed again so that the sum binds every
+    value to its row, see verify/row_hash.py).  A table with a numeric column (its float8 -> numeric
+    rounding is the server's), or a sum that differs, is compared value by value instead
+    (check_values: the table read back in one aggregate pass, both sides in a canonical row
+    order; numeric to 1e-12 relative, float4 after float32 rounding, everything else exactly),
+    which names the first differing column.
 """
+import hashlib
 import json
+import secrets
 
 import numpy as np
 
@@ -26,6 +42,8 @@ from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified, quote_ident
 from .anatomy import unpack_arrays
 from .cluster_moments import verify_condensation
+from .rid_set_digest import INT8OID, _elements, _header
+from . import row_hash
 
 STORE_SCHEMA = "deid_release"
 NUMERIC_RTOL = 1e-12
@@ -37,7 +55,8 @@ def verify(db, req, frame, tables):
     if getattr(frame, "stored_only", False):
         return verify_stored(db, req, frame, tables)
     ev = req_evidence(req)
-    rows, clusters = read_membership(db, req.release_id, frame.rid)
+    sizes, member_rids = ev["membership"]
+    rows, clusters = membership_rows(sizes, member_rids, frame.rid)
     source = np.stack([frame.columns[c].values.astype(np.float64) for c in req.columns], axis=1) \
         if req.columns else np.zeros((frame.n, 0))
     kinds = ev["kinds"]
@@ -49,6 +68,7 @@ def verify(db, req, frame, tables):
         count_columns=[j for j, kd in enumerate(kinds) if kd == "categorical"
                        and j != ev["status"]],
         check_ranges=True, integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"])
+    report["stored_membership"] = check_membership(db, req.release_id, sizes, member_rids)
     report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev["released"])
     return json.loads(json.dumps(report, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
@@ -82,6 +102,53 @@ def req_evidence(req):
     return ev
 
 
+def membership_rows(sizes, rids, snapshot_rids):
+    """(row index into the snapshot, cluster id) of the membership (clusters 0, 1, ... of
+    ``sizes`` rows, their RIDs concatenated); a RID that is not a snapshot row fails."""
+    sizes, rids = np.asarray(sizes, np.int64), np.asarray(rids, np.int64)
+    if sizes.sum() != rids.size or (sizes.size and sizes.min() < 0):
+        raise DeidError(VERIFICATION_FAILED, "the cluster membership is malformed", hint=HINT)
+    return _snapshot_rows(rids, snapshot_rids), np.repeat(np.arange(sizes.size), sizes)
+
+
+def _snapshot_rows(rids, snapshot_rids):
+    pos = np.searchsorted(snapshot_rids, rids)
+    pos = np.minimum(pos, max(len(snapshot_rids) - 1, 0))
+    if len(snapshot_rids) == 0 or not np.array_equal(snapshot_rids[pos], rids):
+        raise DeidError(VERIFICATION_FAILED, "deid.cluster_member names a row that is not in the "
+                        "snapshot", hint=HINT)
+    return pos.astype(np.int64)
+
+
+_MEMBER_SQL = ("SELECT string_agg(int4send(cluster_id) || int4send(cardinality(rids))"
+               " || sha256(array_send(rids)), ''::bytea ORDER BY cluster_id) AS d"
+               " FROM deid.cluster_member WHERE release_id = $1")
+_MEMBER_RECORD = np.dtype([("cluster", ">i4"), ("rids", ">i4"), ("digest", "S32")])
+
+
+def check_membership(db, release_id, sizes, rids):
+    """The stored deid.cluster_member rows are byte-for-byte clusters 0, 1, ... with these
+    sizes and RIDs (module docstring). Raises DE002; returns what was compared."""
+    buf = db.query(_MEMBER_SQL, [release_id], ["bigint"])[0]["d"] or b""
+    if len(buf) % _MEMBER_RECORD.itemsize:
+        raise DeidError(VERIFICATION_FAILED, "deid.cluster_member could not be digested", hint=HINT)
+    got = np.frombuffer(buf, _MEMBER_RECORD)
+    sizes = np.asarray(sizes, np.int64)
+    if got.size != sizes.size or not np.array_equal(got["cluster"], np.arange(sizes.size)) \
+            or not np.array_equal(got["rids"].astype(np.int64), sizes):
+        raise DeidError(VERIFICATION_FAILED, "deid.cluster_member does not hold the checked "
+                        "clusters", hint=HINT)
+    image = memoryview(_elements(np.asarray(rids, np.int64), ">i8"))
+    ends = np.cumsum(sizes) * 12
+    digests = [hashlib.sha256(_header(int(n), INT8OID) + image[e - 12 * n:e]).digest()
+               for n, e in zip(sizes.tolist(), ends.tolist())]
+    bad = np.flatnonzero(np.asarray(digests, "S32") != got["digest"])
+    if bad.size:
+        raise DeidError(VERIFICATION_FAILED, f"deid.cluster_member: cluster {int(bad[0])} is not "
+                        "the cluster the verifier checked", hint=HINT)
+    return {"clusters": int(sizes.size), "digest": "sha256 per cluster"}
+
+
 def read_membership(db, release_id, snapshot_rids):
     """(row index into the snapshot, cluster id) per stored membership; a RID that is not a
     snapshot row fails (snapshot RIDs are unique and sorted)."""
@@ -92,16 +159,56 @@ def read_membership(db, release_id, snapshot_rids):
     ids = np.frombuffer(r["ids"] or b"", ">i4").astype(np.int64)
     counts = np.frombuffer(r["n"] or b"", ">i4").astype(np.int64)
     rids = unpack_arrays(r["r"], counts)
-    clusters = np.repeat(ids, counts)
-    pos = np.searchsorted(snapshot_rids, rids)
-    pos = np.minimum(pos, max(len(snapshot_rids) - 1, 0))
-    if len(snapshot_rids) == 0 or not np.array_equal(snapshot_rids[pos], rids):
-        raise DeidError(VERIFICATION_FAILED, "deid.cluster_member names a row that is not in the "
-                        "snapshot", hint=HINT)
-    return pos.astype(np.int64), clusters
+    return _snapshot_rows(rids, snapshot_rids), np.repeat(ids, counts)
 
 
 def check_stored(db, req, frame, table, released):
+    """The stored table holds exactly the released rows, as a multiset: by the row-hash sum
+    (module docstring), else value by value (check_values). Returns how it was compared."""
+    hashes = _digest_columns(db, req, frame, released)
+    if hashes is None:
+        check_values(db, req, frame, table, released)
+        return "values (a numeric column)"
+    seed, columns = hashes
+    row = db.query("SELECT count(*) AS n, sum(hash_record_extended(ROW(r.h, r.h >> 32), $1)"
+                   f"::numeric)::text AS s FROM {qualified(STORE_SCHEMA, table)} t, LATERAL"
+                   " (SELECT hash_record_extended(ROW("
+                   + ", ".join(f"t.{quote_ident(c)}" for c in req.columns) + "), $1) AS h) r",
+                   [seed], ["bigint"])[0]
+    if int(row["n"]) != released.shape[0]:
+        raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
+                        "rows", detail=f"stored {row['n']}, released {released.shape[0]}", hint=HINT)
+    if int(row["s"] or 0) % (1 << 64) == row_hash.row_hash_sum(columns, seed):
+        return "row-hash sum"
+    check_values(db, req, frame, table, released)      # names the column, or the sums were off
+    return "values (the row-hash sums differed)"
+
+
+def _digest_columns(db, req, frame, released):
+    """(seed, element hashes of every column) of the released rows, or None when a column's
+    type is not hashed here (numeric)."""
+    if not req.columns:
+        return None
+    seed = secrets.randbits(63) | 1
+    out = []
+    for j, c in enumerate(req.columns):
+        col, meta = frame.columns[c], req.rel.columns[c]
+        v = released[:, j]
+        if col.kind == "category":
+            labels = [r["h"] for r in db.query(row_hash.label_hashes_sql(meta.type),
+                                               [list(col.dictionary), seed], ["text[]", "bigint"])]
+            out.append(row_hash.column_hash(v.astype(np.int64), None, seed, labels))
+        elif meta.base_type not in row_hash.HASHED_TYPES:
+            return None
+        elif meta.base_type in ("float8", "float4"):
+            x = v.astype(np.float32).astype(np.float64) if meta.base_type == "float4" else v
+            out.append(row_hash.column_hash(x, meta.base_type, seed))
+        else:
+            out.append(row_hash.column_hash(np.rint(v).astype(np.int64), meta.base_type, seed))
+    return seed, out
+
+
+def check_values(db, req, frame, table, released):
     """The stored table, read back in one pass, equals the released rows as a multiset."""
     exprs, expected, tolerance = [], [], []
     for j, c in enumerate(req.columns):
