@@ -19,20 +19,8 @@ import itertools
 
 import numpy as np
 
-from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
-from .disassociation import STORE_SCHEMA, dictionary_keys
-
-_HINT = ("Nothing was released. The stored release differs from what the method computed: "
-         "report it with the request (deid.release keeps no row of a failed request).")
-
-
-def _fail(message):
-    raise DeidError(VERIFICATION_FAILED, message, hint=_HINT)
-
-
-def _ints(buf, width=4):
-    return np.frombuffer(buf or b"", f">i{width}").astype(np.int64)
+from .disassociation import STORE_SCHEMA, _fail, _ints, dictionary_keys
 
 
 def hierarchy_leafsets(db, name):
