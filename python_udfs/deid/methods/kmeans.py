@@ -256,8 +256,9 @@ def cluster_means(features, labels, centers):
 
 def sq_distances(features_t, row_sq, centers):
     """Squared distances laid out (c, n), clipped at 0 (expanded form; one matrix product)."""
-    sq = centers @ features_t
-    sq *= -2.0
+    # (-2 c) @ x equals -2 (c @ x) bit for bit: scaling by a power of two commutes with
+    # rounding, so the scaling is folded into the (small) centers instead of a pass over (c, n)
+    sq = (centers * -2.0) @ features_t
     sq += np.einsum("ij,ij->i", centers, centers)[:, None]
     sq += row_sq[None, :]
     np.maximum(sq, 0.0, out=sq)

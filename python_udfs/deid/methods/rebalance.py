@@ -36,7 +36,7 @@ the labels with the smallest sum of squares are kept.  Every candidate went thro
 import numpy as np
 
 from ..errors import DeidError, INVALID_PARAMETER_VALUE
-from .kmeans import cluster_means, sq_distances
+from .kmeans import sq_distances
 
 DEFAULT_ROUNDS = 3
 
@@ -76,7 +76,7 @@ def rebalance(features, labels, centers, k, sq_dist=None):
         if chosen.size < need:
             pool = np.flatnonzero(np.isfinite(sq))
             chosen = _pick(pool[np.argsort(sq[pool], kind="stable")], labels, surplus, need)
-        np.subtract.at(sizes, labels[chosen], 1)
+        sizes -= np.bincount(labels[chosen], minlength=n_clusters)
         labels[chosen] = j
         sizes[j] += chosen.size
     return labels
@@ -88,14 +88,14 @@ def refine_rebalanced(features, labels, centers, k, rounds=DEFAULT_ROUNDS):
     features_t = np.ascontiguousarray(features.T)
     row_sq = np.einsum("ij,ij->i", features, features)
     best = rebalance(features, labels, centers, k)
-    best_sse = _sse(features, row_sq, best, centers.shape[0])
+    best_sse, counts, sums = _sse(features, row_sq, best, centers.shape[0])
     current = best
     for _ in range(int(rounds)):
-        centers = cluster_means(features, current, centers)
+        centers = _means(centers, counts, sums)     # cluster_means of current, sums reused
         sq_dist = sq_distances(features_t, row_sq, centers)
         nearest = _argmin_rows(sq_dist)
         current = rebalance(features, nearest, centers, k, sq_dist=sq_dist)
-        sse = _sse(features, row_sq, current, centers.shape[0])
+        sse, counts, sums = _sse(features, row_sq, current, centers.shape[0])
         if sse < best_sse:
             best, best_sse = current, sse
         if np.array_equal(nearest, current):
@@ -109,8 +109,17 @@ def _sse(features, row_sq, labels, n_clusters):
     sums = np.bincount((labels[:, None] * p + np.arange(p)).ravel(), weights=features.ravel(),
                        minlength=n_clusters * p).reshape(n_clusters, p)
     filled = counts > 0
-    return float(row_sq.sum() - (np.einsum("ij,ij->i", sums, sums)[filled]
-                                 / counts[filled]).sum())
+    sse = float(row_sq.sum() - (np.einsum("ij,ij->i", sums, sums)[filled]
+                                / counts[filled]).sum())
+    return sse, counts, sums
+
+
+def _means(centers, counts, sums):
+    """:func:`.kmeans.cluster_means` from the counts and sums :func:`_sse` already formed."""
+    out = centers.copy()
+    filled = counts > 0
+    out[filled] = sums[filled] / counts[filled, None]
+    return out
 
 
 def _argmin_rows(sq_dist):
