@@ -59,9 +59,15 @@ def package(rev, into):
     return into / "deid"
 
 
-def install(src, dst):
+def install(src, dst, compile=True):
+    """As `make install`: the package, its bytecode (checked-hash) unless compile is False
+    (an install as before 2ad54b1, which shipped none: every fresh backend compiled)."""
     shutil.rmtree(dst)
-    shutil.copytree(src, dst)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    if compile:
+        subprocess.run([os.environ.get("SERVER_PYTHON", "/usr/bin/python3"), "-m", "compileall", "-q",
+                        "--invalidation-mode", "checked-hash", str(dst)], check=True,
+                       stdout=subprocess.DEVNULL)
     subprocess.run(["chmod", "-R", "a+rX", str(dst)], check=True)
 
 
@@ -106,6 +112,9 @@ def main():
     ap.add_argument("--cases", default="anatomy,generalization",
                     help="of " + ",".join(CASES) + " (benchmark, twins: bench_generalization_shapes.py's"
                          " databases, warmed backend, with a CTAS per request)")
+    ap.add_argument("--compile", default="AB",
+                    help="the sides installed with bytecode as `make install` does (default AB;"
+                         " e.g. B: A installed as before 2ad54b1, without bytecode)")
     args = ap.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     dst = installed_dir()
@@ -116,7 +125,7 @@ def main():
         for i in range(args.repeat):
             for method, run in ((c, CASES[c]) for c in cases):
                 for side in (("A", "B") if i % 2 == 0 else ("B", "A")):
-                    install(sides[side], dst)
+                    install(sides[side], dst, side in args.compile.upper())
                     t, phases = run()
                     runs[(method, side)].append((t, phases))
                     print(f"{method:14s} {side} run {i + 1}: {t:6.2f} s "

@@ -151,19 +151,38 @@ def row_id_column(db, rel, option=None):
 
 # ---------------------------------------------------------------- hierarchies
 def hierarchy(db, name):
+    return hierarchies(db, [name])[name]
+
+
+def hierarchies(db, names):
+    """{name: Hierarchy} for every name (one object per distinct name), in three statements
+    whatever their number."""
+    names = sorted(set(names))
+    if not names:
+        return {}
     rows = db.query("SELECT name, kind, levels, low::float8 AS low, high::float8 AS high,"
-                    " widths::float8[] AS widths FROM deid.hierarchy WHERE name = $1", [name])
-    if not rows:
-        raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{name}" does not exist',
+                    " widths::float8[] AS widths FROM deid.hierarchy WHERE name = ANY($1)",
+                    [names], ["text[]"])
+    found = {r["name"]: r for r in rows}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{missing[0]}" does not exist',
                         hint="Load it with deid.load_hierarchy() or deid.interval_hierarchy().")
-    h = rows[0]
-    loss = [r["info_loss"] for r in db.query(
-        "SELECT info_loss FROM deid.hierarchy_level WHERE hierarchy = $1 ORDER BY level", [name])]
-    out = Hierarchy(h["name"], h["kind"], h["levels"], loss, low=h["low"], high=h["high"],
-                    widths=h["widths"])
-    if h["kind"] == "member":
-        out.members = [dict() for _ in range(h["levels"])]
-        for r in db.query("SELECT level, value, parent FROM deid.hierarchy_member"
-                          " WHERE hierarchy = $1 ORDER BY level, value", [name]):
-            out.members[r["level"]][r["value"]] = r["parent"]
+    loss = {n: [] for n in names}
+    for r in db.query("SELECT hierarchy, info_loss FROM deid.hierarchy_level"
+                      " WHERE hierarchy = ANY($1) ORDER BY hierarchy, level", [names], ["text[]"]):
+        loss[r["hierarchy"]].append(r["info_loss"])
+    out = {}
+    for n in names:
+        h = found[n]
+        out[n] = Hierarchy(h["name"], h["kind"], h["levels"], loss[n], low=h["low"], high=h["high"],
+                           widths=h["widths"])
+        if h["kind"] == "member":
+            out[n].members = [dict() for _ in range(h["levels"])]
+    member = [n for n in names if found[n]["kind"] == "member"]
+    if member:
+        for r in db.query("SELECT hierarchy, level, value, parent FROM deid.hierarchy_member"
+                          " WHERE hierarchy = ANY($1) ORDER BY hierarchy, level, value",
+                          [member], ["text[]"]):
+            out[r["hierarchy"]].members[r["level"]][r["value"]] = r["parent"]
     return out

@@ -116,8 +116,9 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     started = db.value("SELECT clock_timestamp()::text")
     req = release.Request(rel, method, k, l, cols, selection, sel, opts, name, release_id, seed,
                           caller, grant, started)
-    req.hierarchies = {c: catalog.hierarchy(db, rel.columns[c].hierarchy) for c in cols
-                       if rel.columns[c].hierarchy}
+    named = {c: rel.columns[c].hierarchy for c in cols if rel.columns[c].hierarchy}
+    loaded = catalog.hierarchies(db, named.values())
+    req.hierarchies = {c: loaded[h] for c, h in named.items()}
     if opts.get("hierarchy") is not None:        # a set-valued method's options.hierarchy
         req.option_hierarchy = catalog.hierarchy(db, opts["hierarchy"])
     with _redacted(req):

@@ -3,22 +3,31 @@ and its verifier (reads what was stored; never imports deid.methods). This table
 anonymize_request, usage() and the README's method table (tests/unit/test_registry.py checks
 that they agree). Adding a method is one plug-in module, one verifier module and one line here.
 """
+import importlib
 from dataclasses import dataclass
 
 from .errors import DeidError, INVALID_PARAMETER_VALUE
-from .plugins import anatomy, condensation, disassociation, generalization
-from .verify import anatomy as verify_anatomy, condensation as verify_condensation
-from .verify import disassociation as verify_disassociation
-from .verify import generalization as verify_generalization
+
+
+def _module(ref):
+    return importlib.import_module(ref) if isinstance(ref, str) else ref
 
 
 @dataclass(frozen=True)
 class Method:
     name: str
-    plugin: object            # NAME, OPTIONS, validate(k, l, opts), plan_read(req, rid), run(frame, req)
-    verifier: object          # verify(db, req, frame, tables) -> report dict
+    plugin_ref: object        # the plug-in module (or its dotted path, imported on first use)
+    verifier_ref: object      # the verifier module (or its dotted path, imported on first use)
     paper: str                # the paper it implements (shared/papers)
     guarantee: str            # one line for the README's method table
+
+    @property
+    def plugin(self):         # NAME, OPTIONS, validate(k, l, opts), plan_read(req, rid), run(frame, req)
+        return _module(self.plugin_ref)
+
+    @property
+    def verifier(self):       # verify(db, req, frame, tables) -> report dict
+        return _module(self.verifier_ref)
 
 
 METHODS = {}
@@ -29,13 +38,14 @@ def register(method):
     return method
 
 
-register(Method("anatomy", anatomy, verify_anatomy, "001",
+# a request imports only its own method's plug-in and verifier
+register(Method("anatomy", "deid.plugins.anatomy", "deid.verify.anatomy", "001",
                 "(K,L)-anonymity over several sensitive attributes"))
-register(Method("generalization", generalization, verify_generalization, "002",
+register(Method("generalization", "deid.plugins.generalization", "deid.verify.generalization", "002",
                 "k-anonymity per source system, request-driven"))
-register(Method("condensation", condensation, verify_condensation, "004",
+register(Method("condensation", "deid.plugins.condensation", "deid.verify.condensation", "004",
                 "k-indistinguishable synthetic rows, exact cluster means and covariances"))
-register(Method("disassociation", disassociation, verify_disassociation, "003",
+register(Method("disassociation", "deid.plugins.disassociation", "deid.verify.disassociation", "003",
                 "k^m-anonymity of set-valued records (diagnosis codes) by disassociation"))
 
 
