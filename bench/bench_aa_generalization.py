@@ -15,6 +15,8 @@ import pathlib
 import sys
 import time
 
+from psycopg import sql
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_disassociation import load  # noqa: E402
 from bench_disassociation_kernel import make_records  # noqa: E402
@@ -31,11 +33,12 @@ def main():
     admin = fresh_database("bench_aa")
     admin.execute("CREATE SCHEMA IF NOT EXISTS bench")
     table = f"bench.aa_{args.n}"
+    src, copy = (sql.Identifier("bench", f"aa_{args.n}{s}") for s in ("", "_copy"))
     rows = load(admin, table, args.n)
     _, _, names, _ = make_records(args.n, seed=0)
     admin.execute("SELECT deid.load_hierarchy('bench_icd9', %s)", [icd9_hierarchy.rows(names)])
-    ctas, _ = timed(admin, f"CREATE TABLE {table}_copy AS SELECT * FROM {table}")
-    admin.execute(f"DROP TABLE {table}_copy")
+    ctas, _ = timed(admin, sql.SQL("CREATE TABLE {} AS SELECT * FROM {}").format(copy, src))
+    admin.execute(sql.SQL("DROP TABLE {}").format(copy))
     out = []
     for k in [int(x) for x in args.ks.split(",")]:
         name = f"bench_aa_{k}"
@@ -63,7 +66,7 @@ def main():
               flush=True)
         out.append(rec)
         admin.execute("SELECT deid.drop_release(%s)", [name])
-    admin.execute(f"DROP TABLE {table}")
+    admin.execute(sql.SQL("DROP TABLE {}").format(src))
     admin.execute("SELECT deid.drop_hierarchy('bench_icd9')")
     save("aa_generalization", out)
 

@@ -9,8 +9,9 @@ import json
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
-from conftest import hint_of, sqlstate_of
+from conftest import REVERIFY_SETS, hint_of, sqlstate_of
 from fixtures.paper003 import FIG1
 from deid.methods.apriori_anonymization import apriori_anonymize, build_tree
 
@@ -65,7 +66,8 @@ def expected(records, k, m):
 
 
 def rows_of(conn, name):
-    return [sorted(r[0]) for r in conn.execute(f"SELECT codes FROM release.{name}_generalized")]
+    q = sql.SQL("SELECT codes FROM {}").format(sql.Identifier("release", f"{name}_generalized"))
+    return [sorted(r[0]) for r in conn.execute(q)]
 
 
 def km(rows, k, m):
@@ -127,8 +129,9 @@ def test_seed_orders_the_release(aag, connect):
     conn = connect("deid_t_analyst")
     for name in ("aag_seed_a", "aag_seed_b"):
         conn.execute(ARRAY_REQ, [2, json.dumps(OPTS), name]).fetchone()
-    a, b = (aag.execute(f"SELECT array_agg(codes::text ORDER BY ctid) FROM"
-                        f" deid_release.{n}_generalized").fetchone()[0] for n in ("aag_seed_a", "aag_seed_b"))
+    q = sql.SQL("SELECT array_agg(codes::text ORDER BY ctid) FROM {}")
+    a, b = (aag.execute(q.format(sql.Identifier("deid_release", f"{n}_generalized"))).fetchone()[0]
+            for n in ("aag_seed_a", "aag_seed_b"))
     assert a == b
 
 
@@ -173,40 +176,21 @@ def test_code_not_in_the_hierarchy_names_no_value_to_a_policy_caller(aag, connec
         aag.execute("UPDATE aag.patients SET codes = array_remove(codes, '123.45') WHERE id = 1")
 
 
-TAMPER_CHECK = """
-CREATE OR REPLACE FUNCTION pg_temp.reverify_aa(rel oid, rid bigint, k int, tabs text[]) RETURNS text
-LANGUAGE plpython3u AS $$
-import types
-from deid import catalog, datapath
-from deid.errors import DeidError
-from deid.pg import Database
-from deid.verify import disassociation
-db = Database()
-frame = datapath.read_sets(db, catalog.relation(db, rel), 'id', 'codes')
-req = types.SimpleNamespace(release_id=rid, k=k, options={"m": 2, "model": "generalization",
-                                                          "hierarchy": "aag_h"})
-try:
-    disassociation.verify(db, req, frame, tabs)
-except DeidError as e:
-    return e.sqlstate + " " + e.message
-return "ok"
-$$"""
-
-
 def test_verifier_refuses_tampered_rows(aag, connect):
     rid = connect("deid_t_analyst").execute(ARRAY_REQ, [3, json.dumps(OPTS), "aag_tamper"]).fetchone()[0]
-    aag.execute(TAMPER_CHECK)
-    check = "SELECT pg_temp.reverify_aa('aag.patients'::regclass, %s, 3, '{aag_tamper_generalized}')"
+    aag.execute(REVERIFY_SETS)
+    check = ("SELECT pg_temp.reverify('aag.patients'::regclass, %s, 3, '{aag_tamper_generalized}',"
+             """ '{"m": 2, "model": "generalization", "hierarchy": "aag_h"}')""")
     assert aag.execute(check, [rid]).fetchone()[0] == "ok"
-    t = "deid_release.aag_tamper_generalized"
-    one = f"ctid = (SELECT min(ctid) FROM {t} WHERE cardinality(codes) > 0)"
-    for change in (f"SET codes = '{{}}' WHERE {one}",                          # a record lost
-                   f"SET codes = codes[2:] || '{{296.00}}'::text[] WHERE {one}",  # a leaf under a used node
-                   f"SET codes = '{{*}}' WHERE {one}",                          # * over the cut
-                   f"SET codes = codes || codes[1:1] WHERE {one}"):             # a code twice
+    one = ("WHERE ctid = (SELECT min(ctid) FROM deid_release.aag_tamper_generalized"
+           " WHERE cardinality(codes) > 0)")
+    for change in ("SET codes = '{}' " + one,                              # a record lost
+                   "SET codes = codes[2:] || '{296.00}'::text[] " + one,   # a leaf under a used node
+                   "SET codes = '{*}' " + one,                             # * over the cut
+                   "SET codes = codes || codes[1:1] " + one):              # a code twice
         aag.execute("BEGIN")
         try:
-            aag.execute(f"UPDATE {t} " + change)
+            aag.execute("UPDATE deid_release.aag_tamper_generalized " + change)
             assert aag.execute(check, [rid]).fetchone()[0].startswith("DE002"), change
         finally:
             aag.execute("ROLLBACK")

@@ -8,7 +8,7 @@ import json
 import psycopg
 import pytest
 
-from conftest import hint_of, sqlstate_of
+from conftest import REVERIFY_SETS, hint_of, sqlstate_of
 from fixtures.paper003 import FIG1, FIG3B
 
 OPTS = {"m": 2, "max_cluster_size": 6, "utility": FIG3B, "seed": 3}
@@ -170,28 +170,9 @@ def test_null_codes_are_refused_without_leak(dx, connect):
     assert not any(ch.isdigit() for ch in e.value.diag.message_primary + hint_of(e))
 
 
-TAMPER_CHECK = """
-CREATE OR REPLACE FUNCTION pg_temp.reverify(rel oid, rid bigint, k int, tabs text[]) RETURNS text
-LANGUAGE plpython3u AS $$
-import types
-from deid import catalog, datapath
-from deid.errors import DeidError
-from deid.pg import Database
-from deid.verify import disassociation
-db = Database()
-frame = datapath.read_sets(db, catalog.relation(db, rel), 'id', 'codes')
-req = types.SimpleNamespace(release_id=rid, k=k, options={"m": 2})
-try:
-    disassociation.verify(db, req, frame, tabs)
-except DeidError as e:
-    return e.sqlstate + " " + e.message
-return "ok"
-$$"""
-
-
 def test_verifier_refuses_a_tampered_chunk(dx, connect):
     rid = connect("deid_t_analyst").execute(ARRAY_REQ, [3, json.dumps(OPTS), "dis_tamper"]).fetchone()[0]
-    dx.execute(TAMPER_CHECK)
+    dx.execute(REVERIFY_SETS)
     tabs = [f"dis_tamper_{t}" for t in ("cluster", "record_chunk", "item_chunk", "shared_chunk")]
     check = "SELECT pg_temp.reverify('dx.patients'::regclass, %s, 3, %s)"
     assert dx.execute(check, [rid, tabs]).fetchone()[0] == "ok"
