@@ -117,10 +117,11 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     req = release.Request(rel, method, k, l, cols, selection, sel, opts, name, release_id, seed,
                           caller, grant, started)
     named = {c: rel.columns[c].hierarchy for c in cols if rel.columns[c].hierarchy}
-    loaded = catalog.hierarchies(db, named.values())
+    optional = [opts["hierarchy"]] if opts.get("hierarchy") is not None else []   # set-valued
+    loaded = catalog.hierarchies(db, [*named.values(), *optional])   # one load for all of them
     req.hierarchies = {c: loaded[h] for c, h in named.items()}
-    if opts.get("hierarchy") is not None:        # a set-valued method's options.hierarchy
-        req.option_hierarchy = catalog.hierarchy(db, opts["hierarchy"])
+    if optional:
+        req.option_hierarchy = loaded[optional[0]]
     with _redacted(req):
         spec = plugin.plan_read(req, rid)
     token = secrets.token_hex(16)

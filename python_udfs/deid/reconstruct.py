@@ -28,10 +28,10 @@ def reconstruct(db, name, target, seed, caller):
         raise DeidError(INVALID_PARAMETER_VALUE, "seed must be an integer >= 0",
                         hint="The same seed draws the same reconstruction, e.g. seed => 7.")
     rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by, method,"
-                    " (parameters->>'k')::int AS k FROM deid.release"
-                    " WHERE name = $1 AND status = 'committed'", [name])
+                    " (parameters->>'k')::int AS k, parameters->'options'->>'model' AS model"
+                    " FROM deid.release WHERE name = $1 AND status = 'committed'", [name])
     if not rows or rows[0]["method"] != "disassociation" or \
-            any(q.endswith("_generalized") for q in rows[0]["relations"]):   # k^m generalization
+            rows[0]["model"] not in (None, "disassociation"):   # k^m generalization has no chunks
         raise DeidError(UNDEFINED_OBJECT, "no committed disassociation release of that name",
                         hint="SELECT name FROM deid.release WHERE method = 'disassociation' "
                              "AND status = 'committed';")
