@@ -23,7 +23,7 @@ Measured for each k (10, 100), all ratios within this run on this table:
   * loss: sum(priority x phi[level]) of greedy vs optimal over --vectors seeded priority vectors
     (half permutations of equally spaced priorities as 002 asks, half uniform in [0.05, 1]).
     A request costs ~15 s at 1M rows (mostly its write phase), so the vectors are solved by deid's
-    own solver (python_udfs/deid/methods/generalize.py) on the class table of the same rows, and
+    own solver (python_udfs/deid/methods/generalize.py, with lattice.py) on the class table of the same rows, and
     the reference vector plus the first --sql-vectors vectors also go through anonymize_request:
     both must give the same levels and loss (listed under sql_core_mismatches otherwise);
   * write-phase diagnosis: the release's CTAS shape (label lookups, ORDER BY 7 int keys) on a

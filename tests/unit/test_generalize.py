@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
-from deid.methods import generalize as gz
+from deid.methods import class_table as ct
 from deid.methods.generalize import AttributeHierarchy, apply_levels, greedy, optimal, selection_limit
 from deid.request import parse_selection
 
@@ -362,7 +362,7 @@ def test_table_rollup_matches_reference(seed):
     n = int(rng.integers(1, 3000))
     rows = np.stack([rng.integers(0, h.size(0), n) for h in attrs], axis=1)
     codes, counts = np.unique(rows, axis=0, return_counts=True)
-    bottom = gz._Table.bottom(codes, counts.astype(np.int64), attrs)
+    bottom = ct._Table.bottom(codes, counts.astype(np.int64), attrs)
     assert (bottom.key is None) == (sum((h.size(0) - 1).bit_length() for h in attrs) > 62)
     t = bottom
     for _ in range(3):
@@ -391,7 +391,7 @@ def test_large_tables_sort_and_witness_paths(seed):
     n = 90_000
     rows = np.stack([rng.integers(0, 4096, n), (rng.zipf(1.3, n) * 7) % 4096, rng.integers(0, 1024, n)], axis=1)
     codes, counts = np.unique(rows, axis=0, return_counts=True)
-    assert len(codes) > gz._PROBE_MIN_ROWS
+    assert len(codes) > ct._PROBE_MIN_ROWS
     refuted = 0
     for k in (3, 40):
         o = optimal(codes, counts, attrs, k)
@@ -414,7 +414,7 @@ def test_merge_keys_paths(bits, cmax):
     rng = np.random.default_rng(bits)
     key = rng.integers(0, 2**bits if bits < 20 else 50, 5000) * (1 if bits < 20 else 2**(bits - 6))
     counts = rng.integers(1, cmax + 1, 5000)
-    k2, c2 = gz._merge_keys(key.astype(np.int64), counts.astype(np.int64), bits)
+    k2, c2 = ct._merge_keys(key.astype(np.int64), counts.astype(np.int64), bits)
     uk, inv = np.unique(key, return_inverse=True)
     assert np.array_equal(k2, uk)
     assert np.array_equal(c2, np.bincount(inv, weights=counts).astype(np.int64))
