@@ -2,8 +2,9 @@
 import re
 
 from . import access, catalog, hierarchies
-from .errors import DeidError, INVALID_PARAMETER_VALUE, DUPLICATE_OBJECT, UNDEFINED_OBJECT
-from .sqltext import quote_ident
+from .errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT, INVALID_PARAMETER_VALUE,
+                     UNDEFINED_OBJECT)
+from .sqltext import quote_ident, quote_literal
 
 
 def set_role(db, relid, column, role, hierarchy, source):
@@ -154,6 +155,18 @@ def drop_hierarchy(db, name, caller):
                         hint=f"Unbind it first: SELECT deid.unset_role('{used[0]['r']}', "
                              f"'{used[0]['c']}'); or deid.set_role(...) without the hierarchy.")
     catalog.require(name, "hierarchy name", "Name a hierarchy: SELECT name FROM deid.hierarchies;")
+    # a k^m generalization release (options.hierarchy) is re-verified against its hierarchy
+    # (deid.verify_release): keep it while such a release is live
+    live = db.query("SELECT name FROM deid.release WHERE status = 'committed'"
+                    " AND parameters -> 'options' ->> 'hierarchy' = $1 ORDER BY release_id LIMIT 1",
+                    [name])
+    if live:
+        raise DeidError(DEPENDENT_OBJECTS_STILL_EXIST,
+                        f'hierarchy "{name}" is the hierarchy of release "{live[0]["name"]}"',
+                        detail="The release's verifier reads the hierarchy again "
+                               "(deid.verify_release).",
+                        hint=f"Drop the release first: SELECT deid.drop_release("
+                             f"{quote_literal(live[0]['name'])});")
     if not db.execute("DELETE FROM deid.hierarchy WHERE name = $1", [name]):
         raise DeidError(UNDEFINED_OBJECT, f'hierarchy "{name}" does not exist',
                         hint="SELECT name FROM deid.hierarchies; lists them.")

@@ -12,3 +12,8 @@ def quote_ident(name):
 
 def qualified(schema, name):
     return quote_ident(schema) + "." + quote_ident(name)
+
+
+def quote_literal(text):
+    """A string literal for message text (hints), like PostgreSQL's quote_literal: 'it''s'."""
+    return "'" + str(text).replace("'", "''") + "'"

@@ -222,3 +222,21 @@ def test_verify_release_and_no_reconstruction(aag, connect):
         aag.execute("ROLLBACK")
     e = bad(conn, "SELECT deid.reconstruct('aag_rv', 'aag_rv_d', 1)", [])
     assert sqlstate_of(e) == "42704" and hint_of(e)
+
+
+def test_hierarchy_of_a_live_release_cannot_be_dropped(aag, connect):
+    """The stored verifier of a k^m generalization release reads its hierarchy again
+    (deid.verify_release): dropping it would leave a release nobody can re-verify, and loading
+    another under the same name would re-verify against the wrong cut. So drop_hierarchy
+    refuses while a committed release names it, and works again once the release is dropped."""
+    conn = connect("deid_t_analyst")
+    conn.execute(ARRAY_REQ, [3, json.dumps(OPTS), "aag_keep"]).fetchone()
+    with pytest.raises(psycopg.Error) as e:
+        aag.execute("SELECT deid.drop_hierarchy('aag_h')")
+    assert sqlstate_of(e) == "2BP01" and 'of release "aag_' in str(e.value)
+    assert "deid.drop_release('aag_" in hint_of(e)
+    assert aag.execute("SELECT count(*) FROM deid.hierarchies WHERE name = 'aag_h'").fetchone()[0] == 1
+    aag.execute("SELECT deid.drop_release(name) FROM deid.release WHERE status = 'committed'"
+                " AND name LIKE 'aag\\_%'")
+    aag.execute("SELECT deid.drop_hierarchy('aag_h')")
+    aag.execute("SELECT deid.load_hierarchy('aag_h', %s)", [ROWS])
