@@ -135,3 +135,30 @@ def test_distances_equal_matrix_product_here():
         if not np.array_equal(a @ b_t, ((a[:, :, None] * b_t[None]).cumsum(axis=1))[:, -1]):
             continue                               # another BLAS (blocked, FMA): not comparable
         assert np.array_equal(kmeans.cross_products(a, b_t), a @ b_t)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["months", "days", "wide", "floats",
+                                                   "negative", "zeros"]))
+def test_distinct_counts_equal_unique(seed, kind):
+    from deid.methods.release_values import distinct_counts
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    if kind == "months":
+        x = rng.integers(0, 121, n).astype(float)
+    elif kind == "days":
+        x = rng.integers(1, 4000, n).astype(float)
+    elif kind == "wide":
+        x = rng.integers(0, 10**9, n).astype(float)
+    elif kind == "floats":
+        x = np.round(rng.exponential(30, n), 1)
+    elif kind == "negative":
+        x = rng.integers(-50, 50, n).astype(float)
+    else:
+        x = rng.choice([0.0, -0.0, 1.0, 2.0], n)
+    values, counts, repeats_sorted = distinct_counts(x)
+    u, c = np.unique(x, return_counts=True)
+    assert np.array_equal(values, u) and np.array_equal(counts, c)
+    if repeats_sorted:
+        assert np.array_equal(np.repeat(values, counts), np.sort(x))
+        assert not np.signbit(np.repeat(values, counts)).any()

@@ -123,7 +123,8 @@ def rows_by_block(block_id):
     """List of int64 row-index arrays, one per block (rows in ascending order)."""
     if block_id.size == 0:
         return []
-    order = np.argsort(block_id, kind="stable")
+    keys = block_id.astype(np.uint16) if block_id.max() < 1 << 16 else block_id
+    order = np.argsort(keys, kind="stable")     # 16-bit keys: numpy's radix sort, same order
     cuts = np.flatnonzero(np.diff(block_id[order])) + 1
     return np.split(order, cuts)
 
