@@ -17,8 +17,9 @@ Rebalancing to >= k rows per cluster (Alg. 2 steps 2b-2c) is :mod:`.rebalance`.
 
 Every random step takes a ``numpy.random.Generator``; equal inputs and generator states give
 equal outputs.  Ties go to the lowest center index (assignment) or the lowest row position.
-Distances use the expanded form |x|^2 - 2 x.c + |c|^2 with one matrix product laid out
-(centers, rows): numpy here links the reference BLAS, for which that layout is the fastest.
+Distances use the expanded form |x|^2 - 2 x.c + |c|^2 with the cross products laid out
+(centers, rows) (:func:`cross_products`: einsum, which sums over the attributes in the order of
+the reference BLAS's matrix product that numpy links here -- the same bits, in less time).
 """
 
 import numpy as np
