@@ -149,7 +149,8 @@ def synthesize_clusters(coded, cluster_id, rng):
     if sizes.min() < 2:
         raise DeidError(INVALID_PARAMETER_VALUE, "every cluster needs at least 2 rows",
                         hint="cluster ids must be 0..s-1 with clusters of >= k >= 2 rows")
-    order = np.argsort(cluster_id, kind="stable")
+    keys = cluster_id.astype(np.uint16) if sizes.size <= 1 << 16 else cluster_id
+    order = np.argsort(keys, kind="stable")     # 16-bit keys: numpy's radix sort, same order
     starts = np.r_[0, np.cumsum(sizes)[:-1]]
     for size in np.unique(sizes):
         clusters = np.flatnonzero(sizes == size)

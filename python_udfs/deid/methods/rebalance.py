@@ -17,10 +17,12 @@ cluster once, in ascending order of its size at the start:
   rows; it is never a donor afterwards (surplus 0);
 * a donor only loses surplus rows, so it keeps >= k rows;
 * so after the visit of every deficient cluster, no cluster is below k, and the loop stops
-  after at most s visits.  Candidates come from a list of each short cluster's 4k + 32
-  nearest rows (one batched partition), or from all rows when donor caps exhaust the list, so
-  a visit always finds its rows.  Ties (equal distances, e.g. all rows equal) go by row
-  position within that list; the result is deterministic.
+  after at most s visits.  A visit of a cluster lacking d rows looks at the rows of the
+  clusters that still have surplus (kept as one shrinking list: a row leaves it when it moves
+  or its donor reaches k), first among its 4d + 32 nearest (one partition), then among all
+  when the donor caps exhaust those, so a visit always finds its rows.  Ties (equal
+  distances, e.g. all rows equal) go by row position; the result is deterministic, and the
+  same as scanning all n rows on every visit (tests/unit/test_condensation_exact_kernels.py).
 
 Empty clusters (duplicate k-means seeds, all-equal rows) are deficient clusters like any
 other: they take the k rows nearest their (stale) center.
@@ -61,25 +63,48 @@ def rebalance(features, labels, centers, k, sq_dist=None):
     if sq_dist is None:
         sq_dist = sq_distances(np.ascontiguousarray(features.T),
                                np.einsum("ij,ij->i", features, features), centers)
-    for j in np.argsort(sizes, kind="stable"):             # step 2b: ascending size
-        need = k - int(sizes[j])
-        if need <= 0:
-            break                                          # later clusters were never short
-        surplus = np.maximum(sizes - k, 0)
-        sq = np.where(surplus[labels] > 0, sq_dist[j], np.inf)
-        short = min(sq.size, 4 * need + 32)
-        chosen = np.zeros(0, dtype=np.int64)
-        if short < sq.size:
-            cutoff = np.partition(sq, short - 1)[short - 1]
-            pool = np.flatnonzero(sq <= cutoff)
-            chosen = _pick(pool[np.argsort(sq[pool], kind="stable")], labels, surplus, need)
-        if chosen.size < need:
-            pool = np.flatnonzero(np.isfinite(sq))
-            chosen = _pick(pool[np.argsort(sq[pool], kind="stable")], labels, surplus, need)
-        sizes -= np.bincount(labels[chosen], minlength=n_clusters)
-        labels[chosen] = j
-        sizes[j] += chosen.size
+    # step 2b: the short clusters in ascending order of size (ties: lowest index).  A short
+    # cluster never gives rows (surplus 0), so its size and need are known before its visit.
+    visits = np.argsort(sizes, kind="stable")[:np.count_nonzero(sizes < k)]
+    needs = (k - sizes[visits]).tolist()
+    rows = np.flatnonzero(sizes[labels] > k)               # the donors' rows, in row order
+    donor = labels[rows]
+    for j, need in zip(visits.tolist(), needs):             # step 2c
+        surplus = np.maximum(sizes - k, 0)                  # > 0 for every donor in ``donor``
+        at, taken = nearest_capped(sq_dist[j][rows], donor, surplus, need)
+        labels[rows[at]] = j
+        sizes -= taken
+        sizes[j] += at.size                                 # = need (module docstring)
+        keep = sizes[donor] > k                             # donors still with surplus...
+        keep[at] = False                                    # ...and rows not just moved
+        rows, donor = rows[keep], donor[keep]
     return labels
+
+
+def nearest_capped(sq, donor, surplus, need):
+    """Step 2c for one short cluster: positions of the first ``need`` candidates in order of
+    (``sq``, position), no donor giving more than its surplus; and the rows taken per donor.
+
+    ``sq``: squared distances of the candidates (the rows of the donors, in row order) to the
+    short cluster's center; ``donor``: their clusters; ``surplus``: max(size - k, 0) per
+    cluster (> 0 for every donor).  Looks among the ``4 * need + 32`` nearest candidates
+    first (all tied with the last included: a prefix of the order) and among all when the
+    donors' caps leave too few there.  Picking "the first in order under caps" from a prefix
+    of an order gives the same positions as from the whole order whenever the prefix yields
+    enough.
+    Returns ``(positions int64 (need,), taken int64 (s,))``.
+    """
+    short = 4 * need + 32
+    if sq.size > short:
+        cutoff = np.partition(sq, short - 1)[short - 1]
+        near = np.flatnonzero(sq <= cutoff)
+        near = near[np.argsort(sq[near], kind="stable")]
+        at = _first_under_caps(near, donor[near], surplus, need)
+        if at.size == need:
+            return at, np.bincount(donor[at], minlength=surplus.size)
+    near = np.argsort(sq, kind="stable")
+    at = _first_under_caps(near, donor[near], surplus, need)
+    return at, np.bincount(donor[at], minlength=surplus.size)
 
 
 def refine_rebalanced(features, labels, centers, k, rounds=DEFAULT_ROUNDS):
@@ -131,13 +156,10 @@ def _argmin_rows(sq_dist):
     return labels
 
 
-def _pick(pool, labels, surplus, need):
-    """The first ``need`` rows of ``pool`` (already in order of preference) whose donor has
-    surplus, no donor giving more than its surplus."""
-    donors = labels[pool]
-    keep = surplus[donors] > 0
-    pool, donors = pool[keep], donors[keep]
-    if np.all(np.bincount(donors[:need], minlength=surplus.size) <= surplus):
+def _first_under_caps(pool, donors, surplus, need):
+    """The first ``need`` entries of ``pool`` (in order of preference; ``donors`` their
+    clusters), no donor giving more than its ``surplus`` (fewer if the caps run out)."""
+    if (np.bincount(donors[:need], minlength=surplus.size) <= surplus).all():
         return pool[:need]                                 # no cap binds (the usual case)
     # rank of each candidate among the candidates of its own donor, in pool order
     by_donor = np.argsort(donors, kind="stable")

@@ -125,7 +125,25 @@ def time_bins(original, bin_rows, integer):
     [start_b, start_{b+1}) holding >= ``bin_rows`` source rows and spanning >= 3 integers
     (integer times) or >= 2 distinct values (floats); a short last bin joins the one before.
     One bin (the whole range) when the column cannot be cut."""
-    values, counts = np.unique(original, return_counts=True)
+    return _bins(*distinct_counts(original)[:2], bin_rows, integer)
+
+
+def distinct_counts(original):
+    """``np.unique(original, return_counts=True)`` and whether ``np.repeat`` of them is
+    ``np.sort(original)``: by counting when the values are non-negative integers of a short
+    range (times in days or months), O(n), the same arrays, True; by sorting otherwise, False
+    (a run of equal values may mix 0.0 and -0.0)."""
+    if original.size:
+        lo, hi = original.min(), original.max()
+        if hi - lo < max(2 * original.size, 1024) and not np.signbit(original).any() \
+                and np.array_equal(original, np.rint(original)):
+            counts = np.bincount((original - lo).astype(np.int64))
+            present = np.flatnonzero(counts)
+            return lo + present.astype(np.float64), counts[present], True
+    return (*np.unique(original, return_counts=True), False)
+
+
+def _bins(values, counts, bin_rows, integer):
     cum = np.cumsum(counts)
     span = 3 if integer else 1
     starts, p = [], 0
@@ -153,7 +171,8 @@ def coarsened_times(values, clusters, original, rng, integer, bin_rows):
     cluster; ``clusters`` their cluster ids): a value of the same bin, never the value itself."""
     n = values.size
     col_lo, col_hi = original.min(), original.max()
-    bins = time_bins(original, max(int(bin_rows or 1), 1), integer)
+    distinct, counts, repeats_sorted = distinct_counts(original)
+    bins = _bins(distinct, counts, max(int(bin_rows or 1), 1), integer)
     b = np.searchsorted(bins, values, side="right") - 1
     lo = bins[b]
     u = rng.random(n)
@@ -162,7 +181,7 @@ def coarsened_times(values, clusters, original, rng, integer, bin_rows):
         # no free integer in the bin (dense times): another source row's time of the bin,
         # drawn from the bin's rows whose time differs (the bin's distribution, not uniform
         # over its integers, so dense skewed times keep their shape)
-        ranked = np.sort(original)
+        ranked = np.repeat(distinct, counts) if repeats_sorted else np.sort(original)
         rank_left = _rank_table(original, col_lo, col_hi)
         if rank_left is None:
             first = np.searchsorted(ranked, lo, side="left")
@@ -262,9 +281,10 @@ def decode_categories(scores, source_codes, cluster_id, grouping, mode="counts")
     assigned = np.full(n, -1, dtype=np.int64)
     cluster_of_pos = np.repeat(np.arange(n_clusters), sizes)
     start_of_pos = np.repeat(starts, sizes)
+    by_level = np.ascontiguousarray(scores.T)            # (L, n): maxima across rows
     for i, level in enumerate(fill_order[:-1]):
         rest = fill_order[i + 1:]
-        margin = scores[:, level] - scores[:, rest].max(axis=1)
+        margin = by_level[level] - by_level[rest].max(axis=0)
         margin[assigned >= 0] = -np.inf
         perm = segment_argsort(-margin[order], sizes, starts)           # best first
         rank = np.empty(n, dtype=np.int64)

@@ -175,7 +175,7 @@ def run(frame, req):
             columns.append(SourceCodes(c, col, meta, codes, list(col.dictionary), col.values))
         else:
             columns.append(Synthetic(c, res.synthetic[:, j], meta))
-    order = np.lexsort((frame.rid, res.cluster_id))       # rows by cluster, then RID
+    order = _by_cluster_then_rid(res.cluster_id, res.n_clusters, frame.rid)
     sizes = res.cluster_size.astype(np.int64)
     member_rids = frame.rid[order]
     split = survival is not None and algorithm == "improved"
@@ -189,6 +189,14 @@ def run(frame, req):
                   "status": index[survival["status"]] if split else None,
                   "time": index[survival["time"]] if split else None,
                   "survival_times": res.survival_times})
+
+
+def _by_cluster_then_rid(cluster_id, n_clusters, rid):
+    """Row order by cluster, then RID (the membership's order). The frame's rows are in RID
+    order, so a stable sort by cluster gives it; 16-bit keys use numpy's radix sort."""
+    if n_clusters <= 1 << 16 and rid.size > 1 and bool(np.all(rid[1:] > rid[:-1])):
+        return np.argsort(cluster_id.astype(np.uint16), kind="stable")
+    return np.lexsort((rid, cluster_id))
 
 
 def numeric_scale(type_text):

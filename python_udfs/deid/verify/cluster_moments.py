@@ -110,7 +110,7 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
     for s in counted:
         what = "vital-status" if s == status_col else f"column {s} value"
         src_values, src_codes = _unique(source[:, s])
-        pos = np.minimum(np.searchsorted(src_values, released[:, s]), src_values.size - 1)
+        pos = _positions(src_values, released[:, s])
         if n and not np.all(src_values[pos] == released[:, s]):
             _fail(f"column {s} releases a value that does not occur in the source")
         g, v = ids.size, src_values.size
@@ -141,48 +141,46 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
     # 7: permissible values
     if check_ranges and n:
         lo, hi = source.min(axis=0), source.max(axis=0)
-        outside = (released < lo) | (released > hi)
+        outside = (released.min(axis=0) < lo) | (released.max(axis=0) > hi)    # per column
         if outside.any():
-            _fail(f"column {int(np.flatnonzero(outside.any(axis=0))[0])} releases values "
+            _fail(f"column {int(np.flatnonzero(outside)[0])} releases values "
                   "outside its observed range (004 Alg. 2 step 2.d.iii)")
         report["ranges_checked"] = True
-    for c in integer_columns:
-        c = _column(c, m, "integer column")
-        if not np.array_equal(released[:, c], np.rint(released[:, c])):
-            _fail(f"integer column {c} releases non-integral values (004 Alg. 2 step 2.d.iii)")
+    integral = [_column(c, m, "integer column") for c in integer_columns]
+    if integral:
+        values = released[:, integral]
+        whole = (values == np.rint(values)).all(axis=0)
+        if not whole.all():
+            _fail(f"integer column {integral[int(np.flatnonzero(~whole)[0])]} releases "
+                  "non-integral values (004 Alg. 2 step 2.d.iii)")
     return report
 
 
 def _check_moments(src, rel, src_index, rel_index, ids, rtol):
     """Per-cluster means and covariances in whole-table units; (max mean err, max cov err),
-    each relative to its cluster's tolerance scale."""
+    each relative to its cluster's tolerance scale.  The rows are put in cluster order (every
+    cluster holds as many released as source rows: check 3), so the per-cluster sums are
+    segment sums and the covariances one batched matrix product per cluster size."""
     g = ids.size
     centre = src.mean(axis=0)
     unit = src.std(axis=0)
     unit[unit == 0] = 1.0
-    zs, zr = (src - centre) / unit, (rel - centre) / unit
-    counts = np.bincount(src_index, minlength=g).astype(np.float64)
-    mu_s = _group_sums(zs, src_index, g) / counts[:, None]
-    mu_r = _group_sums(zr, rel_index, g) / counts[:, None]
-    ds, dr = zs - mu_s[src_index], zr - mu_r[rel_index]
-    q = src.shape[1]
-    magnitude = np.zeros(g)
+    counts = np.bincount(src_index, minlength=g)
+    starts = np.cumsum(counts) - counts
+    src = src[_grouped(src_index, g)]
+    zs = (src - centre) / unit
+    zr = (rel[_grouped(rel_index, g)] - centre) / unit
+    mu_s = np.add.reduceat(zs, starts, axis=0) / counts[:, None]
+    mu_r = np.add.reduceat(zr, starts, axis=0) / counts[:, None]
+    zs -= np.repeat(mu_s, counts, axis=0)                  # centred within the cluster
+    zr -= np.repeat(mu_r, counts, axis=0)
     # float64 holds a value to about eps * |x| of the RAW value: a table whose values sit far
     # from zero (1e6 +- 1) cannot match a tiny spread to 1e-9 of itself, so the magnitude is
     # that of the uncentred values, in whole-table units
-    by_cluster = np.argsort(src_index, kind="stable")
-    starts = np.searchsorted(src_index[by_cluster], np.arange(g))
-    magnitude[:] = np.maximum.reduceat(np.abs(src / unit).max(axis=1)[by_cluster], starts) \
-        if g else magnitude
-    cov_s = np.empty((g, q, q))
-    cov_r = np.empty((g, q, q))
-    denom = np.maximum(counts - 1.0, 1.0)
-    for a in range(q):
-        for b in range(a, q):
-            cov_s[:, a, b] = cov_s[:, b, a] = np.bincount(
-                src_index, weights=ds[:, a] * ds[:, b], minlength=g) / denom
-            cov_r[:, a, b] = cov_r[:, b, a] = np.bincount(
-                rel_index, weights=dr[:, a] * dr[:, b], minlength=g) / denom
+    magnitude = (np.maximum.reduceat(np.abs(src), starts, axis=0) / unit).max(axis=1)
+    denom = np.maximum(counts - 1.0, 1.0)[:, None, None]
+    cov_s = _cluster_grams(zs, counts, starts) / denom
+    cov_r = _cluster_grams(zr, counts, starts) / denom
     variance = np.diagonal(cov_s, axis1=1, axis2=2).max(axis=1)
     scale = np.maximum(variance, 1e-6 * magnitude ** 2)
     mean_err = np.abs(mu_r - mu_s).max(axis=1)
@@ -202,6 +200,25 @@ def _check_moments(src, rel, src_index, rel_index, ids, rtol):
     return float(rel_mean.max(initial=0.0)), float(rel_cov.max(initial=0.0))
 
 
+def _grouped(index, g):
+    """Rows in order of their cluster index (stable: row order within a cluster); 16-bit keys
+    when they fit (numpy's radix sort, the same order)."""
+    keys = index.astype(np.uint16) if g <= 1 << 16 else index
+    return np.argsort(keys, kind="stable")
+
+
+def _cluster_grams(centred, counts, starts):
+    """(g, q, q): centred^T centred of every cluster's rows (rows in cluster order), one
+    batched matrix product per distinct cluster size."""
+    g, q = counts.size, centred.shape[1]
+    out = np.empty((g, q, q))
+    for size in np.unique(counts).tolist():
+        which = np.flatnonzero(counts == size)
+        block = centred[starts[which][:, None] + np.arange(size)]        # (g_s, size, q)
+        out[which] = np.matmul(np.swapaxes(block, 1, 2), block)
+    return out
+
+
 def _unique(values):
     """np.unique(values, return_inverse=True) -- (sorted distinct values, index of each value)
     -- in O(n) through a presence table when the values are integers of a short range (cluster
@@ -218,9 +235,18 @@ def _unique(values):
     return uniq, inverse.reshape(-1)
 
 
-def _group_sums(values, index, g):
-    return np.stack([np.bincount(index, weights=values[:, j], minlength=g)
-                     for j in range(values.shape[1])], axis=1)
+def _positions(values, x):
+    """Index into the sorted distinct ``values`` of every ``x`` where it occurs (elsewhere an
+    index whose value differs from x: callers compare ``values[pos] == x``).  A table of the
+    range when the values are integers of a short range (codes, status); binary search
+    otherwise."""
+    if values.size and x.size and np.array_equal(values, np.rint(values)) \
+            and values[-1] - values[0] < max(2 * x.size, 1024):
+        lo, span = values[0], int(values[-1] - values[0]) + 1
+        table = np.zeros(span, dtype=np.int64)
+        table[(values - lo).astype(np.int64)] = np.arange(values.size)
+        return table[np.clip(x - lo, 0, span - 1).astype(np.int64)]
+    return np.minimum(np.searchsorted(values, x), max(values.size - 1, 0))
 
 
 # ---------------------------------------------------------------------------------------------

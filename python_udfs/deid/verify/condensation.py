@@ -20,7 +20,10 @@ checked in memory, then the stored catalog and release table are proven to be th
     changes a record unless SHA-256 collides);
   * the STORED release table holds exactly the checked released rows, as a multiset: one
     aggregate pass returns count(*) and the sum over its rows (mod 2^64) of g(row) =
-    hash_record_extended(ROW(h, h >> 32), seed), h = hash_record_extended(ROW(every column), seed), seed a fresh random 64-bit number per verification; verify.
+    hash_record_extended(ROW(h, h >> 32), seed), h = hash_record_extended(ROW(every column),
+    seed), seed a fresh random 64-bit number per verification (summed as 31 x the sum of
+    hashint8extended(h, seed) plus the sum of hashint8extended(h >> 32, seed), the same number
+    mod 2^64 without a record per row); verify.
     row_hash computes PostgreSQL's record hash of every in-memory row (integers, dates,
     float4/float8 in numpy from the PostgreSQL sources; category labels hashed once each by the
     server) and the counts and the sums must be equal.  A changed, swapped, added or dropped
@@ -112,6 +115,23 @@ def membership_rows(sizes, rids, snapshot_rids):
 
 
 def _snapshot_rows(rids, snapshot_rids):
+    """Position of every RID in the snapshot's RIDs (sorted, unique); a RID that is not a
+    snapshot row fails.  RIDs of a short range (the usual case: row ids from a sequence) are
+    looked up in a table indexed by RID, O(n); others by binary search."""
+    n = len(snapshot_rids)
+    if n and rids.size and int(snapshot_rids[-1]) - int(snapshot_rids[0]) < 4 * n + 1024:
+        lo, span = int(snapshot_rids[0]), int(snapshot_rids[-1]) - int(snapshot_rids[0]) + 1
+        offset = rids - lo
+        if offset.min() < 0 or offset.max() >= span:
+            raise DeidError(VERIFICATION_FAILED, "deid.cluster_member names a row that is not "
+                            "in the snapshot", hint=HINT)
+        table = np.full(span, -1, dtype=np.int64)
+        table[snapshot_rids - lo] = np.arange(n, dtype=np.int64)
+        pos = table[offset]
+        if pos.min() < 0:
+            raise DeidError(VERIFICATION_FAILED, "deid.cluster_member names a row that is not "
+                            "in the snapshot", hint=HINT)
+        return pos
     pos = np.searchsorted(snapshot_rids, rids)
     pos = np.minimum(pos, max(len(snapshot_rids) - 1, 0))
     if len(snapshot_rids) == 0 or not np.array_equal(snapshot_rids[pos], rids):
@@ -170,15 +190,20 @@ def check_stored(db, req, frame, table, released):
         check_values(db, req, frame, table, released)
         return "values (a numeric column)"
     seed, columns = hashes
-    row = db.query("SELECT count(*) AS n, sum(hash_record_extended(ROW(r.h, r.h >> 32), $1)"
-                   f"::numeric)::text AS s FROM {qualified(STORE_SCHEMA, table)} t, LATERAL"
+    # sum of hash_record_extended(ROW(h, h >> 32), seed) = 31 * sum of hashint8extended(h, seed)
+    # + sum of hashint8extended(h >> 32, seed) (a record hash is 31 * e1 + e2, mod 2^64): two
+    # bigint sums (exact, 128-bit accumulators) instead of building a record per row
+    row = db.query("SELECT count(*) AS n, sum(hashint8extended(r.h, $1))::text AS s1,"
+                   " sum(hashint8extended(r.h >> 32, $1))::text AS s2"
+                   f" FROM {qualified(STORE_SCHEMA, table)} t, LATERAL"
                    " (SELECT hash_record_extended(ROW("
                    + ", ".join(f"t.{quote_ident(c)}" for c in req.columns) + "), $1) AS h) r",
                    [seed], ["bigint"])[0]
     if int(row["n"]) != released.shape[0]:
         raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
                         "rows", detail=f"stored {row['n']}, released {released.shape[0]}", hint=HINT)
-    if int(row["s"] or 0) % (1 << 64) == row_hash.row_hash_sum(columns, seed):
+    stored_sum = (31 * int(row["s1"] or 0) + int(row["s2"] or 0)) % (1 << 64)
+    if stored_sum == row_hash.row_hash_sum(columns, seed):
         return "row-hash sum"
     check_values(db, req, frame, table, released)      # names the column, or the sums were off
     return "values (the row-hash sums differed)"

@@ -3,8 +3,11 @@
 The condensation verifier (``verify/condensation.py``) proves that the stored release table
 holds exactly the rows it checked in memory with ONE aggregate pass over the table::
 
-    SELECT count(*), sum(hash_record_extended(ROW(h, h >> 32), seed)::numeric)
+    SELECT count(*), sum(hashint8extended(h, seed)), sum(hashint8extended(h >> 32, seed))
       FROM table, LATERAL (SELECT hash_record_extended(ROW(c1, c2, ...), seed) AS h) r
+
+(31 times the first sum plus the second is, mod 2^64, the sum of
+``hash_record_extended(ROW(h, h >> 32), seed)``: a two-column record hashes as 31 e1 + e2)
 
 against :func:`row_hash_sum` of the arrays with the same seed (a fresh random one for every
 verification).  Written from the PostgreSQL 15 sources (``common/hashfn.c``, ``access/hash/
