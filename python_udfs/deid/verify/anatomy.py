@@ -40,18 +40,25 @@ def verify(db, req, frame, tables):
     if sas:
         if getattr(frame, "stored_only", False):
             g, a, v, n, flat = read_rid_sets(db, req.release_id)
+            first_rids = flat[np.repeat(a == sas[0], n)]
         else:
             sets = (getattr(req, "evidence", None) or {}).get("rid_sets")
             if sets is None:
                 raise DeidError(VERIFICATION_FAILED, "no RID sets to verify for this request",
                                 hint=VERIFY_HINT)
-            out["stored"] = check_stored(stored_digests(db, req.release_id), per_attribute(sets))
+            by_attribute = per_attribute(sets)
+            out["stored"] = check_stored(stored_digests(db, req.release_id), by_attribute)
+            # the first attribute's RID sets: its slice of the flat RIDs below (a view)
+            first_rids = next((r for name, *_, r in by_attribute if name == sas[0]), None)
+            if first_rids is None:
+                raise DeidError(VERIFICATION_FAILED, f"no RID sets of attribute {sas[0]!r}",
+                                hint=VERIFY_HINT)
+            del by_attribute
             g, a, v, n, flat = memory_rid_sets(sets)
         out["kl"] = check_kl(g, a, v, flat, req.k,
                              req.l if req.options.get("model", "kl") == "kl" else None,
                              column_l, rid_counts=n)
-        first = a == sas[0]
-        out["partition"] = check_partition(flat[np.repeat(first, n)], all_rids)
+        out["partition"] = check_partition(first_rids, all_rids)
     counts = db.query(f"SELECT string_agg(int8send(c), ''::bytea) AS c FROM (SELECT count(*) AS c"
                       f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY group_id) s")[0]["c"]
     sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
