@@ -99,12 +99,13 @@ def run(frame, req):
     del qi, sa
     group = result.group_id.astype(np.int64, copy=False)
     order = by_group(group, result.n_groups)         # rows by group, then row id (frame is by rid)
-    labels = group_labels(req, frame, qis, group, result.n_groups, order)
-    flat = RidArrays(frame.rid, group, order, [(codes, len(d) + 1) for codes, d in sa_dicts])
+    in_order = group[order]                          # their groups (one gather for every use)
+    labels = group_labels(req, frame, qis, group, result.n_groups, order, in_order)
+    flat = RidArrays(frame.rid, in_order, order, [(codes, len(d) + 1) for codes, d in sa_dicts])
     # a count table needs each value once, not the snapshot's column and every row's code
     distinct = [distinct_values(frame.columns[s], codes, d) for s, (codes, d) in zip(sas, sa_dicts)]
     del sa_dicts
-    group_col = Fixed("group_id", group[order].astype(np.int32))
+    group_col = Fixed("group_id", in_order.astype(np.int32))
     if req.options.get("output", "anatomy") == "anatomy":
         tables = [Table(f"{req.name}_qit", [group_col] + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in qis + others])]
@@ -118,7 +119,7 @@ def run(frame, req):
         gen = []
         for q in qis:
             codes, dictionary = factorize(labels[q])
-            gen.append(Labels(q, codes[group[order]], dictionary))
+            gen.append(Labels(q, codes[in_order], dictionary))
         tables = [Table(req.name, [group_col] + gen + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in sas + others])]
     sizes = np.bincount(group, minlength=result.n_groups)
@@ -166,11 +167,11 @@ class ValuePairs:
     """The distinct (group, value) pairs of one sensitive attribute, the rows
     holding each (001 Theorem 3's RID sets) and their counts.
 
-    `order` sorts the rows by (group, row id); a stable sort on the combined
-    key then orders them by (group, value, row id)."""
+    `order` sorts the rows by (group, row id), `in_order` is their groups (int64); a
+    stable sort on the combined key then orders them by (group, value, row id)."""
 
-    def __init__(self, group, codes, width, order):
-        key = group[order] * width + codes[order]
+    def __init__(self, in_order, codes, width, order):
+        key = in_order * width + codes[order]
         s = np.argsort(key, kind="stable")
         self.rows = order[s]
         key = key[s]
@@ -187,13 +188,13 @@ class RidArrays:
     per-attribute copies for the writer and the verifier to hold). Built an attribute at a
     time: only one attribute's row order is alive at once."""
 
-    def __init__(self, rid, group, order, attributes):
+    def __init__(self, rid, in_order, order, attributes):
         n = len(rid)
         self.rid_bounds = n * np.arange(len(attributes) + 1, dtype=np.int64)  # every row once each
         self.rids = np.empty(n * len(attributes), rid.dtype)
         groups, codes, counts = [], [], []
         for i, (values, width) in enumerate(attributes):
-            p = ValuePairs(group, values, width, order)
+            p = ValuePairs(in_order, values, width, order)
             np.take(rid, p.rows, out=self.rids[i * n:(i + 1) * n])
             groups.append(p.group.astype(np.int32))
             codes.append(p.code.astype(np.int32))
@@ -260,11 +261,11 @@ def _fmt_array(col, v):
     return [f"{x:g}" for x in v.tolist()]
 
 
-def group_labels(req, frame, qis, group, n_groups, order):
+def group_labels(req, frame, qis, group, n_groups, order, in_order):
     """Per group and QI, the generalized value (001 Def. 2): a range for numbers,
     the lowest common hierarchy ancestor or the value set for categories.
-    `order` sorts the rows by group."""
-    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    `order` sorts the rows by group, `in_order` is their groups."""
+    bounds = np.searchsorted(in_order, np.arange(n_groups + 1))
     out = {}
     for q in qis:
         col = frame.columns[q]
