@@ -182,7 +182,8 @@ class ValuePairs:
 
 class RidArrays:
     """The RID sets of every sensitive attribute as one array per kind -- entries' groups
-    and codes (int32), counts (int64, the count tables' bigint) and the RIDs -- attribute
+    and codes (int32), counts (int64, the count tables' bigint) and the RIDs (int32 when
+    every row id fits) -- attribute
     after attribute (``entries``: offsets of each attribute's entries, ``rid_bounds``: of
     its RIDs); each attribute's RidSets and count-table columns are views into them (no
     per-attribute copies for the writer and the verifier to hold). Built an attribute at a
@@ -191,6 +192,8 @@ class RidArrays:
     def __init__(self, rid, in_order, order, attributes):
         n = len(rid)
         self.rid_bounds = n * np.arange(len(attributes) + 1, dtype=np.int64)  # every row once each
+        if n and rid.dtype.itemsize > 4 and -2 ** 31 <= int(rid.min()) and int(rid.max()) < 2 ** 31:
+            rid = rid.astype(np.int32)                 # exact: 4 bytes per stored RID in memory
         self.rids = np.empty(n * len(attributes), rid.dtype)
         groups, codes, counts = [], [], []
         for i, (values, width) in enumerate(attributes):

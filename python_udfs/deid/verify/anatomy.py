@@ -92,7 +92,8 @@ def memory_rid_sets(sets):
     """The RID sets in memory (see per_attribute) in read_rid_sets' flat form. A value is
     identified by its text (equal labels of one attribute are one value, as in the stored
     catalog), not by the method's code. The group, count and RID arrays are the evidence's
-    own (one array per kind already), not copies (check_kl reads the groups as int64 itself)."""
+    own (one array per kind already), not copies (check_kl reads the groups as int64 itself,
+    int32 RIDs as they are)."""
     attrs, values = [], []
     for attribute, group, code, dictionary, count, rids in per_attribute(sets):
         labels = np.array([("N" if x is None else "V" + x) for x in dictionary] + ["N"], object)
@@ -104,7 +105,7 @@ def memory_rid_sets(sets):
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     as64 = (lambda x: np.asarray(x, np.int64))
     return (np.asarray(sets["group"]), cat(attrs, object), cat(values, np.int64),
-            as64(sets["count"]), as64(sets["rids"]))
+            as64(sets["count"]), np.asarray(sets["rids"]))
 
 
 def read_rid_sets(db, release_id):

@@ -210,7 +210,7 @@ class _RidSlots:
                 self.slot = np.empty(flat_rids.size, np.int32)
                 np.subtract(flat_rids, self.lowest, out=self.slot, casting="unsafe")
             else:
-                self.slot = flat_rids - self.lowest
+                self.slot = flat_rids.astype(np.int64) - self.lowest
             self.n = highest - self.lowest + 1
             self.distinct = None
         else:
@@ -232,11 +232,11 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     group (001 Def. 1).  Builds the rows of the :class:`_RidSet`."""
     n_entries = rid_set_size.size
     n_attrs = len(entries.attr_names)
-    # for each rid of the flat list: its entry, that entry's group and attribute
-    # (int32 codes where they fit: these are as long as the flat RID list)
+    # for each rid of the flat list: its entry and that entry's attribute (int32 codes
+    # where they fit: these are as long as the flat RID list); groups come by entry
     code_type = np.int32 if n_entries < 2 ** 31 - 1 else np.int64
     flat_entry = np.repeat(np.arange(n_entries, dtype=code_type), rid_set_size)
-    flat_group = np.repeat(entries.group.astype(code_type), rid_set_size)
+    entry_group = entries.group.astype(code_type)
     flat_attr = np.repeat(entries.attr.astype(np.int8 if n_attrs < 128 else np.int32), rid_set_size)
     slots = _RidSlots(flat_rids, n_attrs)
     # per slot: the group of the rid by attribute 0 (-1: not stored), and
@@ -245,18 +245,21 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     entry_by_attr = []
     for a in range(n_attrs):
         of_a = flat_attr == a
-        slot_a, group_a = slots.slot[of_a], flat_group[of_a]
+        entry_a = flat_entry[of_a]
+        slot_a, group_a = slots.slot[of_a], entry_group[entry_a]
+        del of_a
         _check_one_value_per_attribute(entries, slots, a, slot_a, group_a)
         group_of_slot = np.full(slots.n, -1, dtype=code_type)
         group_of_slot[slot_a] = group_a
         entry_of_slot = np.full(slots.n, -1, dtype=code_type)
-        entry_of_slot[slot_a] = flat_entry[of_a]
+        entry_of_slot[slot_a] = entry_a
+        del entry_a, slot_a, group_a
         entry_by_attr.append(entry_of_slot)
         if group_by_attr0 is None:
             group_by_attr0 = group_of_slot
             continue
         _check_same_group(entries, slots, a, group_by_attr0, group_of_slot)
-    del flat_entry, flat_group, flat_attr
+    del flat_entry, entry_group, flat_attr
     row_slots = np.flatnonzero(group_by_attr0 >= 0)
     row_group = group_by_attr0[row_slots].astype(np.int64)
     del group_of_slot
@@ -274,9 +277,12 @@ def _check_one_value_per_attribute(entries, slots, a, slot_a, group_a):
     """Fail on a rid stored twice for attribute ``a`` (two of its values, or
     two groups); ``slot_a``/``group_a``: slot and group code of each rid
     stored for ``a``.  Names the smallest group involved."""
-    times = np.bincount(slot_a, minlength=slots.n)
-    if times.max() <= 1:
+    seen = np.zeros(slots.n, dtype=bool)
+    seen[slot_a] = True
+    if np.count_nonzero(seen) == slot_a.size:      # every rid once: no counting needed
         return
+    del seen
+    times = np.bincount(slot_a, minlength=slots.n)
     repeated = np.flatnonzero(times > 1)
     is_repeated = np.isin(slot_a, repeated)
     first_group = group_a[is_repeated].min()
