@@ -277,16 +277,16 @@ def group_labels(req, frame, qis, group, n_groups, order, in_order):
             g, c, _ = pair_counts(group, col.values, len(col.dictionary) + 1, order)
             first = np.searchsorted(g, np.arange(n_groups)).tolist()
             distinct = np.bincount(g, minlength=n_groups).tolist()
-            texts, codes = list(col.dictionary) + ["NULL"], c.tolist()
+            texts = np.array(list(col.dictionary) + ["NULL"], dtype=object)
+            words, codes = texts[c].tolist(), c.tolist()     # each pair's text: one gather
             labels = []
             for f, d in zip(first, distinct):
-                seg = codes[f:f + d]
                 if d == 1:
-                    labels.append(texts[seg[0]])
+                    labels.append(words[f])
                 elif h is not None:
-                    labels.append(category_label(col, h, seg))
+                    labels.append(category_label(col, h, codes[f:f + d]))
                 else:
-                    labels.append("{" + ",".join(texts[x] for x in seg) + "}")
+                    labels.append("{" + ",".join(words[f:f + d]) + "}")
         else:
             vals, nulls = col.values[order].astype(float), col.null[order]
             lo = np.minimum.reduceat(np.where(nulls, np.inf, vals), bounds[:-1])
