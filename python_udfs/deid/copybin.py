@@ -42,24 +42,39 @@ def parts(fields):
     lead = 0
     while lead < len(fields) and fields[lead].constant:
         lead += 1
-    prefix = np.empty(n, dtype=[("nf", ">i2")] + [
-        (f"f{i}", [("len", ">i4"), ("v", f.dtype)]) for i, f in enumerate(fields[:lead])])
-    prefix["nf"] = len(fields)
-    for i, f in enumerate(fields[:lead]):
-        prefix[f"f{i}"]["len"] = np.dtype(f.dtype).itemsize
-        prefix[f"f{i}"]["v"] = f.values
+    prefix = _Prefix(fields[:lead], len(fields))
     rest = fields[lead:]
     if not rest:                                # every record has the same size
-        return [HEADER, prefix.view(np.uint8), TRAILER]
+        return [HEADER, prefix.of(None, n).view(np.uint8), TRAILER]
     if any(isinstance(f, Array) for f in rest):
-        return [HEADER, _by_pieces(prefix, rest), TRAILER]
+        return [HEADER, _by_pieces(prefix.of(None, n), rest), TRAILER]
     rest = _combine_texts(rest, n)
     lens = [f.chunk_lengths() for f in rest]
-    out = _by_layout(prefix, rest, lens)
-    return out if out is not None else [HEADER, _by_chunks(prefix, rest, lens), TRAILER]
+    out = _by_layout(prefix, n, rest, lens)
+    return out if out is not None else [HEADER, _by_chunks(prefix.of(None, n), rest, lens), TRAILER]
 
 
-def _by_layout(prefix, fields, lens, max_layouts=4096):
+class _Prefix:
+    """The fixed-size start of every record: the field count, then each constant-width
+    field's length and value (the leading fields, see field_order)."""
+
+    def __init__(self, fields, n_fields):
+        self.fields, self.n_fields = fields, n_fields
+        self.dtype = np.dtype([("nf", ">i2")] + [
+            (f"f{i}", [("len", ">i4"), ("v", f.dtype)]) for i, f in enumerate(fields)])
+
+    def of(self, idx, n, out=None):
+        """The prefixes of records ``idx`` (None: all n), into ``out`` if given: each field
+        taken straight from its values (no gather of whole prefixes)."""
+        p = np.empty(n if idx is None else len(idx), self.dtype) if out is None else out
+        p["nf"] = self.n_fields
+        for i, f in enumerate(self.fields):
+            p[f"f{i}"]["len"] = np.dtype(f.dtype).itemsize
+            p[f"f{i}"]["v"] = f.values if idx is None else f.values[idx]
+        return p
+
+
+def _by_layout(prefix, n, fields, lens, max_layouts=4096):
     """Records grouped by layout (the tuple of their variable chunk lengths):
     within a layout every record has the same size, so a block is one
     structured array -- no per-byte scatter. Records keep their relative order
@@ -69,7 +84,7 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
     sizes = [len(w) for w in widths]
     if np.prod(sizes, dtype=float) > max_layouts:
         return None
-    layout = np.zeros(len(prefix), np.int64)
+    layout = np.zeros(n, np.int64)
     for w, ln in zip(widths, lens):            # mixed-radix layout number
         rank = np.zeros(int(w[-1]) + 1, np.int64)
         rank[w] = np.arange(len(w))
@@ -77,6 +92,7 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
         layout += rank[ln]
     count = np.bincount(layout, minlength=int(np.prod(sizes)))
     order = np.argsort(layout.astype(np.uint16) if len(count) <= 1 << 16 else layout, kind="stable")
+    del layout
     bounds = np.concatenate([[0], np.cumsum(count)])
 
     def blocks():                              # built one at a time, as the file takes them
@@ -87,7 +103,7 @@ def _by_layout(prefix, fields, lens, max_layouts=4096):
             dt = [("prefix", prefix.dtype)] + [(f"c{i}", np.uint8, (ln,))
                                                for i, ln in enumerate(chunk_lens)]
             block = np.empty(len(idx), dtype=dt)
-            block["prefix"] = prefix[idx]
+            prefix.of(idx, len(idx), out=block["prefix"])
             for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
                 block[f"c{i}"] = f.chunks(idx, ln)
             yield block.view(np.uint8)
@@ -197,6 +213,9 @@ def _compact(field):
 
 def _per_record(element_lengths, counts):
     """Total length of each record's elements."""
+    counts = np.asarray(counts, np.int64)
+    if len(element_lengths) and element_lengths.min() == element_lengths.max():
+        return counts * element_lengths[0]      # one width (numbers, no NULL): no running sum
     cum = np.concatenate([[0], np.cumsum(element_lengths)])
     first = np.cumsum(counts) - counts
     return cum[first + counts] - cum[first]

@@ -27,7 +27,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from . import access, catalog, catalog_log, datapath, options as opts_schema, registry, release, writer
+from . import (access, catalog, catalog_log, datapath, heap, options as opts_schema, registry,
+               release, writer)
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
                      INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED)
 from .frame import Frame
@@ -159,6 +160,7 @@ def finish(db, token, caller):
             # the verifier reads only the row ids: each column's values now live only as
             # long as the plan's tables that write them
             p.frame = Frame(p.frame.n, p.frame.rid, {})
+        heap.release()           # the method's temporaries: not resident while the write runs
         if p.old:
             release.drop_release_relations(db, p.old)
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
@@ -167,6 +169,7 @@ def finish(db, token, caller):
         clock.phase("write", tables=len(tables))
         req.evidence = plan.evidence
         plan.drop_written()      # verify's arrays do not stack on the written ones
+        heap.release()
         verification = p.method.verifier.verify(db, req, p.frame, tables)
         clock.phase("verify", rows=p.frame.n)
         relations = catalog_log.publish(db, req, tables)
@@ -182,6 +185,7 @@ def _write(db, req, plan):
         for i in range(len(plan.tables)):
             tables.append(writer.write_table(db, release.STORE_SCHEMA, plan.tables[i]))
             plan.tables[i] = Table(tables[-1], [])
+            heap.release()       # its COPY image's pages: not resident under the next table's
     except Exception as e:
         if getattr(e, "sqlstate", None) == DUPLICATE_TABLE:
             raise DeidError(DUPLICATE_TABLE,

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import method_support as ms, metrics
 from ..errors import DeidError, INVALID_PARAMETER_VALUE
-from ..frame import value_dictionary
+from ..frame import EncodedColumn, value_dictionary
 from ..options import Option
 from ..plan import Classes, Fixed, Labels, ReleasePlan, RidSets, SourceCodes, SourceValues, Table
 
@@ -96,30 +96,34 @@ def run(frame, req):
     result = anatomy.anatomize(qi, sa, req.k, req.l,
                                column_l={sas.index(a): v for a, v in column_l.items()} or None,
                                model=req.options.get("model", "kl"))
-    group = result.group_id.astype(np.int64)
+    del qi, sa
+    group = result.group_id.astype(np.int64, copy=False)
     order = by_group(group, result.n_groups)         # rows by group, then row id (frame is by rid)
-    labels = group_labels(req, frame, qis, group, result.n_groups, order)
-    pairs = [ValuePairs(group, codes, len(dictionary) + 1, order) for codes, dictionary in sa_dicts]
-    group_col = Fixed("group_id", group[order].astype(np.int32))
+    in_order = group[order]                          # their groups (one gather for every use)
+    labels = group_labels(req, frame, qis, group, result.n_groups, order, in_order)
+    flat = RidArrays(frame.rid, in_order, order, [(codes, len(d) + 1) for codes, d in sa_dicts])
+    # a count table needs each value once, not the snapshot's column and every row's code
+    distinct = [distinct_values(frame.columns[s], codes, d) for s, (codes, d) in zip(sas, sa_dicts)]
+    del sa_dicts
+    group_col = Fixed("group_id", in_order.astype(np.int32))
     if req.options.get("output", "anatomy") == "anatomy":
         tables = [Table(f"{req.name}_qit", [group_col] + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in qis + others])]
-        for s, p, (codes, dictionary) in zip(sas, pairs, sa_dicts):
+        for i, (s, (col, codes, dictionary)) in enumerate(zip(sas, distinct)):
+            g, code, _, count, _ = flat.of(i, dictionary)
             tables.append(Table(table_name(req.name, s), [
-                Fixed("group_id", p.group.astype(np.int32)),
-                SourceCodes(s, frame.columns[s], req.rel.columns[s], p.code, dictionary, codes),
-                Fixed("count", p.count.astype(np.int64))]))
+                Fixed("group_id", g),
+                SourceCodes(s, col, req.rel.columns[s], code, dictionary, codes),
+                Fixed("count", count)]))
     else:
         gen = []
         for q in qis:
             codes, dictionary = factorize(labels[q])
-            gen.append(Labels(q, codes[group[order]], dictionary))
+            gen.append(Labels(q, codes[in_order], dictionary))
         tables = [Table(req.name, [group_col] + gen + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in sas + others])]
     sizes = np.bincount(group, minlength=result.n_groups)
-    flat = RidArrays(pairs, frame.rid)
-    rid_sets = [RidSets(s, *flat.of(i, d)) for i, (s, (_, d)) in enumerate(zip(sas, sa_dicts))]
-    del pairs
+    rid_sets = [RidSets(s, *flat.of(i, d)) for i, (s, (_, _, d)) in enumerate(zip(sas, distinct))]
     return ReleasePlan(
         tables=tables, rows=frame.n, groups=int(result.n_groups),
         discernibility=float(metrics.discernibility(sizes)),
@@ -130,7 +134,7 @@ def run(frame, req):
                  "quasi_identifiers": qis, "sensitive": sas},
         # the arrays the writer stores: the verifier checks them and proves the stored rows
         # are they (verify/rid_set_digest.py)
-        evidence={"rid_sets": flat.evidence(sas, [d for _, d in sa_dicts]),
+        evidence={"rid_sets": flat.evidence(sas, [d for _, _, d in distinct]),
                   "rids": frame.rid, "sensitive": sas, "column_l": column_l,
                   "l": req.l if req.options.get("model", "kl") == "kl" else None})
 
@@ -143,15 +147,31 @@ def by_group(group, n_groups):
     return np.argsort(group, kind="stable")
 
 
+def distinct_values(col, codes, dictionary):
+    """(column, row codes, dictionary) of one sensitive attribute for its count table, from
+    frame.value_dictionary's (codes, dictionary): a column of one row per dictionary entry,
+    row i holding the value of code i (every row of a code holds the same value), and the
+    codes of those rows, 0, 1, ...: what SourceCodes needs, without the snapshot's column."""
+    size = len(dictionary)
+    if col.kind == "category":
+        values = np.arange(size, dtype=np.int64)
+    else:
+        value_of = np.zeros(size + 1, dtype=col.values.dtype)
+        value_of[codes] = col.values
+        values = value_of[:size]
+    return (EncodedColumn(col.name, col.kind, values, np.zeros(size, bool), col.dictionary),
+            np.arange(size, dtype=np.int64), dictionary)
+
+
 class ValuePairs:
     """The distinct (group, value) pairs of one sensitive attribute, the rows
     holding each (001 Theorem 3's RID sets) and their counts.
 
-    `order` sorts the rows by (group, row id); a stable sort on the combined
-    key then orders them by (group, value, row id)."""
+    `order` sorts the rows by (group, row id), `in_order` is their groups (int64); a
+    stable sort on the combined key then orders them by (group, value, row id)."""
 
-    def __init__(self, group, codes, width, order):
-        key = group[order] * width + codes[order]
+    def __init__(self, in_order, codes, width, order):
+        key = in_order * width + codes[order]
         s = np.argsort(key, kind="stable")
         self.rows = order[s]
         key = key[s]
@@ -161,25 +181,32 @@ class ValuePairs:
 
 
 class RidArrays:
-    """The RID sets of every sensitive attribute as one array per kind -- entries' groups,
-    codes and counts, and the RIDs -- attribute after attribute (``entries``: offsets of
-    each attribute's entries, ``rid_bounds``: of its RIDs); each attribute's RidSets are
-    views into them (no per-attribute copies for the writer and the verifier to hold)."""
+    """The RID sets of every sensitive attribute as one array per kind -- entries' groups
+    and codes (int32), counts (int64, the count tables' bigint) and the RIDs (int32 when
+    every row id fits) -- attribute
+    after attribute (``entries``: offsets of each attribute's entries, ``rid_bounds``: of
+    its RIDs); each attribute's RidSets and count-table columns are views into them (no
+    per-attribute copies for the writer and the verifier to hold). Built an attribute at a
+    time: only one attribute's row order is alive at once."""
 
-    def __init__(self, pairs, rid):
-        ne = np.array([0] + [len(p.count) for p in pairs], np.int64)
-        nr = np.array([0] + [len(p.rows) for p in pairs], np.int64)
-        self.entries, self.rid_bounds = np.cumsum(ne), np.cumsum(nr)
-        e, r = self.entries, self.rid_bounds
-        self.group = np.empty(int(e[-1]), np.int64)
-        self.code = np.empty(int(e[-1]), np.int64)
-        self.count = np.empty(int(e[-1]), np.int64)
-        self.rids = np.empty(int(r[-1]), rid.dtype)
-        for i, p in enumerate(pairs):
-            self.group[e[i]:e[i + 1]] = p.group
-            self.code[e[i]:e[i + 1]] = p.code
-            self.count[e[i]:e[i + 1]] = p.count
-            np.take(rid, p.rows, out=self.rids[r[i]:r[i + 1]])
+    def __init__(self, rid, in_order, order, attributes):
+        n = len(rid)
+        self.rid_bounds = n * np.arange(len(attributes) + 1, dtype=np.int64)  # every row once each
+        if n and rid.dtype.itemsize > 4 and -2 ** 31 <= int(rid.min()) and int(rid.max()) < 2 ** 31:
+            rid = rid.astype(np.int32)                 # exact: 4 bytes per stored RID in memory
+        self.rids = np.empty(n * len(attributes), rid.dtype)
+        groups, codes, counts = [], [], []
+        for i, (values, width) in enumerate(attributes):
+            p = ValuePairs(in_order, values, width, order)
+            np.take(rid, p.rows, out=self.rids[i * n:(i + 1) * n])
+            groups.append(p.group.astype(np.int32))
+            codes.append(p.code.astype(np.int32))
+            counts.append(p.count)
+            del p
+        cat = (lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dt))
+        self.entries = np.cumsum([0] + [len(c) for c in counts]).astype(np.int64)
+        self.group, self.code = cat(groups, np.int32), cat(codes, np.int32)
+        self.count = cat(counts, np.int64)
 
     def of(self, i, dictionary):
         """(group, code, dictionary, count, rids) of attribute i: views."""
@@ -237,11 +264,11 @@ def _fmt_array(col, v):
     return [f"{x:g}" for x in v.tolist()]
 
 
-def group_labels(req, frame, qis, group, n_groups, order):
+def group_labels(req, frame, qis, group, n_groups, order, in_order):
     """Per group and QI, the generalized value (001 Def. 2): a range for numbers,
     the lowest common hierarchy ancestor or the value set for categories.
-    `order` sorts the rows by group."""
-    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    `order` sorts the rows by group, `in_order` is their groups."""
+    bounds = np.searchsorted(in_order, np.arange(n_groups + 1))
     out = {}
     for q in qis:
         col = frame.columns[q]
@@ -250,16 +277,16 @@ def group_labels(req, frame, qis, group, n_groups, order):
             g, c, _ = pair_counts(group, col.values, len(col.dictionary) + 1, order)
             first = np.searchsorted(g, np.arange(n_groups)).tolist()
             distinct = np.bincount(g, minlength=n_groups).tolist()
-            texts, codes = list(col.dictionary) + ["NULL"], c.tolist()
+            texts = np.array(list(col.dictionary) + ["NULL"], dtype=object)
+            words, codes = texts[c].tolist(), c.tolist()     # each pair's text: one gather
             labels = []
             for f, d in zip(first, distinct):
-                seg = codes[f:f + d]
                 if d == 1:
-                    labels.append(texts[seg[0]])
+                    labels.append(words[f])
                 elif h is not None:
-                    labels.append(category_label(col, h, seg))
+                    labels.append(category_label(col, h, codes[f:f + d]))
                 else:
-                    labels.append("{" + ",".join(texts[x] for x in seg) + "}")
+                    labels.append("{" + ",".join(words[f:f + d]) + "}")
         else:
             vals, nulls = col.values[order].astype(float), col.null[order]
             lo = np.minimum.reduceat(np.where(nulls, np.inf, vals), bounds[:-1])

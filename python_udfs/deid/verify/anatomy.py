@@ -40,18 +40,25 @@ def verify(db, req, frame, tables):
     if sas:
         if getattr(frame, "stored_only", False):
             g, a, v, n, flat = read_rid_sets(db, req.release_id)
+            first_rids = flat[np.repeat(a == sas[0], n)]
         else:
             sets = (getattr(req, "evidence", None) or {}).get("rid_sets")
             if sets is None:
                 raise DeidError(VERIFICATION_FAILED, "no RID sets to verify for this request",
                                 hint=VERIFY_HINT)
-            out["stored"] = check_stored(stored_digests(db, req.release_id), per_attribute(sets))
+            by_attribute = per_attribute(sets)
+            out["stored"] = check_stored(stored_digests(db, req.release_id), by_attribute)
+            # the first attribute's RID sets: its slice of the flat RIDs below (a view)
+            first_rids = next((r for name, *_, r in by_attribute if name == sas[0]), None)
+            if first_rids is None:
+                raise DeidError(VERIFICATION_FAILED, f"no RID sets of attribute {sas[0]!r}",
+                                hint=VERIFY_HINT)
+            del by_attribute
             g, a, v, n, flat = memory_rid_sets(sets)
         out["kl"] = check_kl(g, a, v, flat, req.k,
                              req.l if req.options.get("model", "kl") == "kl" else None,
                              column_l, rid_counts=n)
-        first = a == sas[0]
-        out["partition"] = check_partition(flat[np.repeat(first, n)], all_rids)
+        out["partition"] = check_partition(first_rids, all_rids)
     counts = db.query(f"SELECT string_agg(int8send(c), ''::bytea) AS c FROM (SELECT count(*) AS c"
                       f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY group_id) s")[0]["c"]
     sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
@@ -85,7 +92,8 @@ def memory_rid_sets(sets):
     """The RID sets in memory (see per_attribute) in read_rid_sets' flat form. A value is
     identified by its text (equal labels of one attribute are one value, as in the stored
     catalog), not by the method's code. The group, count and RID arrays are the evidence's
-    own (one array per kind already), not copies."""
+    own (one array per kind already), not copies (check_kl reads the groups as int64 itself,
+    int32 RIDs as they are)."""
     attrs, values = [], []
     for attribute, group, code, dictionary, count, rids in per_attribute(sets):
         labels = np.array([("N" if x is None else "V" + x) for x in dictionary] + ["N"], object)
@@ -96,8 +104,8 @@ def memory_rid_sets(sets):
         values.append(text_code[np.minimum(code, len(dictionary))])
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     as64 = (lambda x: np.asarray(x, np.int64))
-    return (as64(sets["group"]), cat(attrs, object), cat(values, np.int64), as64(sets["count"]),
-            as64(sets["rids"]))
+    return (np.asarray(sets["group"]), cat(attrs, object), cat(values, np.int64),
+            as64(sets["count"]), np.asarray(sets["rids"]))
 
 
 def read_rid_sets(db, release_id):

@@ -35,8 +35,11 @@ def _stable_argsort(key, top):
     o = None
     shift = 0
     while shift == 0 or (top - 1) >> shift:
-        k = key if o is None else key[o]
-        s = np.argsort(((k >> shift) & 0xFFFF).astype(np.uint16), kind="stable")
+        # the 16-bit digit of every key (the cast keeps the low 16 bits of a key >= 0),
+        # taken in the order so far: 2 bytes per key gathered, not 8
+        digit = (key >> shift if shift else key).astype(np.uint16)
+        s = np.argsort(digit if o is None else digit[o], kind="stable")
+        del digit
         o = s if o is None else o[s]
         shift += 16
     return o

@@ -73,6 +73,7 @@ def _frequency_bound(gcode, acode, lens, sizes, caps, G):
         rank = np.arange(pos.size) - np.repeat(start, np.diff(np.r_[start, pos.size]))
         keep[pos[rank >= caps[a]]] = False
     o2 = o[keep]
+    del o, ao, keep
     cert = np.full(G, _INF, dtype=np.int64)
     if o2.size == 0:
         return cert
@@ -80,8 +81,8 @@ def _frequency_bound(gcode, acode, lens, sizes, caps, G):
     cs = np.cumsum(lens[o2])
     gstart = np.flatnonzero(np.r_[True, g2[1:] != g2[:-1]])
     glen = np.diff(np.r_[gstart, g2.size])
-    base = np.repeat(np.r_[0, cs[gstart[1:] - 1]], glen)
-    hit = np.flatnonzero(cs - base >= sizes[g2])
+    cs -= np.repeat(np.r_[0, cs[gstart[1:] - 1]], glen)      # cumulated within each group
+    hit = np.flatnonzero(cs >= sizes[g2])
     if hit.size:
         hg = g2[hit]
         first = np.flatnonzero(np.r_[True, hg[1:] != hg[:-1]])

@@ -49,10 +49,13 @@ def _greedy(rs, caps, L, groups, vector_max=_VECTOR_MAX_GROUP):
         ents = rs.row_ent[rsel]
     ftot = lens[ents[:, 0]]
     for a in range(1, ents.shape[1]):
-        ftot = ftot + lens[ents[:, a]]
+        ftot += lens[ents[:, a]]
     w = int(ftot.max()) + 1
-    o = _stable_argsort(rg * w + ftot, G * w)
+    ftot += rg * w
+    o = _stable_argsort(ftot, G * w)
+    del ftot
     rg, ents = rg[o], ents[o]
+    del o
     starts = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(np.bincount(rg, minlength=G), out=starts[1:])
     vec = sizes[groups] <= vector_max
@@ -104,8 +107,10 @@ def _greedy_vectorised(groups, starts, ents, e, caps, L, sizes):
     # value ids (Bf, Be); S_1..S_K follow from them.
     nt = todo.size
     tl = gsize[todo]
-    loc = np.repeat(np.arange(nt), tl)
-    r = np.repeat(gstart[todo], tl) + (np.arange(tl.sum()) - np.repeat(np.cumsum(tl) - tl, tl))
+    it = np.int32 if ents.shape[0] < 2 ** 31 - 1 else np.int64     # row positions
+    loc = np.repeat(np.arange(nt, dtype=it), tl)
+    r = np.arange(tl.sum(), dtype=it)              # row t of group j: gstart[j] + t
+    r -= np.repeat((np.cumsum(tl) - tl - gstart[todo]).astype(it), tl)
     c_mask = inC[r]
     rc, lc = r[c_mask], loc[c_mask]
     slot = np.arange(rc.size) - np.repeat(np.cumsum(csize[todo]) - csize[todo], csize[todo])

@@ -64,6 +64,18 @@ def _count_param(v, name, allow_none=False):
     return v
 
 
+def _run_heads(values):
+    """Where each run of equal adjacent values starts, or None when the values do not compare
+    one to one (objects whose comparison is not a truth value: the caller's dict decides)."""
+    try:
+        differs = values[1:] != values[:-1]
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(differs, np.ndarray) or differs.shape != (values.size - 1,):
+        return None
+    return np.flatnonzero(np.r_[True, differs.astype(bool, copy=False)])
+
+
 def _factorize(values, name, n):
     """(distinct keys, int64 codes) of a 1-D column of n values.
 
@@ -83,11 +95,13 @@ def _factorize(values, name, n):
         if values.dtype.kind == "f":
             keys, codes = np.unique(values, return_inverse=True)
             return keys.tolist(), codes.astype(np.int64).ravel()
-        if values.dtype.kind in "US" and n:
-            # catalog order gives long runs of equal names: factorize the runs
-            head = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
-            keys, hcode = _factorize(values[head].tolist(), name, head.size)
-            return keys, np.repeat(hcode, np.diff(np.r_[head, n]))
+        if values.dtype.kind in "USO" and n:
+            # catalog order gives long runs of equal names: factorize the runs (their heads
+            # hold every distinct value, in order of first appearance)
+            head = _run_heads(values)
+            if head is not None:
+                keys, hcode = _factorize(values[head].tolist(), name, head.size)
+                return keys, np.repeat(hcode, np.diff(np.r_[head, n]))
         values = values.tolist()
     try:
         seq = values if isinstance(values, list) else list(values)
@@ -142,7 +156,9 @@ def _flat_rids(rids, rid_counts, e):
         lens = _int_array(rid_counts, "rid_counts")
         if lens.size != e or (e and lens.min() < 0):
             _bad("rid_counts must hold one non-negative count per entry")
-        flat = _int_array(rids, "rids")
+        # int32 row ids stay int32 (exact; half the memory of the flat list)
+        flat = rids if isinstance(rids, np.ndarray) and rids.ndim == 1 and rids.dtype == np.int32 \
+            else _int_array(rids, "rids")
         if flat.size != lens.sum():
             _bad(f"rid_counts add up to {int(lens.sum())} but rids has {flat.size} ids")
     return lens, flat

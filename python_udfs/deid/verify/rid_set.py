@@ -32,7 +32,7 @@ class _RidSet:
       (ascending), ``sizes`` (G,): rows per group.
     * entries, one per (group, attribute, value): ``gcode`` (e,) group code,
       ``acode`` (e,) attribute code, ``lens`` (e,) RID-set size.
-    * rows, in rid order: ``rids`` (N,) the row ids, ``row_g`` (N,) group
+    * rows, in rid order: ``row_g`` (N,) group
       code, ``row_ent`` (N, m) the entry of the row's value per attribute.
 
     An empty catalog has only ``anames`` and ``G`` (= 0).
@@ -206,9 +206,11 @@ class _RidSlots:
         self.lowest = int(flat_rids.min())
         highest = int(flat_rids.max())
         if highest - self.lowest < 4 * (flat_rids.size // max(n_attrs, 1)) + 1024:
-            self.slot = flat_rids - self.lowest
-            if highest - self.lowest < 2 ** 31 - 1:
-                self.slot = self.slot.astype(np.int32)
+            if highest - self.lowest < 2 ** 31 - 1:       # int32 slots, no int64 temporary
+                self.slot = np.empty(flat_rids.size, np.int32)
+                np.subtract(flat_rids, self.lowest, out=self.slot, casting="unsafe")
+            else:
+                self.slot = flat_rids.astype(np.int64) - self.lowest
             self.n = highest - self.lowest + 1
             self.distinct = None
         else:
@@ -230,12 +232,12 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     group (001 Def. 1).  Builds the rows of the :class:`_RidSet`."""
     n_entries = rid_set_size.size
     n_attrs = len(entries.attr_names)
-    # for each rid of the flat list: its entry, that entry's group and attribute
-    # (int32 codes where they fit: these are as long as the flat RID list)
+    # for each rid of the flat list: its entry and that entry's attribute (int32 codes
+    # where they fit: these are as long as the flat RID list); groups come by entry
     code_type = np.int32 if n_entries < 2 ** 31 - 1 else np.int64
     flat_entry = np.repeat(np.arange(n_entries, dtype=code_type), rid_set_size)
-    flat_group = np.repeat(entries.group.astype(code_type), rid_set_size)
-    flat_attr = np.repeat(entries.attr.astype(np.int32), rid_set_size)
+    entry_group = entries.group.astype(code_type)
+    flat_attr = np.repeat(entries.attr.astype(np.int8 if n_attrs < 128 else np.int32), rid_set_size)
     slots = _RidSlots(flat_rids, n_attrs)
     # per slot: the group of the rid by attribute 0 (-1: not stored), and
     # per attribute the entry holding the rid's value
@@ -243,35 +245,44 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     entry_by_attr = []
     for a in range(n_attrs):
         of_a = flat_attr == a
-        slot_a, group_a = slots.slot[of_a], flat_group[of_a]
+        entry_a = flat_entry[of_a]
+        slot_a, group_a = slots.slot[of_a], entry_group[entry_a]
+        del of_a
         _check_one_value_per_attribute(entries, slots, a, slot_a, group_a)
         group_of_slot = np.full(slots.n, -1, dtype=code_type)
         group_of_slot[slot_a] = group_a
         entry_of_slot = np.full(slots.n, -1, dtype=code_type)
-        entry_of_slot[slot_a] = flat_entry[of_a]
+        entry_of_slot[slot_a] = entry_a
+        del entry_a, slot_a, group_a
         entry_by_attr.append(entry_of_slot)
         if group_by_attr0 is None:
             group_by_attr0 = group_of_slot
             continue
         _check_same_group(entries, slots, a, group_by_attr0, group_of_slot)
-    del flat_entry, flat_group, flat_attr
+    del flat_entry, entry_group, flat_attr
     row_slots = np.flatnonzero(group_by_attr0 >= 0)
     row_group = group_by_attr0[row_slots].astype(np.int64)
-    row_entries = np.stack([col[row_slots] for col in entry_by_attr], axis=1).astype(np.int64)
+    del group_of_slot
+    row_entries = np.empty((row_slots.size, n_attrs), code_type)      # entry codes: int32 where
+    for a in range(n_attrs):                                           # they fit
+        np.take(entry_by_attr[a], row_slots, out=row_entries[:, a])
+        entry_by_attr[a] = None
     sizes = np.bincount(row_group, minlength=entries.group_ids.size).astype(np.int64)
     return _RidSet(anames=entries.attr_names, G=entries.group_ids.size,
                    gvals=entries.group_ids, gcode=entries.group, acode=entries.attr,
-                   lens=rid_set_size, row_g=row_group, row_ent=row_entries, sizes=sizes,
-                   rids=slots.rids(row_slots))
+                   lens=rid_set_size, row_g=row_group, row_ent=row_entries, sizes=sizes)
 
 
 def _check_one_value_per_attribute(entries, slots, a, slot_a, group_a):
     """Fail on a rid stored twice for attribute ``a`` (two of its values, or
     two groups); ``slot_a``/``group_a``: slot and group code of each rid
     stored for ``a``.  Names the smallest group involved."""
-    times = np.bincount(slot_a, minlength=slots.n)
-    if times.max() <= 1:
+    seen = np.zeros(slots.n, dtype=bool)
+    seen[slot_a] = True
+    if np.count_nonzero(seen) == slot_a.size:      # every rid once: no counting needed
         return
+    del seen
+    times = np.bincount(slot_a, minlength=slots.n)
     repeated = np.flatnonzero(times > 1)
     is_repeated = np.isin(slot_a, repeated)
     first_group = group_a[is_repeated].min()
