@@ -160,16 +160,17 @@ def finish(db, token, caller):
             # the verifier reads only the row ids: each column's values now live only as
             # long as the plan's tables that write them
             p.frame = Frame(p.frame.n, p.frame.rid, {})
-        heap.release()           # the method's temporaries: not resident while the write runs
+        trim = heap.release if getattr(p.method.plugin, "RELEASE_HEAP", False) else _no_trim
+        trim()                   # the method's temporaries: not resident while the write runs
         if p.old:
             release.drop_release_relations(db, p.old)
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
-        tables = _write(db, req, plan)
+        tables = _write(db, req, plan, trim)
         clock.phase("write", tables=len(tables))
         req.evidence = plan.evidence
         plan.drop_written()      # verify's arrays do not stack on the written ones
-        heap.release()
+        trim()
         verification = p.method.verifier.verify(db, req, p.frame, tables)
         clock.phase("verify", rows=p.frame.n)
         relations = catalog_log.publish(db, req, tables)
@@ -177,15 +178,20 @@ def finish(db, token, caller):
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 
 
-def _write(db, req, plan):
+def _no_trim():
+    return False
+
+
+def _write(db, req, plan, trim=_no_trim):
     """The plan's tables (each kept as its name only once written: what it held may go),
-    then its catalog artefacts."""
+    then its catalog artefacts. `trim` (heap.release for a plug-in with RELEASE_HEAP) runs
+    after each table."""
     tables = []
     try:
         for i in range(len(plan.tables)):
             tables.append(writer.write_table(db, release.STORE_SCHEMA, plan.tables[i]))
             plan.tables[i] = Table(tables[-1], [])
-            heap.release()       # its COPY image's pages: not resident under the next table's
+            trim()               # its COPY image's pages: not resident under the next table's
     except Exception as e:
         if getattr(e, "sqlstate", None) == DUPLICATE_TABLE:
             raise DeidError(DUPLICATE_TABLE,
