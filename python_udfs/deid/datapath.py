@@ -297,7 +297,9 @@ def _distinct(h, bits=16):
     first = np.full(1 << bits, n, np.int64)
     first[slot[::-1]] = np.arange(n - 1, -1, -1)         # last write wins: the first row
     used = np.flatnonzero(first < n)
-    same = h[first[slot]] == h if n else np.ones(0, bool)
+    kept = np.zeros(1 << bits, h.dtype)             # each slot's hash, gathered from a small table
+    kept[used] = h[first[used]]
+    same = kept[slot] == h
     rest = np.flatnonzero(~same)
     if len(rest) > n // 4:
         distinct, rows, index = np.unique(h, return_index=True, return_inverse=True)
