@@ -24,7 +24,8 @@ BEGIN
                           AND pg_catalog.pg_has_role(caller, p.grantee, 'MEMBER')));
 END $$;
 
--- COPY one of deid's private binary files (written by datapath.copy_fields under
+-- COPY one of deid's private files (binary, or text format when its name ends in ".text";
+-- written by datapath.copy_fields under
 -- base/pgsql_tmp, mode 0600) into one of deid's own tables. Owned by deid_loader, the only
 -- holder of pg_read_server_files. Before it reads a byte it checks that nothing of a caller can
 -- run during the COPY: the target is a plain table of deid_owner in schema deid or
@@ -32,8 +33,8 @@ END $$;
 -- pg_catalog; the path is one of deid's temporary files.
 CREATE FUNCTION deid._copy_in(target regclass, columns text[], path text)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
--- deid writes text as UTF-8 bytes, and binary COPY's receive functions convert text from the
--- client encoding: pin it for the COPY, whatever the caller's session uses.
+-- deid writes text as UTF-8 bytes, and COPY (binary: the receive functions; text: the input)
+-- converts text from the client encoding: pin it for the COPY, whatever the caller's session uses.
 SET client_encoding = 'UTF8' AS $$
 DECLARE
     n bigint;
@@ -48,15 +49,18 @@ BEGIN
              WHERE a.attrelid = target AND a.attnum > 0 AND NOT a.attisdropped
                AND (t.typnamespace <> 'pg_catalog'::regnamespace OR a.atthasdef))
        OR path IS NULL
-       OR path !~ '^/[^\n]*/base/pgsql_tmp/pgsql_tmpdeid[0-9]+\.[0-9]+$'
+       OR path !~ '^/[^\n]*/base/pgsql_tmp/pgsql_tmpdeid[0-9]+\.[0-9]+(\.text)?$'
        OR path ~ '/\.\./' THEN
         RAISE EXCEPTION 'deid._copy_in refuses this target or path'
               USING ERRCODE = 'insufficient_privilege',
                     HINT = 'Only deid''s own data path copies its own files into its own tables.';
     END IF;
-    EXECUTE format('COPY %s (%s) FROM %L WITH (FORMAT binary)', target,
+    -- the file's name tells its format: deid's text-format images end in ".text" (one of
+    -- two fixed words goes into the statement, never text of the path)
+    EXECUTE format('COPY %s (%s) FROM %L WITH (FORMAT %s)', target,
                    (SELECT string_agg(quote_ident(c), ', ' ORDER BY o)
-                      FROM unnest(columns) WITH ORDINALITY AS u(c, o)), path);
+                      FROM unnest(columns) WITH ORDINALITY AS u(c, o)), path,
+                   CASE WHEN path LIKE '%.text' THEN 'text' ELSE 'binary' END);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END $$;

@@ -65,7 +65,8 @@ def write_artefacts(db, release_id, plan):
     for r in plan.rid_sets:
         write_rid_set(db, release_id, r)
     if plan.classes is not None:
-        write_classes(db, release_id, plan.classes, plan.tables[0].name if plan.tables else None)
+        write_classes(db, release_id, plan.classes, plan.tables[0].name if plan.tables else None,
+                      (plan.groups, plan.rows))
     if plan.clusters is not None:
         write_clusters(db, release_id, plan.clusters)
     if plan.membership is not None:
@@ -130,13 +131,13 @@ def rid_chunks(counts, limit=RID_CHUNK):
     return entries.astype(np.int64)
 
 
-def write_classes(db, release_id, classes, table=None):
+def write_classes(db, release_id, classes, table=None, joint=None):
     """deid.equivalence_class. Per-source classes (plan.SourceClasses, 002) are derived
     set-based from the stored release `table` (write_source_classes); classes given in memory
     (plan.Classes: over all quasi-identifiers jointly, source NULL) are one binary COPY (jsonb's
     binary form is a version byte, 1, then the text)."""
     if isinstance(classes, SourceClasses):
-        return write_source_classes(db, release_id, classes, table)
+        return write_source_classes(db, release_id, classes, table, joint)
     count = len(classes.sizes)
     parts = []
     for values in classes.labels.values():          # each distinct label is JSON-encoded once
@@ -153,33 +154,70 @@ def write_classes(db, release_id, classes, table=None):
                           copybin.Text(np.arange(count), generalized)])
 
 
-def write_source_classes(db, release_id, classes, table):
+JOINT_ROLLUP_MAX = 20_000    # joint classes up to which one joint GROUP BY is rolled up per source
+
+
+def write_source_classes(db, release_id, classes, table, joint=None):
     """Per source system, the stored release table grouped by that source's quasi-identifiers
     -- per class its count and its values as JSON. Class ids run on over the sources (in the
     order given), within a source in the byte order of the values.
 
-    Each GROUP BY is a SELECT of its own, so PostgreSQL may run it in parallel (it never plans
-    an INSERT ... SELECT in parallel); the classes come back as two arrays (in their text form:
-    no Python object per class) and one INSERT unnests them. The statement has no bound
-    parameter: only a one-shot SPI plan (plpy.execute of text) may be parallel."""
+    Each source's GROUP BY is a SELECT of its own, so PostgreSQL may run it in parallel (it
+    never plans an INSERT ... SELECT in parallel); the classes come back as two arrays (in their
+    text form: no Python object per class) and one INSERT unnests them. The statement has no
+    bound parameter: only a one-shot SPI plan (plpy.execute of text) may be parallel. When the
+    release has few classes over all quasi-identifiers jointly (`joint`: the method's count of
+    them and of the rows, which only choose the plan: at most JOINT_ROLLUP_MAX, and at least 4
+    rows a class), one statement groups the stored release by all of them once (in parallel)
+    and rolls that up per source: one scan instead of one per source, the same classes (15 %
+    less time for the benchmark's 7,741 joint classes; nearly unique ones stay per source)."""
     table = qualified(STORE_SCHEMA, table)
-    first = 0
-    for source, columns in classes.sources.items():
-        cols = [quote_ident(c) for c in columns]
-        keys = [f"k{i}" for i in range(len(cols))]
-        pairs = ", ".join(f"{db.quote_literal(c)}, {q}" for c, q in zip(columns, cols))
-        order = ", ".join(f'{k} COLLATE "C"' for k in keys)
+    sources = list(classes.sources.items())
+    joint = len(sources) > 1 and joint is not None and joint[0] <= JOINT_ROLLUP_MAX \
+        and 4 * joint[0] <= joint[1]
+    if joint:
         with parallel_query(db):
-            grouped = db.query(
-                f"SELECT array_agg(n ORDER BY {order})::text AS n, array_agg(g ORDER BY {order})::text"
-                f" AS g FROM (SELECT {', '.join(cols)}, count(*), jsonb_build_object({pairs})"
-                f" FROM {table} GROUP BY {', '.join(cols)}) c({', '.join(keys)}, n, g)")[0]
+            rolled = {r["s"]: r for r in db.query(_rolled_up(db, table, sources))}
+    first = 0
+    for i, (source, columns) in enumerate(sources):
+        if joint:
+            grouped = rolled[i]
+        else:
+            with parallel_query(db):
+                grouped = db.query(_grouped(db, columns, [quote_ident(c) for c in columns], table,
+                                            "count(*)"))[0]
         first += db.execute(
             "INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized,"
             " source) SELECT $1, $2 + u.o::int - 1, u.n, u.g, $3"
             " FROM unnest($4::bigint[], $5::jsonb[]) WITH ORDINALITY AS u(n, g, o)",
             [release_id, first, source, grouped["n"], grouped["g"]],
             ["bigint", "int", "text", "text", "text"])
+
+
+def _grouped(db, columns, exprs, source, count):
+    """SELECT of one source's classes from `source` (the release table, or the joint classes
+    j): their counts and their values as JSON, as two arrays in the byte order of the values."""
+    keys = [f"k{i}" for i in range(len(exprs))]
+    pairs = ", ".join(f"{db.quote_literal(c)}, {q}" for c, q in zip(columns, exprs))
+    order = ", ".join(f'{k} COLLATE "C"' for k in keys)
+    return (f"SELECT array_agg(n ORDER BY {order})::text AS n, array_agg(g ORDER BY {order})::text"
+            f" AS g FROM (SELECT {', '.join(exprs)}, {count}, jsonb_build_object({pairs})"
+            f" FROM {source} GROUP BY {', '.join(exprs)}) c({', '.join(keys)}, n, g)")
+
+
+def _rolled_up(db, table, sources):
+    """One statement: the release grouped by every source's quasi-identifiers jointly (j, its
+    columns by position: no quasi-identifier's name can clash), then per source (row s) the
+    joint classes summed by that source's quasi-identifiers."""
+    everything = [c for _, columns in sources for c in columns]
+    cols = ", ".join(quote_ident(c) for c in everything)
+    position = {c: f"j.c{i}" for i, c in enumerate(everything)}
+    names = ", ".join(f"c{i}" for i in range(len(everything)))
+    parts = [f"SELECT {i} AS s, n, g FROM ("
+             + _grouped(db, columns, [position[c] for c in columns], "j", "sum(j.n)::bigint")
+             + f") r{i}" for i, (_, columns) in enumerate(sources)]
+    return (f"WITH j({names}, n) AS MATERIALIZED (SELECT {cols}, count(*) FROM {table}"
+            f" GROUP BY {cols}) " + " UNION ALL ".join(parts))
 
 
 # Planner settings that let a GROUP BY of a release table run in parallel, whatever its size
@@ -189,8 +227,8 @@ def write_source_classes(db, release_id, classes, table):
 #
 # What the parallel workers run, with deid_owner's rights: a scan of a deid_release table that
 # deid created in this transaction (built-in column types, no RLS, triggers, rules or
-# defaults), text hashing in the database's collation, count() and jsonb_build_object() --
-# built-in code only, on deid's own table. Nothing the caller wrote (no view, operator, cast,
+# defaults), text hashing in the database's collation, count(), sum() and jsonb_build_object()
+# (and, for the joint classes, a CTE of them) -- built-in code only, on deid's own table. Nothing the caller wrote (no view, operator, cast,
 # domain or policy of theirs) is in the plan.
 PARALLEL_GROUP_BY = (("parallel_setup_cost", "0"), ("parallel_tuple_cost", "0"),
                      ("min_parallel_table_scan_size", "0"),

@@ -74,12 +74,13 @@ class _Prefix:
         return p
 
 
-def _by_layout(prefix, n, fields, lens, max_layouts=4096):
+def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer=TRAILER):
     """Records grouped by layout (the tuple of their variable chunk lengths):
     within a layout every record has the same size, so a block is one
     structured array -- no per-byte scatter. Records keep their relative order
     within a layout (COPY does not care about row order). Returns the image's
-    parts, or None when there are more than `max_layouts` layouts."""
+    parts, or None when there are more than `max_layouts` layouts. `prefix` None:
+    records have no fixed prefix (a text-format image, copytext)."""
     widths = [np.flatnonzero(np.bincount(ln)) for ln in lens]
     sizes = [len(w) for w in widths]
     if np.prod(sizes, dtype=float) > max_layouts:
@@ -96,31 +97,33 @@ def _by_layout(prefix, n, fields, lens, max_layouts=4096):
     bounds = np.concatenate([[0], np.cumsum(count)])
 
     def blocks():                              # built one at a time, as the file takes them
-        yield HEADER
+        yield header
         for lay in np.flatnonzero(count).tolist():
             idx = order[bounds[lay]:bounds[lay + 1]]
             chunk_lens = [int(w[p]) for w, p in zip(widths, np.unravel_index(lay, sizes))]
-            dt = [("prefix", prefix.dtype)] + [(f"c{i}", np.uint8, (ln,))
-                                               for i, ln in enumerate(chunk_lens)]
+            dt = ([] if prefix is None else [("prefix", prefix.dtype)]) + [
+                (f"c{i}", np.uint8, (ln,)) for i, ln in enumerate(chunk_lens)]
             block = np.empty(len(idx), dtype=dt)
-            prefix.of(idx, len(idx), out=block["prefix"])
+            if prefix is not None:
+                prefix.of(idx, len(idx), out=block["prefix"])
             for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
                 block[f"c{i}"] = f.chunks(idx, ln)
             yield block.view(np.uint8)
-        yield TRAILER
+        yield trailer
     return blocks()
 
 
 def _by_chunks(prefix, fields, lens):
     """Records written chunk column by chunk column at computed positions (for
     fields with too many distinct chunk lengths to group by layout)."""
-    n = len(prefix)
-    width = prefix.dtype.itemsize
+    n = len(lens[0])
+    width = 0 if prefix is None else prefix.dtype.itemsize
     size = width + np.sum(lens, axis=0)
     start = np.cumsum(size) - size
     image = np.empty(int(size.sum()), np.uint8)
-    _write(image, start, _Rows(prefix.view(np.uint8).reshape(n, width)),
-           np.full(n, width, np.int64))
+    if prefix is not None:
+        _write(image, start, _Rows(prefix.view(np.uint8).reshape(n, width)),
+               np.full(n, width, np.int64))
     pos = start + width
     for f, ln in zip(fields, lens):
         _write(image, pos, f, ln)

@@ -25,7 +25,7 @@ import secrets
 from dataclasses import dataclass
 import numpy as np
 
-from . import copybin
+from . import copybin, copytext
 from .frame import EncodedColumn, Frame, encoded_array, value_dictionary  # noqa: F401 (re-exported)
 from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
 from .copyfields import ranges
@@ -50,17 +50,18 @@ def column_kind(base_type):
 
 
 def _value_expr(kind, base_type, col):
-    """SQL packing one value in its native width, and the numpy dtype to read it."""
+    """(send function, SQL value, its default for NULL) packing one value in its native width,
+    and the numpy dtype to read it."""
     if kind == "int":
         if base_type == "int8":
-            return f"int8send(coalesce({col}, 0))", ">i8"
-        return f"int4send(coalesce({col}::int4, 0))", ">i4"
+            return ("int8send", col, "0"), ">i8"
+        return ("int4send", f"{col}::int4", "0"), ">i4"
     if kind == "date":
-        return f"int4send(coalesce({col} - DATE '1970-01-01', 0))", ">i4"
+        return ("int4send", f"{col} - DATE '1970-01-01'", "0"), ">i4"
     if kind == "float":
-        return f"float8send(coalesce({col}::float8, 0))", ">f8"
+        return ("float8send", f"{col}::float8", "0"), ">f8"
     if kind == "time":
-        return f"float8send(coalesce(extract(epoch FROM {col})::float8, 0))", ">f8"
+        return ("float8send", f"extract(epoch FROM {col})::float8", "0"), ">f8"
     raise AssertionError(kind)
 
 
@@ -150,7 +151,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
     cols = [rel.column(c) for c in columns]
     select, joins, dtypes, names = [], [], [], []
     if rid_column:
-        select.append(f"int8send(t.{quote_ident(rid_column)}::int8)")
+        select.append(("int8send", f"t.{quote_ident(rid_column)}::int8", None))
         dtypes.append(">i8")
         names.append("__rid")
     categories = [c for c in cols if column_kind(c.base_type) == "category"]
@@ -164,12 +165,12 @@ def read(db, rel, columns, rid_column=None, selection=None):
         q = "t." + quote_ident(c.name)
         kind = column_kind(c.base_type)
         if kind == "category" and seed is not None:
-            select.append(f"int8send(coalesce(hashtextextended(({q})::text, ${len(params)}), 0))")
+            select.append(("int8send", f"hashtextextended(({q})::text, ${len(params)})", "0"))
             dtypes.append(">i8")
         elif kind == "category":
             dictionary, hashes = dictionaries[c.name]
             if len(set(hashes)) == len(hashes):      # codes from hashtext(): no join
-                select.append(f"int4send(coalesce(hashtext(({q})::text), 0))")
+                select.append(("int4send", f"hashtext(({q})::text)", "0"))
                 hashed.add(c.name)
             else:                                    # a hash collision: join the dictionary
                 params.append(dictionary)
@@ -177,7 +178,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
                 alias = f"d{j}"
                 joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
                              f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
-                select.append(f"int4send(coalesce({alias}.__deid_o::int4 - 1, {len(dictionary)}))")
+                select.append(("int4send", f"{alias}.__deid_o::int4 - 1", str(len(dictionary))))
             dtypes.append(">i4")
         else:
             expr, dt = _value_expr(kind, c.base_type, q)
@@ -187,33 +188,27 @@ def read(db, rel, columns, rid_column=None, selection=None):
         if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
             null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
     base = f" FROM {src} t{''.join(joins)} WHERE {where}"
-    # one aggregate packs every row's fields back to back (one transition per row, not one
-    # per column); every field is non-NULL but the row id, whose NULL drops the row
-    extra = [f"count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids"] \
-        if rid_column else []
-    if null_terms:
-        # Most reads have no NULL at all: count them in the same pass and pack
-        # NULL flags (a second pass) only when there are some.
-        any_null = " OR ".join(f"({quote_ident(c.name)}) IS NULL" for c in cols if not c.not_null)
-        row = db.query(f"SELECT {_packed(select)}, count(*) AS n, count(*) FILTER (WHERE {any_null})"
-                       f" AS nulls{''.join(', ' + e for e in extra)}{base}", params, types)[0]
-        if row["nulls"]:      # read again, flags in the same pass as the values they mark
-            for word in sorted({w for w, _ in null_terms}):
-                select.append(f"int8send({' | '.join(t for w, t in null_terms if w == word)})")
-                dtypes.append(">i8")
-                names.append(f"__null{word}")
-            row = db.query(f"SELECT {_packed(select)}, count(*) AS n"
-                           f"{''.join(', ' + e for e in extra)}{base}", params, types)[0]
-    else:
-        row = db.query(f"SELECT {_packed(select)}, count(*) AS n{''.join(', ' + e for e in extra)}"
-                       f"{base}", params, types)[0]
+    # One aggregate packs every row's fields back to back (one transition per row, not one
+    # per column). A NULL field makes its row's pack NULL, which string_agg skips: most reads
+    # have no NULL at all, so the first pass packs the values as they are and counts the rows;
+    # if fewer rows were packed than counted (a NULL value, or a NULL row id), the second pass
+    # packs NULLs as defaults with their flags, and counts the NULL row ids.
+    row = db.query(f"SELECT {_packed(select, nulls=False)}, count(*) AS n{base}", params, types)[0]
+    if len(row["c"] or b"") != int(row["n"]) * _layout(dtypes).itemsize:
+        for word in sorted({w for w, _ in null_terms}):    # flags beside the values they mark
+            select.append(("int8send", " | ".join(t for w, t in null_terms if w == word), None))
+            dtypes.append(">i8")
+            names.append(f"__null{word}")
+        extra = f", count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids" \
+            if rid_column else ""
+        row = db.query(f"SELECT {_packed(select, nulls=True)}, count(*) AS n{extra}{base}",
+                       params, types)[0]
     n = int(row["n"])
-    if rid_column and row["null_rids"]:
+    if row.get("null_rids"):
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
                         hint=f'Every row needs an id: filter the NULLs out with selection => '
                              f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.')
-    layout = np.dtype([(f"f{i}", dt) for i, dt in enumerate(dtypes)])
-    packed = np.frombuffer(row["c"] or b"", layout)
+    packed = np.frombuffer(row["c"] or b"", _layout(dtypes))
     if len(packed) != n:
         raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"
                         " read them", hint="Run the request again.")
@@ -239,8 +234,15 @@ def read(db, rel, columns, rid_column=None, selection=None):
     return Frame(n, arrays.get("__rid"), out)
 
 
-def _packed(parts):
-    """One string_agg of every row's fields concatenated (column c)."""
+def _layout(dtypes):
+    return np.dtype([(f"f{i}", dt) for i, dt in enumerate(dtypes)])
+
+
+def _packed(fields, nulls):
+    """One string_agg of every row's fields concatenated (column c); with `nulls`, a NULL
+    value is packed as its field's default (the row id has none: its NULL drops the row)."""
+    parts = [f"{send}(coalesce({value}, {default}))" if nulls and default is not None
+             else f"{send}({value})" for send, value, default in fields]
     return f"string_agg({' || '.join(parts)}, ''::bytea) AS c"
 
 
@@ -295,7 +297,9 @@ def _distinct(h, bits=16):
     first = np.full(1 << bits, n, np.int64)
     first[slot[::-1]] = np.arange(n - 1, -1, -1)         # last write wins: the first row
     used = np.flatnonzero(first < n)
-    same = h[first[slot]] == h if n else np.ones(0, bool)
+    kept = np.zeros(1 << bits, h.dtype)             # each slot's hash, gathered from a small table
+    kept[used] = h[first[used]]
+    same = kept[slot] == h
     rest = np.flatnonzero(~same)
     if len(rest) > n // 4:
         distinct, rows, index = np.unique(h, return_index=True, return_inverse=True)
@@ -327,30 +331,34 @@ _SQL_TYPES = {np.dtype("int64"): ("bigint", ">i8"), np.dtype("int32"): ("integer
 _counter = itertools.count()
 
 
-def _temp_path(db):
+def _temp_path(db, suffix=""):
     # A backend's working directory is the cluster's data directory (deid_owner may not
     # read the data_directory setting).
     base = os.path.join(os.getcwd(), "base", "pgsql_tmp")
     os.makedirs(base, mode=0o700, exist_ok=True)
     # The pgsql_tmp prefix makes the server remove leftovers at restart.
-    return os.path.join(base, f"pgsql_tmpdeid{os.getpid()}.{next(_counter)}")
+    return os.path.join(base, f"pgsql_tmpdeid{os.getpid()}.{next(_counter)}{suffix}")
 
 
 def copy_fields(db, table, column_names, fields):
     """COPY copybin fields into an existing table of deid's (`table` already quoted)
     through a private server-side file (mode 0600, removed in finally). The COPY runs in
     deid._copy_in, the one function that holds pg_read_server_files; it refuses any table
-    where a caller's code could run (sql/06_privileged.sql)."""
+    where a caller's code could run (sql/06_privileged.sql). Fields that are all dictionary
+    text go as COPY's text format (copytext: cheaper for the server to load), the file's name
+    ending in ".text", which is how deid._copy_in tells the format; all others as binary."""
     if not fields or len(fields[0]) == 0:
         return 0
-    order = copybin.field_order(fields)
-    fields = [fields[i] for i in order]
-    column_names = [column_names[i] for i in order]
-    path = _temp_path(db)
+    text = copytext.accepts(fields)
+    if not text:
+        order = copybin.field_order(fields)
+        fields = [fields[i] for i in order]
+        column_names = [column_names[i] for i in order]
+    path = _temp_path(db, ".text" if text else "")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            copybin.write(f, fields)
+            (copytext if text else copybin).write(f, fields)
         return db.value("SELECT deid._copy_in($1::regclass, $2, $3)",
                         [table, list(column_names), path], ["text", "text[]", "text"])
     finally:

@@ -1,0 +1,120 @@
+"""deid._copy_in, the one function that reads server files (as deid_loader): it loads only deid's
+own temporary files into deid's own tables -- in binary COPY format, or in COPY's text format
+when the file's name ends in ".text" (deid's images of dictionary text, copytext). The format
+is one of two fixed words chosen by that suffix, never text taken from the path, and every
+other file name is refused before a byte is read."""
+import os
+
+import numpy as np
+import psycopg
+import pytest
+
+from dbfixtures import sqlstate_of
+from deid import copybin, copytext
+
+SPECIAL = ["plain", "tab\there", "back\\slash", "", None, "new\nline", "\\N", "cr\r", "\\.", "Zürich"]
+
+
+@pytest.fixture
+def target(admin):
+    admin.execute("DROP TABLE IF EXISTS deid_release.t_copy_in")
+    admin.execute("CREATE TABLE deid_release.t_copy_in (a text, b text)")
+    admin.execute("ALTER TABLE deid_release.t_copy_in OWNER TO deid_owner")
+    yield "deid_release.t_copy_in"
+    admin.execute("RESET ROLE")
+    admin.execute("DROP TABLE IF EXISTS deid_release.t_copy_in")
+
+
+def tmp_dir(admin):
+    data = admin.execute("SHOW data_directory").fetchone()[0]
+    path = os.path.join(data, "base", "pgsql_tmp")
+    if not os.path.isdir(path):
+        os.makedirs(path, mode=0o700)
+        st = os.stat(data)
+        os.chown(path, st.st_uid, st.st_gid)
+    return path
+
+
+def private_file(admin, name, data):
+    path = os.path.join(tmp_dir(admin), name)
+    with open(path, "wb") as f:
+        f.write(data)
+    st = os.stat(os.path.dirname(path))
+    os.chown(path, st.st_uid, st.st_gid)
+    os.chmod(path, 0o600)
+    return path
+
+
+def copy_in(admin, target, path, columns=("a", "b")):
+    admin.execute("SET ROLE deid_owner")
+    try:
+        return admin.execute("SELECT deid._copy_in(%s::regclass, %s, %s)",
+                             [target, list(columns), path]).fetchone()[0]
+    finally:
+        admin.execute("RESET ROLE")
+
+
+def test_text_image_roundtrip(admin, target):
+    rng = np.random.default_rng(3)
+    fields = [copybin.Text(rng.integers(0, len(SPECIAL) + 1, 400), SPECIAL),
+              copybin.Text(rng.integers(0, 3, 400), ["x", "\t", "\\"])]
+    path = private_file(admin, f"pgsql_tmpdeid{os.getpid()}.7.text", copytext.records(fields))
+    try:
+        assert copy_in(admin, target, path) == 400
+    finally:
+        os.unlink(path)
+    stored = admin.execute(f"SELECT a, b FROM {target}").fetchall()
+    want = [tuple((f.dictionary + [None])[min(c, len(f.dictionary))] for f, c in zip(fields, row))
+            for row in zip(*[f.codes for f in fields])]
+    assert sorted(stored, key=repr) == sorted(want, key=repr)
+
+
+def test_binary_image_still_loads(admin, target):
+    fields = [copybin.Text(np.array([0, 1, 2]), ["a", "b\tc"]), copybin.Text(np.array([0, 0, 0]), ["z"])]
+    path = private_file(admin, f"pgsql_tmpdeid{os.getpid()}.8", copybin.records(fields))
+    try:
+        assert copy_in(admin, target, path) == 3
+    finally:
+        os.unlink(path)
+    assert sorted(admin.execute(f"SELECT a, b FROM {target}").fetchall(), key=repr) == \
+        sorted([("a", "z"), ("b\tc", "z"), (None, "z")], key=repr)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".txt", ".TEXT", ".textx", ".text;", ".text.text",
+                                    " .text", ".text\n", ".text' PROGRAM 'id", ".binary",
+                                    ".text/../../../../etc/passwd"])
+def test_other_file_names_are_refused(admin, target, suffix):
+    """A name that is not deid's (binary or ".text") is refused before any file is opened."""
+    path = os.path.join(tmp_dir(admin), f"pgsql_tmpdeid{os.getpid()}.9{suffix}")
+    with pytest.raises(psycopg.Error) as e:
+        copy_in(admin, target, path)
+    assert sqlstate_of(e) == "42501"
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd.text", "/tmp/pgsql_tmpdeid1.2.text",
+                                  "{tmp}/../../../../tmp/base/pgsql_tmp/pgsql_tmpdeid1.2.text"])
+def test_text_files_outside_deid_s_directory_are_refused(admin, target, path):
+    with pytest.raises(psycopg.Error) as e:
+        copy_in(admin, target, path.format(tmp=tmp_dir(admin)))
+    assert sqlstate_of(e) == "42501"
+
+
+def test_text_image_into_a_table_not_deid_s_is_refused(admin, target):
+    """The target rules are the same for both formats: a caller's table (here one whose column
+    type is not built in) is refused whatever the file."""
+    admin.execute("DROP TABLE IF EXISTS deid_release.t_copy_in_domain")
+    admin.execute("DROP DOMAIN IF EXISTS public.t_copy_in_d")
+    admin.execute("CREATE DOMAIN public.t_copy_in_d AS text CHECK (VALUE <> 'x')")
+    admin.execute("CREATE TABLE deid_release.t_copy_in_domain (a public.t_copy_in_d, b text)")
+    admin.execute("ALTER TABLE deid_release.t_copy_in_domain OWNER TO deid_owner")
+    fields = [copybin.Text(np.array([0]), ["x"]), copybin.Text(np.array([0]), ["y"])]
+    path = private_file(admin, f"pgsql_tmpdeid{os.getpid()}.10.text", copytext.records(fields))
+    try:
+        with pytest.raises(psycopg.Error) as e:
+            copy_in(admin, "deid_release.t_copy_in_domain", path)
+        assert sqlstate_of(e) == "42501"
+    finally:
+        os.unlink(path)
+        admin.execute("RESET ROLE")
+        admin.execute("DROP TABLE deid_release.t_copy_in_domain")
+        admin.execute("DROP DOMAIN public.t_copy_in_d")
