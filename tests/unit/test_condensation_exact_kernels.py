@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from deid.methods import kmeans
 from deid.methods.rebalance import rebalance
+from fixtures.rebalance_inputs import rebalance_inputs
 
 
 def reference_rebalance(features, labels, centers, k):
@@ -60,33 +61,6 @@ def _reference_pick(pool, labels, surplus, need):
     return np.asarray(out, dtype=np.int64)
 
 
-def _inputs(rng, k, s, shape):
-    n = s * k + int(rng.integers(0, 2 * k))
-    d = int(rng.integers(1, 4))
-    if shape == "ties":
-        f = rng.integers(0, 2, (n, d)).astype(float)
-    elif shape == "few_values":
-        f = rng.integers(0, 4, (n, d)).astype(float) * 0.5
-    elif shape == "equal":
-        f = np.zeros((n, d))
-    else:
-        f = rng.normal(size=(n, d)) * rng.uniform(0.01, 100)
-    if shape == "one_cluster":
-        labels = np.full(n, int(rng.integers(0, s)), dtype=np.int64)
-        centers = rng.normal(size=(s, d))
-    elif shape == "skewed":
-        p = 1.0 / np.arange(1, s + 1) ** 3
-        labels = rng.choice(s, n, p=p / p.sum())
-        centers = rng.normal(size=(s, d))
-    elif shape == "kmeans":
-        labels, centers = kmeans.weighted_kmeans(f, s, rng)
-    elif shape == "duplicate_centers":           # empty clusters with equal, stale centers
-        labels = rng.integers(0, max(1, s // 2), n)
-        centers = np.repeat(f[rng.integers(0, n, 1)], s, axis=0)
-    else:
-        labels = rng.integers(0, s, n)
-        centers = f[rng.integers(0, n, s)]
-    return f, labels, centers
 
 
 @settings(max_examples=1500, deadline=None)
@@ -94,7 +68,7 @@ def _inputs(rng, k, s, shape):
        st.sampled_from(["random", "ties", "few_values", "one_cluster", "skewed", "equal",
                         "kmeans", "duplicate_centers"]))
 def test_rebalance_equals_reference_loop(seed, k, s, shape):
-    f, labels, centers = _inputs(np.random.default_rng(seed), k, s, shape)
+    f, labels, centers = rebalance_inputs(np.random.default_rng(seed), k, s, shape)
     assert np.array_equal(rebalance(f, labels, centers, k),
                           reference_rebalance(f, labels, centers, k))
 

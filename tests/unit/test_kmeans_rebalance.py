@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 from deid.errors import DeidError
 from deid.methods import kmeans
 from deid.methods.rebalance import rebalance, refine_rebalanced
+from fixtures.rebalance_inputs import rebalance_inputs
 
 
 def check_rebalanced(features, labels, centers, k):
@@ -76,30 +77,11 @@ def test_too_many_clusters_is_refused():
        st.sampled_from(["random", "ties", "one_cluster", "skewed", "equal", "kmeans"]))
 def test_rebalance_fuzz(seed, k, s, shape):
     rng = np.random.default_rng(seed)
-    n = s * k + int(rng.integers(0, 2 * k))
-    d = int(rng.integers(1, 4))
-    if shape == "ties":
-        f = rng.integers(0, 2, (n, d)).astype(float)
-    elif shape == "equal":
-        f = np.zeros((n, d))
-    else:
-        f = rng.normal(size=(n, d)) * rng.uniform(0.01, 100)
-    if shape == "one_cluster":
-        labels = np.full(n, int(rng.integers(0, s)), dtype=np.int64)
-        centers = rng.normal(size=(s, d))
-    elif shape == "skewed":
-        p = 1.0 / np.arange(1, s + 1) ** 3
-        labels = rng.choice(s, n, p=p / p.sum())
-        centers = rng.normal(size=(s, d))
-    elif shape == "kmeans":
-        labels, centers = kmeans.weighted_kmeans(f, s, rng)
-    else:
-        labels = rng.integers(0, s, n)
-        centers = f[rng.integers(0, n, s)]
+    f, labels, centers = rebalance_inputs(rng, k, s, shape)
     check_rebalanced(f, labels, centers, k)
     refined = refine_rebalanced(f, labels, centers, k, rounds=int(rng.integers(0, 4)))
     sizes = np.bincount(refined, minlength=s)
-    assert sizes.size == s and sizes.min() >= k and sizes.sum() == n
+    assert sizes.size == s and sizes.min() >= k and sizes.sum() == len(f)
 
 
 def test_refined_rounds_never_worse_than_plain_rebalance():
