@@ -3,7 +3,7 @@
 A record is ``int16 nfields`` then, per field, its chunk (see
 :mod:`.copyfields`: Fixed, Text, Array).  Records whose chunks have the same
 lengths form one structured array (_by_layout); records with arrays are cut
-into a few slices each and joined (_by_pieces); otherwise chunks of one width
+into a few slices each (_by_pieces: joined, or for few records written slice by slice); otherwise chunks of one width
 w are written with one numpy assignment per residue of their destination
 modulo w (_by_chunks).
 """
@@ -47,7 +47,7 @@ def parts(fields):
     if not rest:                                # every record has the same size
         return [HEADER, prefix.of(None, n).view(np.uint8), TRAILER]
     if any(isinstance(f, Array) for f in rest):
-        return [HEADER, _by_pieces(prefix.of(None, n), rest), TRAILER]
+        return [HEADER, *_by_pieces(prefix.of(None, n), rest), TRAILER]
     rest = _combine_texts(rest, n)
     lens = [f.chunk_lengths() for f in rest]
     out = _by_layout(prefix, n, rest, lens)
@@ -132,7 +132,7 @@ def _by_chunks(prefix, fields, lens):
 
 
 _GATHER_BYTES = 1 << 21
-_FEW_RECORDS = 4096            # records with arrays joined slice by slice
+_FEW_RECORDS = 4096            # records with arrays: their slices are the image's parts
 
 
 def _by_pieces(prefix, fields):
@@ -141,8 +141,9 @@ def _by_pieces(prefix, fields):
     field's elements are built once, back to back, in record order) -- gathered
     into one image with numpy, piece column by piece column, about 2 MB at a
     time (arrays give records no common layout; a disassociation release (003)
-    has millions of records with arrays); up to _FEW_RECORDS records are joined slice by
-    slice instead (a RID-set chunk is one record with some 64k RIDs)."""
+    has millions of records with arrays); up to _FEW_RECORDS records are not joined: their
+    slices, in order, are the parts (a RID-set chunk is one record with some 64k RIDs; the
+    file takes the slices as they are, no joined copy). Returns a list of buffers."""
     n = len(prefix)
     width = prefix.dtype.itemsize
     columns = [(prefix.view(np.uint8), width * np.arange(n, dtype=np.int64), np.full(n, width))]
@@ -158,10 +159,9 @@ def _by_pieces(prefix, fields):
             buf, lens = _compact(f)
             columns.append((buf, np.cumsum(lens) - lens, lens))
     merged = _merge_fixed(columns, n)
-    if n <= _FEW_RECORDS:       # e.g. RID-set chunks: few records, long arrays -- slice them
-        return np.concatenate([buf[int(s):int(s) + int(ln)] for i in range(n)
-                               for buf, s, ln in ((b, st[i], ls[i]) for b, st, ls in merged)]
-                              or [np.zeros(0, np.uint8)])
+    if n <= _FEW_RECORDS:       # e.g. RID-set chunks: few records, long arrays -- their slices,
+        return [buf[int(s):int(s) + int(ln)] for i in range(n)     # written as they are
+                for buf, s, ln in ((b, st[i], ls[i]) for b, st, ls in merged)]
     record_len = np.zeros(n, np.int64)
     for _, _, lens in merged:
         record_len += lens
@@ -174,7 +174,7 @@ def _by_pieces(prefix, fields):
         for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, n].tolist()):
             out[ranges(at[lo:hi], lens[lo:hi])] = buf[ranges(starts[lo:hi], lens[lo:hi])]
         at += lens
-    return out
+    return [out]
 
 
 def _merge_fixed(columns, n):

@@ -235,19 +235,15 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     # for each rid of the flat list: its entry and that entry's attribute (int32 codes
     # where they fit: these are as long as the flat RID list); groups come by entry
     code_type = np.int32 if n_entries < 2 ** 31 - 1 else np.int64
-    flat_entry = np.repeat(np.arange(n_entries, dtype=code_type), rid_set_size)
     entry_group = entries.group.astype(code_type)
-    flat_attr = np.repeat(entries.attr.astype(np.int8 if n_attrs < 128 else np.int32), rid_set_size)
     slots = _RidSlots(flat_rids, n_attrs)
     # per slot: the group of the rid by attribute 0 (-1: not stored), and
     # per attribute the entry holding the rid's value
     group_by_attr0 = None
     entry_by_attr = []
-    for a in range(n_attrs):
-        of_a = flat_attr == a
-        entry_a = flat_entry[of_a]
-        slot_a, group_a = slots.slot[of_a], entry_group[entry_a]
-        del of_a
+    for a, (entry_a, slot_a) in enumerate(_rids_by_attribute(entries.attr, n_attrs, rid_set_size,
+                                                             slots.slot, code_type)):
+        group_a = entry_group[entry_a]
         _check_one_value_per_attribute(entries, slots, a, slot_a, group_a)
         group_of_slot = np.full(slots.n, -1, dtype=code_type)
         group_of_slot[slot_a] = group_a
@@ -259,7 +255,7 @@ def _complete_rows(entries, rid_set_size, flat_rids):
             group_by_attr0 = group_of_slot
             continue
         _check_same_group(entries, slots, a, group_by_attr0, group_of_slot)
-    del flat_entry, entry_group, flat_attr
+    del entry_group
     row_slots = np.flatnonzero(group_by_attr0 >= 0)
     row_group = group_by_attr0[row_slots].astype(np.int64)
     del group_of_slot
@@ -271,6 +267,31 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     return _RidSet(anames=entries.attr_names, G=entries.group_ids.size,
                    gvals=entries.group_ids, gcode=entries.group, acode=entries.attr,
                    lens=rid_set_size, row_g=row_group, row_ent=row_entries, sizes=sizes)
+
+
+def _rids_by_attribute(attr, n_attrs, rid_set_size, slot, code_type):
+    """Per attribute a (0, 1, ...): (the entry of each of its rids, each rid's slot), in
+    flat-list order. When every attribute's entries are one run (as the writer and the
+    catalog reader lay them out), its rids are one slice of the flat list: no per-rid
+    attribute codes and masks over every attribute's rids."""
+    n_entries = attr.size
+    heads = np.flatnonzero(np.r_[True, attr[1:] != attr[:-1]]) if n_entries else np.zeros(0, np.int64)
+    if np.unique(attr[heads]).size == heads.size:          # one run per attribute
+        ends = np.r_[heads[1:], n_entries]
+        first, last = np.zeros(n_attrs, np.int64), np.zeros(n_attrs, np.int64)
+        first[attr[heads]], last[attr[heads]] = heads, ends
+        before = np.zeros(n_entries + 1, np.int64)
+        np.cumsum(rid_set_size, out=before[1:])
+        for a in range(n_attrs):
+            e0, e1 = int(first[a]), int(last[a])
+            yield (np.repeat(np.arange(e0, e1, dtype=code_type), rid_set_size[e0:e1]),
+                   slot[int(before[e0]):int(before[e1])])
+        return
+    flat_entry = np.repeat(np.arange(n_entries, dtype=code_type), rid_set_size)
+    flat_attr = np.repeat(attr.astype(np.int8 if n_attrs < 128 else np.int32), rid_set_size)
+    for a in range(n_attrs):
+        of_a = flat_attr == a
+        yield flat_entry[of_a], slot[of_a]
 
 
 def _check_one_value_per_attribute(entries, slots, a, slot_a, group_a):

@@ -147,7 +147,7 @@ def _elements(values, dtype):
     out = np.empty(len(values), [("len", ">i4"), ("v", dtype)])
     out["len"] = np.dtype(dtype).itemsize
     out["v"] = values
-    return out.tobytes()
+    return out.view(np.uint8)            # hashlib takes the buffer: no bytes copy
 
 
 def _word_table(words):
@@ -163,4 +163,4 @@ def _text_elements(code, table, lens):
     """The value elements of entries with these codes, back to back: word code[i] each (int4
     length + UTF-8 bytes, or int4 -1 for NULL; rows of _word_table)."""
     rows = table[code]
-    return rows[np.arange(table.shape[1]) < lens[code][:, None]].tobytes()
+    return rows[np.arange(table.shape[1]) < lens[code][:, None]]     # a contiguous uint8 array
