@@ -95,7 +95,7 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
             for b in range(cuts.size - 1):
                 lo, hi = int(cuts[b]), int(cuts[b + 1])
                 c0, c1 = c1, int(child[hi]) if hi < child.size else n_children
-                part = rows[lo:hi]
+                part = rows[lo:hi].astype(np.intp)       # one index cast, not one per column
                 cols = [np.take(c, part) for c in dense]
                 gid = child[lo:hi] - child.dtype.type(c0) if c0 else child[lo:hi]
                 ok[c0:c1] = _level(gid, cols, sizes, c1 - c0, caps, model, L) >= L

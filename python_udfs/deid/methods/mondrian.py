@@ -158,7 +158,8 @@ class _Tree:
         N, d, K = self.size.size, self.d, self.K
         size = self.size
         start = np.cumsum(size) - size
-        self.lab = np.repeat(np.arange(N, dtype=self.idx_t), size)   # node of each row
+        self.lab = np.repeat(np.arange(N, dtype=np.intp), size)   # node of each row (intp: no
+        #                                                          index casts at its gathers)
         width = np.zeros((N, d))
         med = np.zeros((N, d), dtype=np.int64)
         c0 = np.zeros((N, d), dtype=np.int64)
@@ -226,22 +227,24 @@ class _Tree:
             rk, lab = self.rk[j], self.lab
         else:
             rk = self.rk[j][ranges(start[nodes], size)]
-            lab = np.repeat(np.arange(nodes.size, dtype=self.idx_t), size)
+            lab = np.repeat(np.arange(nodes.size, dtype=np.intp), size)
         first = np.cumsum(size) - size                     # the nodes' rows, back to back
         lo = self.lo[nodes, j]
         w = self.hi[nodes, j] - lo + 1
         off = np.cumsum(w) - w
         total = int(off[-1] + w[-1])
         base = off - lo
-        key = base.astype(_int_t(total + int(self.R[j]), 1)).take(lab)
-        key += rk
         m0 = (size - 1) // 2
         if total <= 2 * self.rid.size + (1 << 16):
+            key = base.take(lab)                           # intp: bincount casts nothing
+            key += rk
             h = np.bincount(key, minlength=total)
             c = np.cumsum(h)
             mb = np.searchsorted(c, first + m0, "right")
             k0 = c[mb] - first
             return mb - base, k0, k0 - h[mb]
+        key = base.astype(_int_t(total + int(self.R[j]), 1)).take(lab)
+        key += rk
         s = np.sort(key)
         mk = s[first + m0]
         k0 = np.searchsorted(s, mk, "right") - first
@@ -365,6 +368,7 @@ class _Tree:
         # the rows in their new order
         pos = keep_pos[0] if len(keep_pos) == 1 else np.concatenate(keep_pos)
         self.rid = keep_rows[0] if len(keep_rows) == 1 else np.concatenate(keep_rows)
+        pos = pos.astype(np.intp, copy=False)             # one index cast, not one per attribute
         self.rk = [np.take(r_, pos) for r_ in self.rk]
 
 
