@@ -6,6 +6,7 @@ aliases (n, c0, k0) must not confuse either."""
 import json
 
 import pytest
+from psycopg import sql
 
 TABLES = {
     # few joint classes (<= 8 for 400 rows): the joint GROUP BY, rolled up
@@ -23,9 +24,11 @@ def tables(admin):
     admin.execute("SELECT deid.load_hierarchy('t_cat_h', %s) WHERE NOT EXISTS"
                   " (SELECT 1 FROM deid.hierarchy WHERE name = 't_cat_h')", [leaves])
     for table, select in TABLES.items():
-        admin.execute(f"DROP TABLE IF EXISTS public.{table}")
-        admin.execute(f"CREATE TABLE public.{table} AS {select} FROM generate_series(0, 399) i")
-        admin.execute(f"ALTER TABLE public.{table} ADD PRIMARY KEY (id)")
+        name = sql.Identifier("public", table)
+        admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
+        admin.execute(sql.SQL("CREATE TABLE {} AS {} FROM generate_series(0, 399) i")
+                      .format(name, sql.SQL(select)))        # select: a constant of this module
+        admin.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (id)").format(name))
         for source, cols in SOURCES:
             for c in cols:
                 admin.execute("SELECT deid.set_role(%s, %s, 'quasi_identifier', 't_cat_h', source => %s)",
@@ -46,11 +49,15 @@ def test_catalog_is_the_stored_release_grouped_per_source(tables, table, joint):
                          " WHERE release_id = %s ORDER BY class_id", [rid]).fetchall()
     want, first = [], 0
     for source, cols in SOURCES:
-        quoted = [f'"{c}"' for c in cols]
-        found = tables.execute(
-            f"SELECT %s + (row_number() OVER (ORDER BY {', '.join(q + ' COLLATE ' + chr(34) + 'C' + chr(34) for q in quoted)}))::int - 1,"
-            f" count(*), jsonb_build_object({', '.join(repr(c) + ', ' + q for c, q in zip(cols, quoted))}), %s"
-            f" FROM release.{release} GROUP BY {', '.join(quoted)} ORDER BY 1", [first, source]).fetchall()
+        ids = [sql.Identifier(c) for c in cols]
+        found = tables.execute(sql.SQL(
+            "SELECT %s + (row_number() OVER (ORDER BY {order}))::int - 1, count(*),"
+            " jsonb_build_object({pairs}), %s FROM {release} GROUP BY {group} ORDER BY 1").format(
+                order=sql.SQL(", ").join(sql.SQL('{} COLLATE "C"').format(i) for i in ids),
+                pairs=sql.SQL(", ").join(sql.SQL("{}, {}").format(sql.Literal(c), i)
+                                         for c, i in zip(cols, ids)),
+                release=sql.Identifier("release", release),
+                group=sql.SQL(", ").join(ids)), [first, source]).fetchall()
         want += found
         first += len(found)
     assert got == want and len(got) >= 3
