@@ -12,6 +12,7 @@ import numpy as np
 
 from .copyfields import (INT4OID, INT8OID, TEXTOID, Array, Fixed, Text,  # noqa: F401 (re-exported)
                          ranges)
+from .copyfields import Bytes  # noqa: F401 (re-exported)
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 TRAILER = b"\xff\xff"
@@ -46,7 +47,7 @@ def parts(fields):
     rest = fields[lead:]
     if not rest:                                # every record has the same size
         return [HEADER, prefix.of(None, n).view(np.uint8), TRAILER]
-    if any(isinstance(f, Array) for f in rest):
+    if any(isinstance(f, (Array, Bytes)) for f in rest):
         return [HEADER, *_by_pieces(prefix.of(None, n), rest), TRAILER]
     rest = _combine_texts(rest, n)
     lens = [f.chunk_lengths() for f in rest]
@@ -155,6 +156,8 @@ def _by_pieces(prefix, fields):
             counts = np.asarray(f.counts, np.int64)
             body = _per_record(lens, counts)
             columns.append((buf, np.cumsum(body) - body, body))
+        elif isinstance(f, Bytes):                  # its length words, then its bytes as they are
+            columns.extend(f.pieces())
         else:
             buf, lens = _compact(f)
             columns.append((buf, np.cumsum(lens) - lens, lens))

@@ -4,7 +4,8 @@ Each field yields *chunks* (``int32 length`` (-1 = NULL) + bytes) per record:
 
 * :class:`Fixed`   -- fixed-width numbers (int2/int4/int8/float4/float8/date),
 * :class:`Text`    -- text chosen from a dictionary by integer code,
-* :class:`Array`   -- a one-dimensional array per record (RID sets).
+* :class:`Array`   -- a one-dimensional array per record (RID sets of a cluster),
+* :class:`Bytes`   -- bytea per record: numbers packed back to back (RID-set chunks).
 
 :mod:`.copybin` lays the chunks out into a COPY image.
 """
@@ -145,3 +146,50 @@ class Array:
         return len(self.counts)
 
     constant = False
+
+
+@dataclass
+class Bytes:
+    """bytea per record: record i holds the next ``counts[i]`` of ``values`` packed back to
+    back as ``dtype``, a big-endian numpy dtype ('>i4': int4send's bytes per value, '>i8':
+    int8send's). The values are converted once (``data``: every record's bytes in order)."""
+    counts: np.ndarray
+    values: np.ndarray
+    dtype: str
+
+    constant = False
+
+    def __post_init__(self):
+        self.counts = np.asarray(self.counts, np.int64)
+        self.data = np.ascontiguousarray(self.values, dtype=self.dtype).reshape(-1).view(np.uint8)
+        self.lens = self.counts * np.dtype(self.dtype).itemsize
+        if int(self.lens.sum()) != self.data.size:
+            raise ValueError(f"Bytes: counts add up to {int(self.counts.sum())} values,"
+                             f" {self.data.size // np.dtype(self.dtype).itemsize} given")
+        self.starts = np.cumsum(self.lens) - self.lens
+
+    def __len__(self):
+        return len(self.counts)
+
+    def nulls(self):
+        return np.zeros(len(self), bool)
+
+    def chunk_lengths(self):
+        return 4 + self.lens
+
+    def chunks(self, idx, length):
+        """(m, length) bytes of records `idx` (None: all), all of chunk length `length`."""
+        starts = self.starts if idx is None else self.starts[idx]
+        out = np.empty((len(starts), length), np.uint8)
+        out[:, :4] = np.array([length - 4], ">i4").view(np.uint8)
+        out[:, 4:] = self.data[ranges(starts, np.full(len(starts), length - 4))].reshape(
+            len(starts), length - 4)
+        return out
+
+    def pieces(self):
+        """The record's chunks as two piece columns (buffer, starts, lengths): every record's
+        length word, then its bytes -- the data as they are, no copy (copybin._by_pieces)."""
+        n = len(self)
+        words = self.lens.astype(">i4").view(np.uint8)
+        return [(words, 4 * np.arange(n, dtype=np.int64), np.full(n, 4, np.int64)),
+                (self.data, self.starts, self.lens)]

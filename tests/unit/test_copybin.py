@@ -130,8 +130,9 @@ def test_frame_sorted_by_rid():
     assert f.columns["a"].null.tolist() == [True, False, False]
 
 
-def test_unpack_stored_rid_sets():
-    """verify.anatomy.unpack_arrays reads concatenated array_send(int8[]) images."""
+def test_unpack_stored_arrays():
+    """verify.anatomy.unpack_arrays reads concatenated array_send(int8[]) images (the
+    membership catalog, deid.cluster_member)."""
     from deid.verify.anatomy import unpack_arrays
 
     def array_send(xs):
@@ -144,7 +145,7 @@ def test_unpack_stored_rid_sets():
 
 
 def test_unpack_int4_arrays_and_malformed_images():
-    """rid_counts are int4[]; a NULL element or a wrong count is refused (DE002)."""
+    """int4[] images too; a NULL element or a wrong count is refused (DE002)."""
     from deid.verify.anatomy import unpack_arrays
     from deid.errors import DeidError
 
@@ -218,3 +219,47 @@ def test_few_records_path_is_the_gather_path(records, monkeypatch):
     few = cb.records(fields)
     monkeypatch.setattr(cb, "_FEW_RECORDS", 0)
     assert cb.records(fields) == few
+
+
+def packed(raw, fmt):
+    """Big-endian numbers packed back to back (a bytea of deid.rid_set) as a list."""
+    size = struct.calcsize(">" + fmt)
+    assert len(raw) % size == 0
+    return list(struct.unpack(f">{len(raw) // size}{fmt}", raw))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(-2**31, 2**31 - 1), max_size=7), min_size=1, max_size=40))
+def test_bytes_fields_roundtrip(recs):
+    """bytea per record (Bytes): the values packed big-endian, back to back, empty ones too,
+    next to a scalar, a text[] and each other -- on the slice and on the gather path."""
+    counts = np.array([len(r) for r in recs], np.int64)
+    nums = np.array([v for r in recs for v in r], np.int64)
+    for extra in ([cb.Array(counts, cb.Text(np.zeros(len(nums), np.int64), ["v"]), cb.TEXTOID)], []):
+        fields = [cb.Fixed(np.arange(len(recs)), ">i4"), cb.Bytes(counts, nums, ">i4"), *extra,
+                  cb.Bytes(counts, nums * 3, ">i8")]
+        images = [cb.records(fields)]
+        few, cb._FEW_RECORDS = cb._FEW_RECORDS, 0
+        try:
+            images.append(cb.records(fields))
+        finally:
+            cb._FEW_RECORDS = few
+        for image in images:
+            rows = sorted(parse(image), key=lambda r: struct.unpack(">i", r[0])[0])
+            assert [struct.unpack(">i", r[0])[0] for r in rows] == list(range(len(recs)))
+            for row, rec in zip(rows, recs):
+                assert packed(row[1], "i") == rec and packed(row[-1], "q") == [3 * v for v in rec]
+                if extra:
+                    assert array(row[2], 25) == [b"v"] * len(rec)
+    # the generic chunk interface (any other layout path) gives the same chunks
+    f = cb.Bytes(counts, nums, ">i4")
+    lens = f.chunk_lengths()
+    for i, rec in enumerate(recs):
+        chunk = f.chunks(np.array([i]), int(lens[i]))[0].tobytes()
+        assert struct.unpack(">i", chunk[:4])[0] == 4 * len(rec) and packed(chunk[4:], "i") == rec
+
+
+def test_bytes_counts_must_match_the_values():
+    with pytest.raises(ValueError):
+        cb.Bytes(np.array([2, 2]), np.arange(3), ">i8")
+
