@@ -159,27 +159,32 @@ CREATE TRIGGER release_append_only BEFORE UPDATE OR DELETE ON deid.release
 -- Intermediate results of the methods (audit trail; never for readers)
 -- ---------------------------------------------------------------------
 -- 001 Theorem 3: the RID sets of a release, per sensitive attribute.  An entry
--- is one value in one group: group_ids[i] holds value_list[i] in the
--- rid_counts[i] rows that come next in rids.  Entries are stored in chunks of
--- consecutive entries (about 64k RIDs each) so that a million-row release is a
--- few dozen catalog rows rather than millions; deid.rid_sets shows one row per
--- entry.
+-- is one value in one group: entry i of a row holds value_list[i] in group i of
+-- group_ids, and its RID set is the next (count i of rid_counts) RIDs of rids.
+-- The numbers are packed bytea, big-endian and back to back (int4send's bytes
+-- per group and count, int8send's per RID): a writer's COPY and the verifier's
+-- digest (verify/rid_set_digest.py) take the bytes as they are, with no array
+-- element to build or send.  Entries are stored in chunks of consecutive entries
+-- (about 64k RIDs each) so that a million-row release is a few dozen catalog
+-- rows rather than millions; deid.rid_sets decodes them, one row per entry.
 CREATE TABLE deid.rid_set (
     release_id  bigint NOT NULL,           -- deid.release (append-only; no FK to keep writes fast)
     attribute   text   NOT NULL,
     chunk       int    NOT NULL,           -- 0, 1, ... per release and attribute
-    group_ids   int[]  NOT NULL,           -- per entry: its group (ascending)
+    group_ids   bytea  NOT NULL,           -- per entry: its group (ascending), int4 big-endian
     value_list  text[] NOT NULL,           -- per entry: its value (NULL is a value)
-    rid_counts  int[]  NOT NULL,           -- per entry: the size of its RID set
-    rids        bigint[] NOT NULL,         -- the RID sets, entry after entry, each sorted
+    rid_counts  bytea  NOT NULL,           -- per entry: the size of its RID set, int4 big-endian
+    rids        bytea  NOT NULL,           -- the RID sets, entry after entry, each sorted; int8 big-endian
     PRIMARY KEY (release_id, attribute, chunk),
-    CHECK (cardinality(group_ids) = cardinality(value_list)
-           AND cardinality(value_list) = cardinality(rid_counts))
+    CONSTRAINT rid_set_entries_check CHECK (length(group_ids) = 4 * cardinality(value_list)
+                                            AND length(rid_counts) = 4 * cardinality(value_list)),
+    CONSTRAINT rid_set_rids_check CHECK (length(rids) % 8 = 0)
 );
 -- Chunks are large, out of line, and never pglz-compressed: pglz takes seconds on
 -- sequential RIDs (ids that follow the quasi-identifiers' order; 3M RIDs: pglz 5.1 s to
 -- write, lz4 0.14 s at half the size, uncompressed 0.21 s). lz4 where the server has it,
--- else no compression (sql/upgrade/1.1.0/20_rid_set_storage.sql does the same).
+-- else no compression (sql/upgrade/1.1.0/20_rid_set_storage.sql and
+-- 60_rid_set_packed.sql do the same).
 DO $storage$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression'
@@ -196,14 +201,29 @@ BEGIN
     END IF;
 END $storage$;
 
--- One entry of a chunk per row: (group, value, its RIDs).  (PL/Python: slicing
--- a PL/pgSQL array copies the whole array each time; a Python list slice does not.)
-CREATE FUNCTION deid._rid_set_entries(group_ids int[], value_list text[], rid_counts int[], all_rids bigint[])
+-- One entry of a chunk per row: (group, value, its RIDs), the packed numbers
+-- decoded.  (PL/Python: slicing a PL/pgSQL array copies the whole array each
+-- time; a Python list slice does not.)  A chunk whose parts disagree (which the
+-- table's CHECKs refuse) is an error, never a silently shortened list.
+CREATE FUNCTION deid._rid_set_entries(group_ids bytea, value_list text[], rid_counts bytea, all_rids bytea)
 RETURNS TABLE (group_id int, value text, rids bigint[])
 LANGUAGE plpython3u IMMUTABLE STRICT AS $fn$
+import struct
+n = len(value_list)
+if len(group_ids) != 4 * n or len(rid_counts) != 4 * n or len(all_rids) % 8:
+    plpy.error("deid.rid_set holds a malformed chunk", sqlstate="XX001",
+               detail=f"{n} values, {len(group_ids)} bytes of groups, {len(rid_counts)} bytes"
+                      f" of counts, {len(all_rids)} bytes of RIDs",
+               hint="group_ids and rid_counts hold 4 bytes per value, rids 8 bytes per RID.")
+sizes = struct.unpack(f">{n}i", rid_counts)
+rids = list(struct.unpack(f">{len(all_rids) // 8}q", all_rids))
+if sum(sizes) != len(rids) or min(sizes, default=0) < 0:
+    plpy.error("deid.rid_set holds a malformed chunk", sqlstate="XX001",
+               detail=f"rid_counts add up to {sum(sizes)}, rids holds {len(rids)} RIDs",
+               hint="rid_counts holds the size of each value's RID set, in rids' order.")
 stop, out = 0, []
-for group, value, size in zip(group_ids, value_list, rid_counts):
-    out.append((group, value, all_rids[stop:stop + size]))
+for group, value, size in zip(struct.unpack(f">{n}i", group_ids), value_list, sizes):
+    out.append((group, value, rids[stop:stop + size]))
     stop += size
 return out
 $fn$;

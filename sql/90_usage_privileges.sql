@@ -44,7 +44,7 @@ BEGIN
 END
 $grants$;
 -- deid.rid_sets (audit view for deid_admin) expands chunks with this pure helper.
-GRANT EXECUTE ON FUNCTION deid._rid_set_entries(int[], text[], int[], bigint[]) TO deid_admin;
+GRANT EXECUTE ON FUNCTION deid._rid_set_entries(bytea, text[], bytea, bytea) TO deid_admin;
 GRANT EXECUTE ON FUNCTION deid._copy_in(regclass, text[], text), deid._install_reader(name),
                           deid._grantor_reader(name), deid._reader_name(name),
                           deid._reader_source() TO deid_owner;

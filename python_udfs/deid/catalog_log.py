@@ -103,7 +103,9 @@ def write_members(db, release_id, cluster_ids, sizes, ids):
 def write_rid_set(db, release_id, r):
     """deid.rid_set (001 Theorem 3), one binary COPY per attribute: its entries (one per group
     and value: the group, the value, the size of its RID set) and the RID sets concatenated,
-    each sorted, cut into chunks of about RID_CHUNK RIDs."""
+    each sorted, cut into chunks of about RID_CHUNK RIDs. Groups, counts and RIDs are packed
+    bytea (big-endian int4, int4, int8: sql/00_catalog.sql), each chunk's bytes a slice of
+    one conversion per attribute."""
     entries = rid_chunks(r.count)
     chunks = len(entries)
     rids_per_chunk = np.bincount(np.repeat(np.arange(chunks), entries), weights=r.count,
@@ -113,11 +115,10 @@ def write_rid_set(db, release_id, r):
                          [copybin.Fixed(np.full(chunks, release_id, np.int64), ">i8"),
                           copybin.Text(np.zeros(chunks, np.int64), [r.attribute]),
                           copybin.Fixed(np.arange(chunks), ">i4"),
-                          copybin.Array(entries, copybin.Fixed(r.group, ">i4"), copybin.INT4OID),
+                          copybin.Bytes(entries, r.group, ">i4"),
                           copybin.Array(entries, copybin.Text(r.code, r.dictionary), copybin.TEXTOID),
-                          copybin.Array(entries, copybin.Fixed(r.count, ">i4"), copybin.INT4OID),
-                          copybin.Array(rids_per_chunk, copybin.Fixed(r.rids, ">i8"),
-                                        copybin.INT8OID)])
+                          copybin.Bytes(entries, r.count, ">i4"),
+                          copybin.Bytes(rids_per_chunk, r.rids, ">i8")])
 
 
 def rid_chunks(counts, limit=RID_CHUNK):

@@ -2,6 +2,8 @@
 digests that the stored deid.rid_set rows are exactly them (verify/rid_set_digest.py): a stored
 row tampered with between the write and the verification fails the request (DE002) and
 leaves nothing behind."""
+import struct
+
 import psycopg
 import pytest
 
@@ -58,14 +60,48 @@ def test_untampered_chunks_verify(url, classified, encoding):
     classified.execute("SELECT deid.drop_release('t_digest')")
 
 
+def i4(col, i):
+    """SQL: element i (0-based) of a packed int4 column of deid.rid_set."""
+    return f"('x' || encode(substring({col} from {4 * i + 1} for 4), 'hex'))::bit(32)::int"
+
+
+def i8(col, i):
+    """SQL: element i (0-based) of the packed int8 column rids."""
+    return f"('x' || encode(substring({col} from {8 * i + 1} for 8), 'hex'))::bit(64)::bigint"
+
+
+def put4(col, i, expr):
+    return f"overlay({col} placing int4send({expr}) from {4 * i + 1} for 4)"
+
+
+def put8(col, i, expr):
+    return f"overlay({col} placing int8send({expr}) from {8 * i + 1} for 8)"
+
+
+SWAP = ("UPDATE deid.rid_set r SET group_ids = o.group_ids, value_list = o.value_list,"
+        " rid_counts = o.rid_counts, rids = o.rids FROM deid.rid_set o"
+        " WHERE r.release_id = $1 AND o.release_id = $1 AND r.attribute = 'diagnosis'"
+        " AND o.attribute = 'diagnosis' AND r.chunk IN (1, 2) AND o.chunk = 3 - r.chunk")
+
+
 @pytest.mark.parametrize("tamper", [
-    f"UPDATE deid.rid_set SET rids[3] = rids[3] + 1000000 {ONE}",                 # a changed RID
-    f"UPDATE deid.rid_set SET rids[2] = rids[3] {ONE}",                            # a RID twice
-    f"UPDATE deid.rid_set SET rid_counts[1] = rid_counts[1] - 1,"                  # a RID moved
-    f" rid_counts[2] = rid_counts[2] + 1 {ONE}",                                   # to the next
-    f"UPDATE deid.rid_set SET rid_counts[1] = rid_counts[1] + 1 {ONE}",            # a changed count
+    f"UPDATE deid.rid_set SET rids = {put8('rids', 2, i8('rids', 2) + ' + 1000000')} {ONE}",  # a changed RID
+    f"UPDATE deid.rid_set SET rids = {put8('rids', 1, i8('rids', 2))} {ONE}",        # a RID twice
+    f"UPDATE deid.rid_set SET rids = {put8(put8('rids', 1, i8('rids', 2)), 2, i8('rids', 1))}"
+    f" {ONE}",                                                                      # two RIDs swapped
+    f"UPDATE deid.rid_set SET rids = set_byte(rids, 23, get_byte(rids, 23) # 1) {ONE}",  # a bit
+    f"UPDATE deid.rid_set SET rid_counts = {put4(put4('rid_counts', 0, i4('rid_counts', 0) + ' - 1'), 1, i4('rid_counts', 1) + ' + 1')}"
+    f" {ONE}",                                                                      # a RID moved on
+    f"UPDATE deid.rid_set SET rid_counts = {put4('rid_counts', 0, i4('rid_counts', 0) + ' + 1')}"
+    f" {ONE}",                                                                      # a changed count
     f"UPDATE deid.rid_set SET value_list[1] = value_list[2] {ONE}",                # a changed value
-    f"UPDATE deid.rid_set SET group_ids[1] = group_ids[1] + 1 {ONE}",              # a changed group
+    f"UPDATE deid.rid_set SET group_ids = {put4('group_ids', 0, i4('group_ids', 0) + ' + 1')}"
+    f" {ONE}",                                                                      # a changed group
+    f"UPDATE deid.rid_set SET rids = substring(rids from 1 for length(rids) - 8) {ONE}",  # truncated
+    f"UPDATE deid.rid_set SET rids = rids || int8send(1) {ONE}",                   # a RID more
+    f"UPDATE deid.rid_set SET group_ids = substring(group_ids from 5), rid_counts ="  # an entry
+    f" substring(rid_counts from 5), value_list = value_list[2:] {ONE}",           # cut off
+    SWAP,                                                                          # chunks swapped
     f"DELETE FROM deid.rid_set {ONE}",                                             # a dropped row
     "INSERT INTO deid.rid_set SELECT release_id, attribute, 1000, group_ids, value_list,"  # a row
     " rid_counts, rids FROM deid.rid_set WHERE release_id = $1 AND chunk = 0"      # twice
@@ -118,4 +154,68 @@ def test_rid_sets_are_never_pglz_compressed(url, classified):
     run_tampered(url, classified, None)
     assert classified.execute("SELECT count(*) FROM deid.rid_set WHERE"
                               " pg_column_compression(rids) = 'pglz'").fetchone()[0] == 0
+    classified.execute("SELECT deid.drop_release('t_digest')")
+
+
+def test_rid_set_is_packed_and_the_view_decodes_it(url, classified):
+    """group_ids, rid_counts and rids are packed big-endian bytea (int4, int4, int8 per
+    element); deid.rid_sets shows one row per entry, its RIDs decoded from them -- the same as
+    an independent decoding of the stored bytes, and every RID holds its value in the source."""
+    types = dict(classified.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid ="
+        " 'deid.rid_set'::regclass AND attname IN ('group_ids', 'value_list', 'rid_counts', 'rids')"))
+    assert types == {"group_ids": "bytea", "value_list": "text[]", "rid_counts": "bytea", "rids": "bytea"}
+    rid = run_tampered(url, classified, None)[0]
+    want = []
+    for attribute, group_ids, values, counts, rids in classified.execute(
+            "SELECT attribute, group_ids, value_list, rid_counts, rids FROM deid.rid_set"
+            " WHERE release_id = %s ORDER BY attribute, chunk", [rid]):
+        n = len(values)
+        assert len(group_ids) == len(counts) == 4 * n and len(rids) % 8 == 0
+        sizes = struct.unpack(f">{n}i", counts)
+        flat = struct.unpack(f">{len(rids) // 8}q", rids)
+        assert sum(sizes) == len(flat)
+        stop = 0
+        for group, value, size in zip(struct.unpack(f">{n}i", group_ids), values, sizes):
+            want.append((group, attribute, value, list(flat[stop:stop + size])))
+            stop += size
+    got = classified.execute("SELECT group_id, attribute, value, rids FROM deid.rid_sets"
+                             " WHERE release_id = %s", [rid]).fetchall()
+    assert len(want) > 10 and sorted(got) == sorted(want)
+    assert sum(len(r) for *_, r in want) == 2 * classified.execute(
+        "SELECT count(*) FROM registry.patients").fetchone()[0]
+    for attribute in ("diagnosis", "treatment"):
+        assert classified.execute(
+            f"SELECT count(*) FROM deid.rid_sets r, unnest(r.rids) u(id) JOIN registry.patients p"
+            f" ON p.patient_id = u.id WHERE r.release_id = %s AND r.attribute = %s"
+            f" AND p.{attribute} IS DISTINCT FROM r.value", [rid, attribute]).fetchone()[0] == 0
+    classified.execute("SELECT deid.drop_release('t_digest')")
+
+
+@pytest.mark.parametrize("tamper", [
+    "rids = rids || '\\x00'::bytea",                                 # not a whole RID
+    "rids = substring(rids from 2)",
+    "group_ids = substring(group_ids from 5)",                       # fewer groups than values
+    "rid_counts = rid_counts || int4send(1)",                        # more counts than values
+    "value_list = value_list || NULL::text",                         # more values than groups
+])
+def test_catalog_refuses_malformed_chunks(url, classified, tamper):
+    rid = run_tampered(url, classified, None)[0]
+    with pytest.raises(psycopg.Error) as e:
+        classified.execute(f"UPDATE deid.rid_set SET {tamper} WHERE release_id = %s", [rid])
+    assert sqlstate_of(e) == "23514"
+    classified.execute("SELECT deid.drop_release('t_digest')")
+
+
+def test_view_refuses_a_chunk_whose_counts_disagree(url, classified):
+    """A chunk the CHECKs let through but whose counts do not add up to its RIDs is an error
+    in deid.rid_sets, never a shortened or padded RID set."""
+    rid = run_tampered(url, classified, None)[0]
+    with classified.transaction():
+        classified.execute(f"UPDATE deid.rid_set SET rid_counts = {put4('rid_counts', 0, i4('rid_counts', 0) + ' + 1')}"
+                           " WHERE release_id = %s AND attribute = 'diagnosis' AND chunk = 0", [rid])
+        with pytest.raises(psycopg.Error) as e:
+            classified.execute("SELECT * FROM deid.rid_sets WHERE release_id = %s", [rid])
+        assert sqlstate_of(e) == "XX001"
+        raise psycopg.Rollback()
     classified.execute("SELECT deid.drop_release('t_digest')")

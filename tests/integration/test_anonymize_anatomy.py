@@ -47,7 +47,7 @@ def test_anatomy_release(classified):
     assert [r[1] for r in per_group] == [c for _, c in sorted(qit)]
     assert min(r[2] for r in per_group) >= 3          # L = 3 distinct diagnoses at least
     # catalog: RID sets and classes, log row
-    n_rids = classified.execute("SELECT sum(cardinality(rids)) FROM deid.rid_set WHERE release_id = %s"
+    n_rids = classified.execute("SELECT sum(length(rids) / 8) FROM deid.rid_set WHERE release_id = %s"
                                 " AND attribute = 'diagnosis'", [rid]).fetchone()[0]
     assert n_rids == 3000
     for attr in ("diagnosis", "treatment"):      # every stored RID really holds its value
@@ -59,9 +59,11 @@ def test_anatomy_release(classified):
     # chunks of entries; the view has one row per entry (group, value)
     shape = classified.execute(
         "SELECT count(*), sum(cardinality(value_list)), count(DISTINCT (attribute, chunk)),"
-        " bool_and(cardinality(group_ids) = cardinality(rid_counts)"
-        "          AND cardinality(value_list) = cardinality(rid_counts)),"
-        " bool_and((SELECT sum(c) FROM unnest(rid_counts) c) = cardinality(rids))"
+        " bool_and(length(group_ids) = length(rid_counts)"
+        "          AND 4 * cardinality(value_list) = length(rid_counts)),"
+        " bool_and((SELECT sum(('x' || encode(substring(rid_counts from 4 * i + 1 for 4), 'hex'))"
+        "                      ::bit(32)::int) FROM generate_series(0, length(rid_counts) / 4 - 1) i)"
+        "          = length(rids) / 8)"
         " FROM deid.rid_set WHERE release_id = %s", [rid]).fetchone()
     assert shape[0] == shape[2] and shape[3] and shape[4]
     entries = classified.execute(
@@ -253,11 +255,16 @@ $verify$ LANGUAGE plpython3u
 """
 
 
+FIRST_COUNT = "('x' || encode(substring(rid_counts from 1 for 4), 'hex'))::bit(32)::int"
+
+
 @pytest.mark.parametrize("tamper", [
     None,
-    "rid_counts[1] = rid_counts[1] + 1",                                # counts no longer add up
-    "rids[2] = rids[1]",                                                # a row twice, another missing
+    f"rid_counts = overlay(rid_counts placing int4send({FIRST_COUNT} + 1) from 1 for 4)",  # counts
+    "rids = overlay(rids placing substring(rids from 1 for 8) from 9 for 8)",  # a row twice, one missing
     "value_list = array_fill(value_list[1], ARRAY[cardinality(value_list)])",   # split RID sets
+    "rids = substring(rids from 1 for length(rids) - 8)",              # the last RID cut off
+    f"rid_counts = overlay(rid_counts placing int4send(-{FIRST_COUNT}) from 1 for 4)",  # negative
 ])
 def test_verifier_reads_the_stored_chunks(classified, tamper):
     """The verifier's checks run on deid.rid_set as stored: a tampered chunk is refused (DE002)."""
@@ -278,8 +285,11 @@ def test_verifier_reads_the_stored_chunks(classified, tamper):
         raise psycopg.Rollback()
 
 
-def test_catalog_refuses_chunks_whose_lists_disagree(classified):
+@pytest.mark.parametrize("tamper", ["rid_counts = substring(rid_counts from 5)",
+                                    "group_ids = group_ids || int4send(7)",
+                                    "rids = substring(rids from 1 for length(rids) - 3)"])
+def test_catalog_refuses_chunks_whose_lists_disagree(classified, tamper):
     rid = request(classified, "t_tamper", options='{"seed": 1, "replace": true}')[0]
     with pytest.raises(psycopg.Error) as e:
-        classified.execute("UPDATE deid.rid_set SET rid_counts = rid_counts[2:] WHERE release_id = %s", [rid])
+        classified.execute(f"UPDATE deid.rid_set SET {tamper} WHERE release_id = %s", [rid])
     assert sqlstate_of(e) == "23514"

@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(55);
+SELECT plan(59);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -18,7 +18,12 @@ SELECT has_table('deid', 'rid_set', 'RID sets (001 Theorem 3)');
 SELECT has_table('deid', 'equivalence_class', 'equivalence classes (002)');
 SELECT has_view('deid', 'roles', 'roles can be read back');
 SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'attribute', 'chunk', 'group_ids', 'value_list', 'rid_counts', 'rids']);
+SELECT col_type_is('deid', 'rid_set', 'group_ids', 'bytea', 'groups packed as big-endian int4');
+SELECT col_type_is('deid', 'rid_set', 'rid_counts', 'bytea', 'RID-set sizes packed as big-endian int4');
+SELECT col_type_is('deid', 'rid_set', 'rids', 'bytea', 'RIDs packed as big-endian int8');
 SELECT has_view('deid', 'rid_sets', 'RID sets, one row per value');
+SELECT has_function('deid', '_rid_set_entries', ARRAY['bytea', 'text[]', 'bytea', 'bytea'],
+                    'the view decodes the packed chunks');
 SELECT has_table('deid', 'cluster_member', 'cluster membership of condensation releases (004)');
 SELECT columns_are('deid', 'cluster_member', ARRAY['release_id', 'cluster_id', 'rids']);
 

@@ -161,10 +161,23 @@ def contents(conn):
     return out
 
 
+def _unpacked(col, width):
+    """SQL: a packed column of deid.rid_set (big-endian int4 or int8 per element) as the array
+    1.0.0 stored (int[] or bigint[]), decoded independently of deid's own code."""
+    cast = "bit(32)::int" if width == 4 else "bit(64)::bigint"
+    return (f"ARRAY(SELECT ('x' || encode(substring({col} from {width} * i + 1 for {width}), 'hex'))"
+            f"::{cast} FROM generate_series(0, length({col}) / {width} - 1) i ORDER BY i)")
+
+
 # Data an update moves: for each relation of the previous version, the rows it becomes, read
 # in the current version in the previous one's columns (sorted text of row(...)); the rows of
 # the releases up to {last}.
 MOVED = {
+    # 1.1.0 (sql/upgrade/1.1.0/60_rid_set_packed.sql): the numeric arrays of deid.rid_set packed
+    "deid.rid_set":
+        f"SELECT row(r.release_id, r.attribute, r.chunk, {_unpacked('r.group_ids', 4)}, r.value_list,"
+        f" {_unpacked('r.rid_counts', 4)}, {_unpacked('r.rids', 8)})::text FROM deid.rid_set r"
+        " WHERE r.release_id <= {last}",
     # 1.1.0 (sql/upgrade/1.1.0/50_one_membership_catalog.sql): one membership catalog
     "deid.disassociation_member":
         "SELECT row(m.release_id, r, m.cluster_id)::text FROM deid.cluster_member m, unnest(m.rids) r"
@@ -188,6 +201,9 @@ def contents_of(conn, before, last_release):
         where = f" WHERE release_id <= {int(last_release)}" if "release_id" in cols else ""
         out[rel] = (cols, rows(conn, f"SELECT row({', '.join(cols)})::text FROM {rel}{where}"))
     return out
+
+
+RID_SETS = "SELECT row(release_id, group_id, attribute, value, rids)::text FROM deid.rid_sets"
 
 
 def loaded_versions(conn):
@@ -236,16 +252,19 @@ $$""")
     before_loaded = loaded_versions(su)
     before = contents(su)
     last_release = su.execute("SELECT max(release_id) FROM deid.release").fetchone()[0]
+    rid_sets = rows(su, RID_SETS)
     log = rows(su, "SELECT row(" + ", ".join(c for c in before["deid.release"][0] if c != "source")
                + ")::text FROM deid.release")
     su.execute("ALTER EXTENSION deid UPDATE")
     version = su.execute("SELECT extversion FROM pg_extension WHERE extname = 'deid'").fetchone()[0]
+    rid_sets_after = rows(su, RID_SETS + f" WHERE release_id <= {int(last_release)}")
     same_session = request(su, "generalization", "upd_su_new")
     after_loaded = loaded_versions(su)
     su.execute("DROP SCHEMA upd_probe CASCADE")
     yield {"conn": su, "url": db_url(url, OLD_DB), "before": before, "version": version, "etl": etl,
            "last_release": last_release, "log": log,
-           "loaded": (before_loaded, after_loaded), "same_session": same_session}
+           "loaded": (before_loaded, after_loaded), "same_session": same_session,
+           "rid_sets": (rid_sets, rid_sets_after)}
     su.close()
     admin.execute(f"DROP DATABASE IF EXISTS {OLD_DB} WITH (FORCE)")
 
@@ -360,3 +379,12 @@ def test_same_session_update_runs_the_new_code(updated, previous):
     assert before_loaded == [f"python-{previous}"]
     assert after_loaded == [f"python-{_current_version()}"]
     assert updated["same_session"][-1] is True
+
+
+def test_converted_rid_sets_read_the_same(updated):
+    """deid.rid_set's rows written by the previous version, converted by the update, show the
+    same RID sets through deid.rid_sets as before it."""
+    before, after = updated["rid_sets"]
+    assert len(before) > 100 and after == before
+    assert updated["conn"].execute("SELECT count(*) FROM deid.rid_set WHERE release_id <= %s",
+                                   [updated["last_release"]]).fetchone()[0] > 0

@@ -27,6 +27,9 @@ from .rid_set_digest import check_stored, stored_digests
 
 STORE_SCHEMA = "deid_release"
 READS_SNAPSHOT_VALUES = False    # of the snapshot, only its row ids (the pipeline may drop the rest)
+PACKED_HINT = ("deid.rid_set packs 4 bytes per value in group_ids and rid_counts (big-endian int4)"
+               " and 8 per RID in rids (big-endian int8): a row of another shape was changed after"
+               " deid wrote it.")
 VERIFY_HINT = ("Nothing was released. The stored release differs from what the method computed: "
                "report it with the request (deid.release keeps no row of a failed request).")
 
@@ -111,58 +114,75 @@ def memory_rid_sets(sets):
 def read_rid_sets(db, release_id):
     """The stored RID sets, flattened to one entry per group, attribute and
     value (001 Theorem 3): per entry its group, attribute, value hash and RID
-    count, and all RIDs concatenated. Values are identified by hashtext(): a
-    collision can only merge two values, which makes the verifier stricter (a
-    duplicate entry it refuses), never more lenient."""
+    count, and all RIDs concatenated. group_ids, rid_counts and rids are packed
+    big-endian bytea (int4, int4, int8 per element), read with np.frombuffer.
+    Values are identified by hashtext(): a collision can only merge two values,
+    which makes the verifier stricter (a duplicate entry it refuses), never more
+    lenient."""
     rows = db.query(
         "SELECT attribute AS a,"
-        " string_agg(int4send(cardinality(group_ids)), ''::bytea ORDER BY chunk) AS ng,"
         " string_agg(int4send(cardinality(value_list)), ''::bytea ORDER BY chunk) AS nv,"
-        " string_agg(int4send(cardinality(rid_counts)), ''::bytea ORDER BY chunk) AS nc,"
-        " string_agg(int4send(cardinality(rids)), ''::bytea ORDER BY chunk) AS nr,"
-        " string_agg(array_send(group_ids), ''::bytea ORDER BY chunk) AS g,"
+        " string_agg(int4send(length(group_ids)), ''::bytea ORDER BY chunk) AS ng,"
+        " string_agg(int4send(length(rid_counts)), ''::bytea ORDER BY chunk) AS nc,"
+        " string_agg(int4send(length(rids)), ''::bytea ORDER BY chunk) AS nr,"
+        " string_agg(group_ids, ''::bytea ORDER BY chunk) AS g,"
         " string_agg((SELECT string_agg(int4send(coalesce(hashtext(v), -2147483648)), ''::bytea)"
         "             FROM unnest(r.value_list) AS v), ''::bytea ORDER BY chunk) AS v,"
-        " string_agg(array_send(rid_counts), ''::bytea ORDER BY chunk) AS c,"
-        " string_agg(array_send(rids), ''::bytea ORDER BY chunk) AS r"
+        " string_agg(rid_counts, ''::bytea ORDER BY chunk) AS c,"
+        " string_agg(rids, ''::bytea ORDER BY chunk) AS r"
         " FROM deid.rid_set r WHERE release_id = $1 GROUP BY attribute", [release_id], ["bigint"])
     groups, attrs, values, counts, flat = [], [], [], [], []
     for r in rows:
+        def bad(what, hint=VERIFY_HINT):
+            raise DeidError(VERIFICATION_FAILED, f"deid.rid_set of attribute {r['a']!r}: {what}", hint=hint)
         packed = {k: np.frombuffer(r[k] or b"", ">i4").astype(np.int64)
-                  for k in ("ng", "nv", "nc", "nr", "v")}
-        entries = packed["nc"]
-        if not (np.array_equal(packed["ng"], entries) and np.array_equal(packed["nv"], entries)
+                  for k in ("nv", "ng", "nc", "nr", "v")}
+        entries, rid_bytes = packed["nv"], packed["nr"]
+        if not (np.array_equal(packed["ng"], 4 * entries) and np.array_equal(packed["nc"], 4 * entries)
                 and packed["v"].size == entries.sum()):
-            raise DeidError(VERIFICATION_FAILED, f"deid.rid_set of attribute {r['a']!r}: group_ids, value_list "
-                                     "and rid_counts differ in length", hint=VERIFY_HINT)
-        n = unpack_arrays(r["c"], entries, width=4)
+            bad("group_ids, value_list and rid_counts differ in length", PACKED_HINT)
+        if np.any(rid_bytes % 8):
+            bad("rids is not a whole number of RIDs", PACKED_HINT)
+        n = unpack_packed(r["c"], ">i4", entries.sum())
         per_chunk = np.bincount(np.repeat(np.arange(len(entries)), entries), weights=n,
                                 minlength=len(entries)).astype(np.int64)
-        if not np.array_equal(per_chunk, packed["nr"]):
-            raise DeidError(VERIFICATION_FAILED, f"deid.rid_set of attribute {r['a']!r}: rid_counts do not "
-                                     "add up to the RIDs stored", hint=VERIFY_HINT)
-        groups.append(unpack_arrays(r["g"], entries, width=4))
+        if np.any(n < 0) or not np.array_equal(per_chunk, rid_bytes // 8):
+            bad("rid_counts do not add up to the RIDs stored")
+        groups.append(unpack_packed(r["g"], ">i4", entries.sum()))
         values.append(packed["v"])
         attrs.append(np.full(len(n), r["a"]))
         counts.append(n)
-        flat.append(unpack_arrays(r["r"], packed["nr"]))
+        flat.append(unpack_packed(r["r"], ">i8", per_chunk.sum()))
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     return (cat(groups, np.int64), cat(attrs, object), cat(values, np.int64),
             cat(counts, np.int64), cat(flat, np.int64))
+
+
+def unpack_packed(buf, dtype, count=None):
+    """The numbers of packed big-endian bytes (deid.rid_set's group_ids, rid_counts: '>i4';
+    rids: '>i8') as one int64 array.  Raises DE002 if the bytes are not whole numbers, or
+    not ``count`` of them when given."""
+    buf = buf or b""
+    size = np.dtype(dtype).itemsize
+    if len(buf) % size or (count is not None and len(buf) != size * int(count)):
+        raise DeidError(VERIFICATION_FAILED, "deid.rid_set holds packed numbers of an unexpected length",
+                        hint=PACKED_HINT)
+    return np.frombuffer(buf, dtype).astype(np.int64)
 
 
 def unpack_arrays(buf, counts, width=8):
     """The elements of concatenated ``array_send`` images of one-dimensional
     int8[] (width 8) or int4[] (width 4) arrays without NULLs (header 20
     bytes -- 12 for an empty array -- then (int4 length, value) per element),
-    as one int64 array.  Raises DE002 if the images are not exactly that."""
+    as one int64 array (deid.cluster_member's rids: verify/condensation.py).
+    Raises DE002 if the images are not exactly that."""
     counts = np.asarray(counts, dtype=np.int64)
     buf = buf or b""
     head = np.where(counts > 0, 20, 12)
     sizes = head + (4 + width) * counts
     if int(sizes.sum()) != len(buf):
-        raise DeidError(VERIFICATION_FAILED, "deid.rid_set holds arrays of an unexpected shape",
-                        hint="rid_counts and rids must be one-dimensional arrays without NULLs")
+        raise DeidError(VERIFICATION_FAILED, "deid's catalog holds arrays of an unexpected shape",
+                        hint="RID arrays must be one-dimensional arrays without NULLs")
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, np.int64)
@@ -174,6 +194,7 @@ def unpack_arrays(buf, counts, width=8):
         np.repeat(starts + head - (4 + width) * before, counts)
     lengths = np.ndarray((len(buf) - 3,), dtype=">i4", buffer=buf, strides=(1,))[word]
     if np.any(lengths != width):
-        raise DeidError(VERIFICATION_FAILED, "deid.rid_set holds NULL or malformed array elements", hint=VERIFY_HINT)
+        raise DeidError(VERIFICATION_FAILED, "deid's catalog holds NULL or malformed array elements",
+                        hint=VERIFY_HINT)
     every = np.ndarray((len(buf) - width + 1,), dtype=f">i{width}", buffer=buf, strides=(1,))
     return every[word + 4].astype(np.int64)

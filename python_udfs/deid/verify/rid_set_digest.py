@@ -6,27 +6,36 @@ What is compared.  For every stored row (one chunk of one attribute of the relea
 computes, in one aggregate pass over ``deid.rid_set`` (:data:`_STORED_SQL`)::
 
     chunk (int4) | entries (int4) | rids (int4) | sha256(image)
-    image = array_send(group_ids) || array_send(value_list) || array_send(rid_counts)
-            || array_send(rids)          (value_list's elements in UTF-8)
+    entries = cardinality(value_list), rids = length(rids) / 8
+    image = int4send(length(group_ids)) || group_ids || array_send(value_list)
+            || int4send(length(rid_counts)) || rid_counts || int4send(length(rids)) || rids
+                                         (value_list's elements in UTF-8)
 
-and returns, per attribute, those 44-byte records in chunk order.  :func:`check_stored` builds
-the same images with numpy from the arrays (``array_send``'s format, written here from the
-PostgreSQL documentation of the binary array format, not with the writer's encoder:
-``ndim, has-null flag, element type OID, length, lower bound 1``, then per element its length
-word and its big-endian value or UTF-8 text, -1 and nothing for NULL; an empty array is
-``0, 0, OID``) and compares, attribute by
-attribute: the same attribute names, chunks numbered 0, 1, ... without gap or repeat, the
-entries and RIDs of every chunk adding up to the arrays', and equal digests.
+and returns, per attribute, those 44-byte records in chunk order.  group_ids, rid_counts and
+rids are stored as packed bytea (sql/00_catalog.sql: big-endian int4, int4 and int8 per
+element, back to back), so the server hashes the stored bytes as they are.  :func:`check_stored`
+builds the same images with numpy from the arrays (each packed number: the value as a
+big-endian int4 or int8; ``array_send``'s format for the values, written here from the
+PostgreSQL documentation of the binary array format, not with the writer's encoder: ``ndim,
+has-null flag, element type OID, length, lower bound 1``, then per element its length word and
+its UTF-8 text, -1 and nothing for NULL; an empty array is ``0, 0, OID``) and compares,
+attribute by attribute: the same attribute names, chunks numbered 0, 1, ... without gap or
+repeat, the entries and RIDs of every chunk adding up to the arrays', and equal digests.
 
-Why that proves equality.  A chunk's image is a prefix-free encoding of its four arrays (every
-array carries its own length; every element its own length word), so two different chunks
-have different images; equal SHA-256 digests of different images would be a SHA-256
-collision, which no known method finds (2^128 work generically).  The chunk numbers, entry
-counts and RID counts are compared in the clear, so the stored rows, taken in chunk order, are
-exactly the arrays cut at those boundaries: a changed, moved, dropped or added RID, value,
-group or count changes an image; a dropped, duplicated or renumbered row changes the list of
-chunks.  The values are hashed in UTF-8 whatever the session's client_encoding (see _VALUES_UTF8),
-the numbers by array_send, which does not depend on any setting.
+Why that proves equality.  A chunk's image is a prefix-free encoding of its four columns: each
+packed column is preceded by its length in bytes, and array_send's image carries its own
+element count and every element its own length word; so the image determines the stored
+bytes of all four exactly, and two different chunks have different images.  Equal SHA-256
+digests of different images would be a SHA-256 collision, which no known method finds (2^128
+work generically).  So equal digests mean the stored bytes are the packing of the arrays, and
+the packing is one-to-one: a group or count is checked to fit int4 (RIDs are int8) before it
+is packed, so no two arrays pack to the same bytes.  The chunk numbers, entry counts and RID
+counts are compared in the clear, so the stored rows, taken in chunk order, are exactly the
+arrays cut at those boundaries: a changed, moved, dropped or added RID, value, group or count
+changes an image; a truncated or padded column changes its length word; a dropped,
+duplicated or renumbered row changes the list of chunks.  The values are hashed in UTF-8
+whatever the session's client_encoding (see _VALUES_UTF8); the packed numbers are the stored
+bytes, which do not depend on any setting.
 """
 import hashlib
 
@@ -50,9 +59,10 @@ _VALUES_UTF8 = (
     "     ''::bytea ORDER BY o) FROM unnest(r.value_list) WITH ORDINALITY u(v, o)) END")
 
 _STORED_SQL = (
-    "SELECT r.attribute AS a, string_agg(int4send(r.chunk) || int4send(cardinality(r.group_ids))"
-    " || int4send(cardinality(r.rids)) || sha256(array_send(r.group_ids) || " + _VALUES_UTF8 +
-    " || array_send(r.rid_counts) || array_send(r.rids)), ''::bytea ORDER BY r.chunk) AS d"
+    "SELECT r.attribute AS a, string_agg(int4send(r.chunk) || int4send(cardinality(r.value_list))"
+    " || int4send(length(r.rids) / 8) || sha256(int4send(length(r.group_ids)) || r.group_ids"
+    " || " + _VALUES_UTF8 + " || int4send(length(r.rid_counts)) || r.rid_counts"
+    " || int4send(length(r.rids)) || r.rids), ''::bytea ORDER BY r.chunk) AS d"
     " FROM deid.rid_set r WHERE r.release_id = $1 GROUP BY r.attribute")
 
 _RECORD = np.dtype([("chunk", ">i4"), ("entries", ">i4"), ("rids", ">i4"), ("digest", "S32")])
@@ -110,29 +120,41 @@ def check_stored(stored, expected):
 
 
 def _digests(group, code, dictionary, count, rids, entries, per_chunk):
-    """SHA-256 of each chunk's image (see the module docstring), built a chunk at a time."""
+    """SHA-256 of each chunk's image (see the module docstring), built a chunk at a time (a
+    chunk's packed numbers go through one reused big-endian buffer per width)."""
     group, count, rids = np.asarray(group), np.asarray(count), np.asarray(rids)
+    for name, x in (("group", group), ("count", count)):
+        if x.size and (int(x.min()) < -2 ** 31 or int(x.max()) >= 2 ** 31):
+            _fail(f"deid.rid_set: a {name} in memory does not fit int4", hint=_HINT)
     code = np.minimum(np.asarray(code, np.int64), len(dictionary))
     words = [b"\xff\xff\xff\xff" if s is None else len(s.encode()).to_bytes(4, "big") + s.encode()
              for s in dictionary] + [b"\xff\xff\xff\xff"]
     null = np.array([x is None for x in dictionary] + [True])
     table = _word_table(words)
+    most = (int(entries.max()) if entries.size else 0, int(per_chunk.max()) if per_chunk.size else 0)
+    int4s, int8s = np.empty(most[0], ">i4"), np.empty(most[1], ">i8")     # hashed as soon as written
     out, e0, r0 = [], 0, 0
     for ne, nr in zip(entries.tolist(), per_chunk.tolist()):
         e1, r1 = e0 + ne, r0 + nr
         codes = code[e0:e1]
         h = hashlib.sha256()
-        h.update(_header(ne, INT4OID))
-        h.update(_elements(group[e0:e1], ">i4"))
+        _hash_packed(h, group[e0:e1], int4s)
         h.update(_header(ne, TEXTOID, bool(null[codes].any())))
         h.update(_text_elements(codes, *table))
-        h.update(_header(ne, INT4OID))
-        h.update(_elements(count[e0:e1], ">i4"))
-        h.update(_header(nr, INT8OID))
-        h.update(_elements(rids[r0:r1], ">i8"))
+        _hash_packed(h, count[e0:e1], int4s)
+        _hash_packed(h, rids[r0:r1], int8s)
         out.append(h.digest())
         e0, r0 = e1, r1
     return out
+
+
+def _hash_packed(h, values, buf):
+    """Hash int4send(length in bytes) || the values packed big-endian (a packed column of
+    deid.rid_set); the values are written into the front of ``buf`` ('>i4' or '>i8')."""
+    out = buf[:len(values)]
+    out[...] = values
+    h.update(np.array([out.nbytes], ">i4").tobytes())
+    h.update(out)                        # hashlib takes the buffer: no bytes copy
 
 
 def _header(n, oid, has_null=False):
