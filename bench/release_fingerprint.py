@@ -10,10 +10,13 @@ logged (RID sets, equivalence classes), each over its rows in a canonical order,
 content counts. Appends one JSON line to bench/results/release_fingerprints.jsonl.
 """
 import argparse
+import hashlib
 import json
 import pathlib
 import subprocess
 import sys
+
+import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from common import RESULTS, ROOT, connect  # noqa: E402
@@ -28,6 +31,20 @@ def md5_of(conn, relation):
                         f" FROM {relation} t").fetchone()[0]
 
 
+def rid_set_md5(conn, release_id):
+    """md5 of the release's deid.rid_set rows, each as 'attribute|groups|values|counts|rids'
+    with every array in PostgreSQL's text form ('{1,2,3}'), rows in (attribute, chunk) order
+    -- the packed numbers decoded here (numpy), so the md5 is the one of the catalog's earlier
+    int[]/bigint[] columns (format('%s|%s|%s|%s|%s', ...) of them) and stays comparable."""
+    def text(raw, dtype):
+        return "{" + ",".join(map(str, np.frombuffer(raw, dtype).tolist())) + "}"
+    lines = [f"{a}|{text(g, '>i4')}|{v}|{text(c, '>i4')}|{text(r, '>i8')}" for a, g, v, c, r in
+             conn.execute("SELECT attribute, group_ids, value_list::text, rid_counts, rids"
+                          " FROM deid.rid_set WHERE release_id = %s ORDER BY attribute, chunk",
+                          [release_id])]
+    return hashlib.md5("\n".join(lines).encode()).hexdigest()
+
+
 def fingerprint(conn, method, table, k, l, columns, options, name):
     conn.execute("SELECT deid.drop_release(name) FROM deid.release WHERE name = %s"
                  " AND status = 'committed'", [name])
@@ -36,10 +53,7 @@ def fingerprint(conn, method, table, k, l, columns, options, name):
         " options => %s, release => %s)",
         [table, method, k, l, columns, json.dumps(options), name]).fetchone()
     out = {r: md5_of(conn, r) for r in relations}
-    out["rid_set"] = conn.execute(
-        "SELECT md5(coalesce(string_agg(format('%%s|%%s|%%s|%%s|%%s', attribute, group_ids, value_list,"
-        " rid_counts, rids), E'\\n' ORDER BY attribute, chunk), '')) FROM deid.rid_set"
-        " WHERE release_id = %s", [rid]).fetchone()[0]
+    out["rid_set"] = rid_set_md5(conn, rid)
     out["equivalence_class"] = conn.execute(
         "SELECT md5(coalesce(string_agg(format('%%s|%%s|%%s', class_id, cardinality, generalized),"
         " E'\\n' ORDER BY class_id), '')) FROM deid.equivalence_class WHERE release_id = %s",
