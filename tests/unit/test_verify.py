@@ -450,6 +450,55 @@ def test_vectorised_matches_scalar_on_random_groups():
                               verify._greedy(rs, caps, L, groups, 0))
 
 
+def test_stable_argsort_by_is_the_stable_argsort_of_the_combined_key():
+    """arrays._stable_argsort_by: by major, then minor, then position -- by two 16-bit radix
+    passes when both fit, else by the combined key -- the permutation np.argsort gives."""
+    from deid.verify.arrays import _stable_argsort_by
+    rng = np.random.default_rng(4)
+    for n, n_major, n_minor in [(10, 3, 4), (50_000, 14_000, 320), (50_000, 70_000, 9),
+                                (50_000, 5, 1 << 17), (50_000, 1 << 16, 1 << 16)]:
+        major = rng.integers(0, n_major, n)
+        minor = rng.integers(0, n_minor, n)
+        expected = np.argsort(major * n_minor + minor, kind="stable")
+        assert np.array_equal(_stable_argsort_by(major, minor, n_major, n_minor), expected)
+        assert np.array_equal(_stable_argsort_by(major.astype(np.int32), minor, n_major, n_minor),
+                              expected)
+
+
+def test_greedy_on_some_groups_matches_all_groups():
+    """_greedy on a subset of the groups (few: their rows are selected first; most: every row
+    is sorted) gives each group the certificate it gets among all groups."""
+    rng = np.random.default_rng(12)
+    g, a, v, r = random_release(rng, 20_000, 300, [40, 8, 4])
+    rs = verify._parse_rid_set(g, a, v, r)
+    for cl, L in [(None, 5), ({"a2": 2}, 6)]:
+        caps = verify._column_caps(cl, rs.anames, L, rs.G)
+        every = verify._greedy(rs, caps, L, np.arange(rs.G))
+        for groups in (np.arange(0, rs.G, 7), np.arange(rs.G)[np.arange(rs.G) % 7 != 3]):
+            assert np.array_equal(verify._greedy(rs, caps, L, groups), every[groups])
+
+
+def test_rows_of_sparse_and_dense_rids_agree():
+    """_parse_rid_set's rows: rids spanning a compact range fill every slot or leave gaps;
+    either way each row holds its group and its entry per attribute."""
+    rng = np.random.default_rng(13)
+    g, a, v, r = random_release(rng, 5_000, 40, [30, 6])
+    dense = verify._parse_rid_set(g, a, v, r)
+    gappy = verify._parse_rid_set(g, a, v, [x * 2 for x in r])       # every other slot empty
+    sparse = verify._parse_rid_set(g, a, v, [x * 10 ** 9 for x in r])  # ranked rids
+    for rs in (gappy, sparse):
+        assert np.array_equal(rs.row_g, dense.row_g)
+        assert np.array_equal(rs.row_ent, dense.row_ent)
+        assert np.array_equal(rs.sizes, dense.sizes)
+    rows = {}
+    for e, rids in enumerate(r):
+        for x in rids.tolist():
+            rows.setdefault(x, []).append(e)
+    order = sorted(rows)
+    assert np.array_equal(dense.row_ent, np.array([rows[x] for x in order]))
+    assert np.array_equal(dense.row_g, dense.gcode[dense.row_ent[:, 0]])
+
+
 def test_large_group_uses_scalar_path():
     rng = np.random.default_rng(5)
     n = verify._VECTOR_MAX_GROUP + 200

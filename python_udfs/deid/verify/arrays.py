@@ -45,6 +45,17 @@ def _stable_argsort(key, top):
     return o
 
 
+def _stable_argsort_by(major, minor, n_major, n_minor):
+    """np.argsort(major * n_minor + minor, kind="stable") for integer arrays with values in
+    [0, n_major) and [0, n_minor): when both fit 16 bits, two stable radix passes -- the
+    minor key, then the major one -- give that permutation without the combined key."""
+    if major.size < 4096 or n_major > 1 << 16 or n_minor > 1 << 16:
+        return _stable_argsort(major.astype(np.int64) * n_minor + minor, n_major * n_minor)
+    by_minor = np.argsort(minor.astype(np.uint16), kind="stable")
+    by_major = np.argsort(major.astype(np.uint16)[by_minor], kind="stable")
+    return by_minor[by_major]
+
+
 def _unsort(values, order):
     """Undo ``values = x[order]``: the values back in the original positions."""
     out = np.empty_like(values)

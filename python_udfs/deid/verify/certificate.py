@@ -15,7 +15,7 @@ skips hopeless groups and gives a counterexample.
 
 import numpy as np
 
-from .arrays import _stable_argsort
+from .arrays import _stable_argsort_by
 from .caps import _INF
 from .greedy import _VECTOR_MAX_GROUP, _greedy
 
@@ -60,7 +60,7 @@ def _frequency_bound(gcode, acode, lens, sizes, caps, G):
     e = gcode.size
     w = int(lens.max()) + 1
     if G * w < 2 ** 62:
-        o = _stable_argsort(gcode * w + (w - 1 - lens), G * w)
+        o = _stable_argsort_by(gcode, w - 1 - lens, G, w)
     else:
         o = np.lexsort((-lens, gcode))
     # entries by group, largest RID set first; drop those beyond L_i
