@@ -155,6 +155,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
         dtypes.append(">i8")
         names.append("__rid")
     categories = [c for c in cols if column_kind(c.base_type) == "category"]
+    categorical = {c.name for c in categories}
     seed = secrets.randbits(62) if rid_column and categories else None
     if seed is not None:
         params.append(seed)
@@ -208,12 +209,18 @@ def read(db, rel, columns, rid_column=None, selection=None):
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
                         hint=f'Every row needs an id: filter the NULLs out with selection => '
                              f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.')
-    packed = np.frombuffer(row["c"] or b"", _layout(dtypes))
+    layout = _layout(dtypes)
+    packed = np.frombuffer(row["c"] or b"", layout)
     if len(packed) != n:
         raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"
                         " read them", hint="Run the request again.")
-    arrays = {}
+    arrays, slots = {}, {}
     for i, (name, dt) in enumerate(zip(names, dtypes)):
+        if seed is not None and name in categorical:
+            # 64-bit hashes become dictionary codes: read in place (big-endian), their
+            # low 16 bits (what _distinct tables them by) straight from the buffer
+            arrays[name], slots[name] = packed[f"f{i}"], i
+            continue
         # hashtext() values stay int32 until they become dictionary codes
         wide = np.float64 if dt[1] == "f" else np.int32 if name in hashed else np.int64
         arrays[name] = packed[f"f{i}"].astype(wide)
@@ -226,12 +233,22 @@ def read(db, rel, columns, rid_column=None, selection=None):
         values = arrays[c.name]
         if seed is not None and c.name not in dictionaries and column_kind(c.base_type) == "category":
             dictionaries[c.name], values = _dictionary_by_rows(
-                db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed)
+                db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed,
+                _low_16_bits(row["c"], layout, slots[c.name], n))
         elif c.name in hashed:
             values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
+
+
+def _low_16_bits(buf, layout, i, n):
+    """The low 16 bits of the big-endian 8-byte field f{i} of each of the n packed rows of
+    `buf` (its last two bytes), as intp; None for no rows."""
+    if n == 0:
+        return None
+    return np.ndarray((n,), ">u2", buffer=buf, offset=layout.fields[f"f{i}"][1] + 6,
+                      strides=(layout.itemsize,)).astype(np.intp)
 
 
 def _layout(dtypes):
@@ -249,16 +266,21 @@ def _packed(fields, nulls):
 REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id; more: GROUP BY
 
 
-def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, null, seed):
+def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, null, seed,
+                        slot=None):
     """((labels in sort order, their hashes), every row's code) of a categorical column whose
-    rows' hashtextextended(v, seed) were read: the text of one row per distinct hash, fetched
-    by row id (or, for more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS scan of
-    the column). Two values with one 64-bit hash (a random seed per read makes that about
-    D^2 / 2^65 likely) or a row changed since the pass raise SERIALIZATION_FAILURE: the
+    rows' hashtextextended(v, seed) were read (`hashes`: int64, or the read's big-endian
+    field; `slot`: their low 16 bits, if at hand): the text of one row per distinct hash,
+    fetched by row id (or, for more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS
+    scan of the column). Two values with one 64-bit hash (a random seed per read makes that
+    about D^2 / 2^65 likely) or a row changed since the pass raise SERIALIZATION_FAILURE: the
     request is run again."""
     q = "t." + quote_ident(col.name)
     present = np.flatnonzero(~null) if null.any() else None
-    distinct, first, index = _distinct(hashes if present is None else hashes[present])
+    if present is None:
+        distinct, first, index = _distinct(hashes, slot=slot)
+    else:
+        distinct, first, index = _distinct(hashes[present], slot=None if slot is None else slot[present])
     if len(distinct) > REPRESENTATIVES_MAX:
         labels, label_hashes = _dictionaries(db, src, where, params[:-1], [col], seed)[col.name]
         label_hashes = np.asarray(label_hashes, np.int64)
@@ -280,39 +302,70 @@ def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, nu
         raise DeidError(SERIALIZATION_FAILURE, f'the values of "{col.name}" could not be read'
                         " consistently", hint="Run the request again (the source was written to"
                         " concurrently, or two values shared a hash).")
+    code_of = code_of.astype(np.int64, copy=False)
     if present is None:
-        return (labels, label_hashes), code_of[index].astype(np.int64)
+        return (labels, label_hashes), index.take(code_of)
     codes = np.full(len(hashes), len(labels), np.int64)
-    codes[present] = code_of[index]
+    codes[present] = index.take(code_of)
     return (labels, label_hashes), codes
 
 
-def _distinct(h, bits=16):
-    """(distinct values of the int64 array h, a row holding each, every row's index into
-    them) in O(n) when they are few: a table indexed by the low `bits` bits of h keeps the
-    first hash of each slot; rows whose slot another hash took are ranked by np.unique (all
-    rows, when more than a quarter collide)."""
+def _distinct(h, bits=16, slot=None):
+    """(distinct values of the int64 array h -- native or big-endian --, a row holding each, a
+    _RowIndex of every row's index into them) in O(n) when they are few: a table indexed by
+    the low `bits` bits of h (`slot`: those bits as intp, if at hand) keeps the first hash of
+    each slot; rows whose slot another hash took are ranked by np.unique (all rows, when more
+    than a quarter collide)."""
     n = len(h)
-    slot = (h & ((1 << bits) - 1)).astype(np.intp)
-    first = np.full(1 << bits, n, np.int64)
-    first[slot[::-1]] = np.arange(n - 1, -1, -1)         # last write wins: the first row
-    used = np.flatnonzero(first < n)
-    kept = np.zeros(1 << bits, h.dtype)             # each slot's hash, gathered from a small table
+    size = 1 << bits
+    if slot is None:
+        slot = np.bitwise_and(h, size - 1, dtype=np.int64).astype(np.intp, copy=False)
+    first = np.full(size, n, np.int64)
+    used = np.flatnonzero(np.bincount(slot, minlength=size))
+    head = min(n, 4 * size)        # the first row of a slot is most often among the first rows
+    first[slot[:head][::-1]] = np.arange(head - 1, -1, -1)
+    if np.any(first[used] == n):
+        first[slot[::-1]] = np.arange(n - 1, -1, -1)     # last write wins: the first row
+    kept = np.zeros(size, h.dtype)               # each slot's hash, gathered from a small table
     kept[used] = h[first[used]]
     same = kept[slot] == h
-    rest = np.flatnonzero(~same)
+    if same.all():
+        rest = np.zeros(0, np.intp)
+    else:
+        rest = np.flatnonzero(~same)
+    del same
     if len(rest) > n // 4:
-        distinct, rows, index = np.unique(h, return_index=True, return_inverse=True)
-        return distinct, rows, index.ravel()
-    index_of = np.zeros(1 << bits, np.int64)
+        distinct, rows, index = np.unique(np.asarray(h, np.int64), return_index=True,
+                                          return_inverse=True)
+        return distinct, rows, _RowIndex(index=index.ravel())
+    index_of = np.zeros(size, np.int64)
     index_of[used] = np.arange(len(used))
-    index = index_of[slot]
-    distinct, rows = h[first[used]], first[used]
+    distinct, rows = np.asarray(h[first[used]], np.int64), first[used]
+    rest_index = None
     if len(rest):
-        d2, r2, i2 = np.unique(h[rest], return_index=True, return_inverse=True)
-        index[rest] = len(used) + i2.ravel()
+        d2, r2, i2 = np.unique(np.asarray(h[rest], np.int64), return_index=True, return_inverse=True)
+        rest_index = len(used) + i2.ravel()
         distinct, rows = np.concatenate([distinct, d2]), np.concatenate([rows, rest[r2]])
-    return distinct, rows, index
+    return distinct, rows, _RowIndex(slot, index_of, rest, rest_index)
+
+
+class _RowIndex:
+    """Every row's index into _distinct's values, as the rows' slots and each slot's index
+    (rows whose slot another hash took: `rest`, with their own indexes), or as an array:
+    take(a) is a[index] for every row, one gather from a table of the slots."""
+
+    def __init__(self, slot=None, index_of=None, rest=None, rest_index=None, index=None):
+        self.slot, self.index_of, self.rest, self.rest_index = slot, index_of, rest, rest_index
+        self.index = index
+
+    def take(self, a):
+        a = np.asarray(a)
+        if self.index is not None:
+            return a[self.index]
+        out = (a[self.index_of] if len(a) else np.zeros(len(self.index_of), a.dtype))[self.slot]
+        if self.rest_index is not None:
+            out[self.rest] = a[self.rest_index]
+        return out
 
 
 def read_spec(db, spec):

@@ -35,14 +35,44 @@ def test_a_value_missing_from_the_dictionary_is_a_retry_error(distinct):
     (3000, 2000, True)])
 def test_distinct_hashes(n, distinct, low_bits_shared):
     """datapath._distinct: every row's index into the distinct 64-bit hashes, a row holding
-    each -- also when many hashes share their low bits (the slot table's collisions)."""
+    each (the first) -- also when many hashes share their low bits (the slot table's collisions),
+    for the read's big-endian field and with the slots given."""
     from deid.datapath import _distinct
     rng = np.random.default_rng(n + distinct)
     values = rng.integers(-2 ** 63, 2 ** 63 - 1, size=distinct, dtype=np.int64)
     if low_bits_shared:
         values = (values & ~np.int64(0xFFFF)) | np.int64(0x1234)
     h = values[rng.integers(0, distinct, size=n)]
+    for form in (h, h.astype(">i8")):                    # native, or the read's big-endian field
+        for slot in (None, (h & 0xFFFF).astype(np.intp)):
+            d, rows, index = _distinct(form, slot=slot)
+            assert d.dtype == np.int64
+            assert sorted(d.tolist()) == sorted(set(h.tolist()))
+            assert np.array_equal(h[rows], d)
+            assert np.array_equal(index.take(d), h)
+            # the first row holding each hash
+            assert all(int(np.flatnonzero(h == v)[0]) == r for v, r in zip(d.tolist()[:50], rows.tolist()[:50]))
+
+
+def test_low_16_bits_of_packed_rows():
+    """datapath._low_16_bits: the low 16 bits of a big-endian 8-byte field of packed rows."""
+    from deid.datapath import _layout, _low_16_bits
+    rng = np.random.default_rng(3)
+    layout = _layout([">i8", ">i4", ">i8"])
+    rows = np.zeros(1000, layout)
+    rows["f0"] = rng.integers(-2 ** 63, 2 ** 63 - 1, size=1000, dtype=np.int64)
+    rows["f2"] = rng.integers(-2 ** 63, 2 ** 63 - 1, size=1000, dtype=np.int64)
+    buf = rows.tobytes()
+    for i in (0, 2):
+        assert np.array_equal(_low_16_bits(buf, layout, i, 1000), rows[f"f{i}"].astype(np.int64) & 0xFFFF)
+    assert _low_16_bits(b"", layout, 0, 0) is None
+
+
+def test_distinct_hash_first_seen_after_the_head():
+    """A hash whose first row comes after _distinct's head of rows still gets its first row."""
+    from deid.datapath import _distinct
+    h = np.full(4 * (1 << 16) + 10, 77, np.int64)
+    h[-5:] = [5, 6, 5, 77, 6]
     d, rows, index = _distinct(h)
-    assert sorted(d.tolist()) == sorted(set(h.tolist()))
-    assert np.array_equal(h[rows], d)
-    assert np.array_equal(d[index], h)
+    assert d.tolist() == [5, 6, 77] and rows.tolist() == [len(h) - 5, len(h) - 4, 0]
+    assert np.array_equal(index.take(d), h)
