@@ -16,6 +16,7 @@ from .copyfields import (INT4OID, INT8OID, TEXTOID, Array, Fixed, Text,  # noqa:
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 TRAILER = b"\xff\xff"
 _MAX_RESIDUE_PASSES = 4096            # beyond this, chunks of one field are copied byte by byte
+_JOIN_RECORDS = 1 << 15               # up to this many records with variable chunks: _by_records
 
 
 def field_order(fields):
@@ -48,10 +49,16 @@ def parts(fields):
         return [HEADER, prefix.of(None, n).view(np.uint8), TRAILER]
     if any(isinstance(f, Array) for f in rest):
         return [HEADER, *_by_pieces(prefix.of(None, n), rest), TRAILER]
-    rest = _combine_texts(rest, n)
-    lens = [f.chunk_lengths() for f in rest]
-    out = _by_layout(prefix, n, rest, lens)
-    return out if out is not None else [HEADER, _by_chunks(prefix.of(None, n), rest, lens), TRAILER]
+    combined = _combine_texts(rest, n)
+    lens = [f.chunk_lengths() for f in combined]
+    if n <= _JOIN_RECORDS and all(isinstance(f, (Fixed, Text)) for f in rest):
+        # few records (e.g. a release's classes, one long text each): joined record by record
+        # in the order the layouts would give them, the same image
+        layouts = _layouts(lens)
+        order = None if layouts is None else layouts[3]
+        return [HEADER, _by_records(prefix.of(None, n), rest, order), TRAILER]
+    out = _by_layout(prefix, n, combined, lens)
+    return out if out is not None else [HEADER, _by_chunks(prefix.of(None, n), combined, lens), TRAILER]
 
 
 class _Prefix:
@@ -74,13 +81,11 @@ class _Prefix:
         return p
 
 
-def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer=TRAILER):
-    """Records grouped by layout (the tuple of their variable chunk lengths):
-    within a layout every record has the same size, so a block is one
-    structured array -- no per-byte scatter. Records keep their relative order
-    within a layout (COPY does not care about row order). Returns the image's
-    parts, or None when there are more than `max_layouts` layouts. `prefix` None:
-    records have no fixed prefix (a text-format image, copytext)."""
+def _layouts(lens, max_layouts=4096):
+    """(each field's distinct chunk lengths, how many each field has, records per layout, the
+    records by layout -- stable) of records whose fields have chunk lengths `lens`; None when
+    there are more than `max_layouts` layouts (tuples of lengths)."""
+    n = len(lens[0])
     widths = [np.flatnonzero(np.bincount(ln)) for ln in lens]
     sizes = [len(w) for w in widths]
     if np.prod(sizes, dtype=float) > max_layouts:
@@ -93,7 +98,20 @@ def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer
         layout += rank[ln]
     count = np.bincount(layout, minlength=int(np.prod(sizes)))
     order = np.argsort(layout.astype(np.uint16) if len(count) <= 1 << 16 else layout, kind="stable")
-    del layout
+    return widths, sizes, count, order
+
+
+def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer=TRAILER):
+    """Records grouped by layout (the tuple of their variable chunk lengths):
+    within a layout every record has the same size, so a block is one
+    structured array -- no per-byte scatter. Records keep their relative order
+    within a layout (COPY does not care about row order). Returns the image's
+    parts, or None when there are more than `max_layouts` layouts. `prefix` None:
+    records have no fixed prefix (a text-format image, copytext)."""
+    layouts = _layouts(lens, max_layouts)
+    if layouts is None:
+        return None
+    widths, sizes, count, order = layouts
     bounds = np.concatenate([[0], np.cumsum(count)])
 
     def blocks():                              # built one at a time, as the file takes them
@@ -129,6 +147,30 @@ def _by_chunks(prefix, fields, lens):
         _write(image, pos, f, ln)
         pos = pos + ln
     return image
+
+
+def _by_records(prefix, fields, order=None):
+    """The records, in `order` (None: as they are), each its prefix and its fields' chunks
+    joined as slices of bytes: for few records with variable chunks (a text chunk is a slice of
+    its field's dictionary chunks -- no padded table, no index of every byte)."""
+    n = len(prefix)
+    width = prefix.dtype.itemsize
+    take = (lambda a: a) if order is None else (lambda a: a[order])
+    k = 1 + len(fields)
+    pieces = [None] * (k * n)
+    head = take(prefix).tobytes()
+    pieces[0::k] = [head[i:i + width] for i in range(0, n * width, width)]
+    for j, f in enumerate(fields, 1):
+        if isinstance(f, Text):
+            blob, offs, lens = f._chunks()
+            codes = f._codes()
+            starts, lens = offs[codes], lens[codes]
+        else:
+            blob, lens = _compact(f)
+            starts = np.cumsum(lens) - lens
+        blob, starts = blob.tobytes(), take(starts)
+        pieces[j::k] = [blob[s:e] for s, e in zip(starts.tolist(), (starts + take(lens)).tolist())]
+    return b"".join(pieces)
 
 
 _GATHER_BYTES = 1 << 21

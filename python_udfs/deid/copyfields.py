@@ -113,7 +113,7 @@ class Text:
         if not hasattr(self, "_padded"):
             blob, _, lens = self._chunks()
             table = np.zeros((len(lens), int(lens.max())), np.uint8)
-            table[np.repeat(np.arange(len(lens)), lens), ranges(np.zeros(len(lens), np.int64), lens)] = blob
+            table[np.arange(table.shape[1]) < lens[:, None]] = blob     # row by row: the chunks
             self._padded = table
         return self._padded
 

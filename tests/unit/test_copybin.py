@@ -218,3 +218,34 @@ def test_few_records_path_is_the_gather_path(records, monkeypatch):
     few = cb.records(fields)
     monkeypatch.setattr(cb, "_FEW_RECORDS", 0)
     assert cb.records(fields) == few
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400), st.integers(0, 2 ** 32 - 1), st.booleans())
+def test_few_records_are_joined_into_the_same_image(n, seed, many_lengths):
+    """Up to _JOIN_RECORDS records with variable chunks are joined record by record (_by_records),
+    in the order the layout or chunk path gives them: the very same image."""
+    rng = np.random.default_rng(seed)
+    width = 40 if many_lengths else 3                   # > 4096 layouts: the chunk path's order
+    words = ["é" * (i % width) + "x" * (i % 7) for i in range(600)] + [None]
+    fields = [cb.Fixed(np.arange(n), ">i4"),
+              cb.Text(rng.integers(0, len(words) + 1, n), words),
+              cb.Fixed(rng.normal(size=n), ">f8", null=rng.random(n) < 0.3),
+              cb.Text(rng.integers(0, 4, n), ["p", "qq", "rrr"]),
+              cb.Text(rng.integers(0, len(words) + 1, n), words[::-1])]
+    fields = [fields[i] for i in cb.field_order(fields)]
+    joined = cb.records(fields)
+    old, cb._JOIN_RECORDS = cb._JOIN_RECORDS, 0          # (no monkeypatch in a @given test)
+    try:
+        assert cb.records(fields) == joined
+    finally:
+        cb._JOIN_RECORDS = old
+    rows = parse(joined)
+    assert sorted(struct.unpack(">i", r[0])[0] for r in rows) == list(range(n))
+
+
+def test_text_table_holds_each_chunk_zero_padded():
+    text = cb.Text(np.array([0, 1, 2]), ["abc", None, ""])
+    table = text._table()
+    assert table.tolist() == [[0, 0, 0, 3, 97, 98, 99], [255, 255, 255, 255, 0, 0, 0],
+                              [0, 0, 0, 0, 0, 0, 0], [255, 255, 255, 255, 0, 0, 0]]
