@@ -17,6 +17,7 @@ HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 TRAILER = b"\xff\xff"
 _MAX_RESIDUE_PASSES = 4096            # beyond this, chunks of one field are copied byte by byte
 _JOIN_RECORDS = 1 << 15               # up to this many records with variable chunks: _by_records
+_BLOCK_BYTES = 1 << 21                # _by_layout builds a layout's records this much at a time
 
 
 def field_order(fields):
@@ -117,16 +118,20 @@ def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer
     def blocks():                              # built one at a time, as the file takes them
         yield header
         for lay in np.flatnonzero(count).tolist():
-            idx = order[bounds[lay]:bounds[lay + 1]]
             chunk_lens = [int(w[p]) for w, p in zip(widths, np.unravel_index(lay, sizes))]
-            dt = ([] if prefix is None else [("prefix", prefix.dtype)]) + [
-                (f"c{i}", np.uint8, (ln,)) for i, ln in enumerate(chunk_lens)]
-            block = np.empty(len(idx), dtype=dt)
-            if prefix is not None:
-                prefix.of(idx, len(idx), out=block["prefix"])
-            for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
-                block[f"c{i}"] = f.chunks(idx, ln)
-            yield block.view(np.uint8)
+            dt = np.dtype(([] if prefix is None else [("prefix", prefix.dtype)]) + [
+                (f"c{i}", np.uint8, (ln,)) for i, ln in enumerate(chunk_lens)])
+            # a layout's records a slice of about _BLOCK_BYTES at a time: the memory of one
+            # slice (and its temporaries) is used again by the next, not paged in afresh
+            step = max(1, _BLOCK_BYTES // dt.itemsize)
+            for lo in range(int(bounds[lay]), int(bounds[lay + 1]), step):
+                idx = order[lo:min(lo + step, int(bounds[lay + 1]))]
+                block = np.empty(len(idx), dtype=dt)
+                if prefix is not None:
+                    prefix.of(idx, len(idx), out=block["prefix"])
+                for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
+                    block[f"c{i}"] = f.chunks(idx, ln)
+                yield block.view(np.uint8)
         yield trailer
     return blocks()
 

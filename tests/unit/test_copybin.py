@@ -249,3 +249,18 @@ def test_text_table_holds_each_chunk_zero_padded():
     table = text._table()
     assert table.tolist() == [[0, 0, 0, 3, 97, 98, 99], [255, 255, 255, 255, 0, 0, 0],
                               [0, 0, 0, 0, 0, 0, 0], [255, 255, 255, 255, 0, 0, 0]]
+
+
+def test_layout_blocks_are_bounded_slices_of_the_same_image(monkeypatch):
+    """_by_layout builds a layout's records _BLOCK_BYTES at a time: small blocks, one image."""
+    rng = np.random.default_rng(9)
+    n = 5000
+    fields = [cb.Fixed(np.arange(n), ">i4"), cb.Text(rng.integers(0, 4, n), ["a", "bb", "ccc"]),
+              cb.Text(rng.integers(0, 3, n), ["x", "yy"])]
+    monkeypatch.setattr(cb, "_JOIN_RECORDS", 0)
+    whole = cb.records(fields)
+    monkeypatch.setattr(cb, "_BLOCK_BYTES", 256)
+    parts = [bytes(p) for p in cb.parts(fields)]
+    assert b"".join(parts) == whole
+    assert len(parts) > 2 * 12 and max(len(p) for p in parts[1:-1]) <= 256
+    assert sorted(struct.unpack(">i", r[0])[0] for r in parse(whole)) == list(range(n))
