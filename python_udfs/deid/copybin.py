@@ -11,7 +11,7 @@ modulo w (_by_chunks).
 import numpy as np
 
 from .copyfields import (INT4OID, INT8OID, TEXTOID, Array, Fixed, Text,  # noqa: F401 (re-exported)
-                         ranges)
+                         ranges, taken)
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 TRAILER = b"\xff\xff"
@@ -76,9 +76,14 @@ class _Prefix:
         taken straight from its values (no gather of whole prefixes)."""
         p = np.empty(n if idx is None else len(idx), self.dtype) if out is None else out
         p["nf"] = self.n_fields
+        rows = {}                      # fields taken through one `take` compose it with idx once
         for i, f in enumerate(self.fields):
             p[f"f{i}"]["len"] = np.dtype(f.dtype).itemsize
-            p[f"f{i}"]["v"] = f.values if idx is None else f.values[idx]
+            take = getattr(f, "take", None)
+            if id(take) not in rows:
+                rows[id(take)] = taken(take, idx)
+            at = rows[id(take)]
+            p[f"f{i}"]["v"] = f.values if at is None else f.values[at]
         return p
 
 
@@ -327,10 +332,15 @@ def _combine_texts(fields, n):
         if len(run) < 2 or space > 4 * n + (1 << 16):
             out.extend(run)
         else:
-            key = np.zeros(n, np.int64)
+            # fields taking their records through one `take`: keys of their rows as they are,
+            # then one gather of the keys (not one of every field's codes)
+            take = run[0].take if all(f.take is run[0].take for f in run) else None
+            key = np.zeros(n if take is None else len(run[0].codes), np.int64)
             for f, size in zip(run, sizes):
                 key *= size
-                key += f._codes()
+                key += f._codes() if take is None else np.minimum(f.codes, size - 1)
+            if take is not None:
+                key = key[take]
             present = np.flatnonzero(np.bincount(key, minlength=space))
             remap = np.zeros(space, np.int64)
             remap[present] = np.arange(len(present))

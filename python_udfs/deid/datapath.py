@@ -436,17 +436,18 @@ _BINARY_NUMBER = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", 
 
 
 def binary_field(col, column, order=None):
-    """A copybin field writing `col` back in the source column's own type, or
-    None when that type has no direct binary form here (numeric, timestamps,
-    non-text categories): then use stage() + decode_expr()."""
-    take = (lambda a: a) if order is None else (lambda a: a[order])
-    null = take(col.null) if col.null.any() else None
+    """A copybin field writing `col` back in the source column's own type, its records the
+    rows `order` (None: as they are; gathered as the image is laid out), or None when that
+    type has no direct binary form here (numeric, timestamps, non-text categories): then use
+    stage() + decode_expr()."""
+    null = col.null if col.null.any() else None
     if col.kind == "category":
-        return copybin.Text(take(col.values), col.dictionary) if column.base_type in _BINARY_TEXT else None
+        return copybin.Text(col.values, col.dictionary, order) if column.base_type in _BINARY_TEXT \
+            else None
     if col.kind == "date":
-        return copybin.Fixed.date(take(col.values), null)
+        return copybin.Fixed.date(col.values, null, order)
     if column.base_type in _BINARY_NUMBER:
-        return copybin.Fixed(take(col.values), _BINARY_NUMBER[column.base_type], null)
+        return copybin.Fixed(col.values, _BINARY_NUMBER[column.base_type], null, order)
     return None
 
 
