@@ -566,6 +566,23 @@ def test_group_sizes():
     raises_invalid(check_group_sizes, gid, -2)
 
 
+def test_group_counts_are_group_sizes_of_the_repeated_ids():
+    """check_group_counts(counts) == check_group_sizes(np.repeat(arange, counts)): same summary,
+    same failure (the first group below k, by position)."""
+    from deid.verify import check_group_counts
+    for counts in ([3, 4], [4, 0, 4, 7], [], [0, 0], [5, 2, 9, 1]):
+        gid = np.repeat(np.arange(len(counts)), counts)
+        for k in (1, 3, 4):
+            try:
+                want = check_group_sizes(gid, k)
+            except DeidError as e:
+                got = raises_verification(check_group_counts, np.array(counts, np.int64), k)
+                assert (got.message, got.detail) == (e.message, e.detail)
+            else:
+                assert check_group_counts(np.array(counts, np.int64), k) == want
+    raises_invalid(check_group_counts, [3], -2)
+
+
 def test_cluster_sizes():
     cid = np.repeat(np.arange(4), [10, 12, 10, 11])
     res = check_cluster_sizes(cid, 10)

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
-from . import check_group_sizes, check_kl, check_partition
+from . import check_kl, check_partition
+from .sizes import check_group_counts
 from .rid_set_digest import check_stored, stored_digests
 
 STORE_SCHEMA = "deid_release"
@@ -62,7 +63,7 @@ def verify(db, req, frame, tables):
     counts = db.query(f"SELECT string_agg(int8send(c), ''::bytea) AS c FROM (SELECT count(*) AS c"
                       f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY group_id) s")[0]["c"]
     sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
-    out["sizes"] = check_group_sizes(np.repeat(np.arange(len(sizes)), sizes), req.k)
+    out["sizes"] = check_group_counts(sizes, req.k)
     if int(sizes.sum()) != len(all_rids):
         raise DeidError(VERIFICATION_FAILED, "the release table does not hold every row of the snapshot",
                         detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
