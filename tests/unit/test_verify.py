@@ -635,3 +635,22 @@ def test_never_imports_methods():
             assert "methods" not in (node.module or "")
         if isinstance(node, ast.Import):
             assert all("methods" not in n.name for n in node.names)
+
+
+def test_coded_attributes_are_the_attribute_names():
+    """check_kl takes the attributes as readers.Coded (codes into names; an unused or repeated
+    name is as in the names' own column): the same result, the same failures."""
+    from deid.verify.readers import Coded
+    rng = np.random.default_rng(21)
+    g, a, v, r = random_release(rng, 3000, 40, [30, 6, 5])
+    names = ["zz", "a1", "a0", "a2"]                      # "zz" unused; codes into this list
+    codes = np.array([names.index(x) for x in a])
+    assert check_kl(g, Coded(codes, names), v, r, K=5, L=3) == check_kl(g, a, v, r, K=5, L=3)
+    twice = ["a0", "a1", "a2", "a0"]                      # one name twice: one attribute
+    codes2 = np.array([twice.index(x) for x in a])
+    codes2[(codes2 == 0) & (np.arange(len(a)) % 2 == 1)] = 3
+    assert check_kl(g, Coded(codes2, twice), v, r, K=5, L=3) == check_kl(g, a, v, r, K=5, L=3)
+    with pytest.raises(DeidError) as e:
+        check_kl(g, Coded(codes, names[:2]), v, r, K=5, L=3)
+    assert e.value.sqlstate == INVALID_PARAMETER_VALUE
+    raises_invalid(check_kl, g, Coded(codes[:-1], names), v, r, K=5, L=3)

@@ -24,6 +24,7 @@ from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
 from . import check_kl, check_partition
 from .sizes import check_group_counts
+from .readers import Coded
 from .rid_set_digest import check_stored, stored_digests
 
 STORE_SCHEMA = "deid_release"
@@ -94,18 +95,19 @@ def memory_rid_sets(sets):
     identified by its text (equal labels of one attribute are one value, as in the stored
     catalog), not by the method's code. The group, count and RID arrays are the evidence's
     own (one array per kind already), not copies (check_kl reads the groups as int64 itself,
-    int32 RIDs as they are)."""
-    attrs, values = [], []
+    int32 RIDs as they are); each entry's attribute is a code into the names (readers.Coded),
+    not a name object per entry."""
+    names, entries, values = [], [], []
     for attribute, group, code, dictionary, count, rids in per_attribute(sets):
         labels = np.array([("N" if x is None else "V" + x) for x in dictionary] + ["N"], object)
         _, text_code = np.unique(labels, return_inverse=True)
-        names = np.empty(len(count), object)
-        names.fill(attribute)                # one str object (np.full makes one per entry)
-        attrs.append(names)
+        names.append(attribute)
+        entries.append(len(count))
         values.append(text_code[np.minimum(code, len(dictionary))])
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     as64 = (lambda x: np.asarray(x, np.int64))
-    return (np.asarray(sets["group"]), cat(attrs, object), cat(values, np.int64),
+    attrs = Coded(np.repeat(np.arange(len(names)), entries), names)     # each entry's attribute
+    return (np.asarray(sets["group"]), attrs, cat(values, np.int64),
             as64(sets["count"]), np.asarray(sets["rids"]))
 
 
