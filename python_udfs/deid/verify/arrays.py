@@ -16,11 +16,12 @@ def _dense_codes(a):
         return a, np.zeros(0, np.int64)
     lo, hi = int(a.min()), int(a.max())
     if hi - lo < 2 * a.size + 1024:
+        at = a - lo if lo else a                 # (one offset array, none from 0)
         present = np.zeros(hi - lo + 1, dtype=bool)
-        present[a - lo] = True
+        present[at] = True
         keys = np.flatnonzero(present)
         rank = np.cumsum(present) - 1
-        return keys + lo, rank[a - lo]
+        return keys + lo, rank[at]
     keys, codes = np.unique(a, return_inverse=True)
     return keys, codes.astype(np.int64).ravel()
 

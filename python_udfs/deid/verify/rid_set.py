@@ -120,7 +120,8 @@ class _EntryValues:
         lowest = int(self.ints.min())
         span = int(self.ints.max()) - lowest + 1
         if n_group_attrs * span < 2 ** 62:
-            self.code, self.n_codes = self.ints - lowest, span
+            self.code = self.ints - lowest if lowest else self.ints
+            self.n_codes = span
         else:
             self.keys, self.code = _dense_codes(self.ints)
             self.n_codes = self.keys.size
