@@ -29,6 +29,7 @@ from . import copybin, copytext
 from .frame import EncodedColumn, Frame, encoded_array, value_dictionary  # noqa: F401 (re-exported)
 from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
 from .copyfields import ranges
+from .hashcodes import codes_from_hashes, distinct_hashes, low_16_bits
 from .sqltext import quote_ident
 
 FLAG_BITS = 62                 # NULL flags per int8 word (no sign bit, no surprises)
@@ -94,44 +95,6 @@ def _dictionaries(db, src, where, params, cols, seed=None):
             out[cols[i].name][0].append(r[f"v{i}"])
             out[cols[i].name][1].append(r[f"hv{i}"])
     return out
-
-
-def _codes_from_hashes(name, hashes, dictionary_hashes, null):
-    """Dictionary codes of the rows from their hashtext() values."""
-    dh = np.asarray(dictionary_hashes, dtype=np.int32)
-    if len(dh) == 0:
-        return np.zeros(len(hashes), np.int64)
-    slot = _perfect_slots(dh)
-    if slot is not None:                  # a table indexed by some bits of the hash
-        shift, mask = slot
-        table_code = np.zeros(mask + 1, np.int32)
-        table_hash = np.zeros(mask + 1, np.int32)
-        where = (dh >> shift) & mask
-        table_code[where], table_hash[where] = np.arange(len(dh)), dh
-        where = (hashes >> shift) & mask
-        codes, seen = table_code[where].astype(np.int64), table_hash[where]
-    else:
-        order = np.argsort(dh, kind="stable")
-        pos = np.minimum(np.searchsorted(dh[order], hashes), len(dh) - 1)
-        codes, seen = order[pos], dh[order][pos]
-    if not np.all((seen == hashes) | null):
-        raise DeidError(SERIALIZATION_FAILURE, f'the values of "{name}" changed while the request read them',
-                        hint="Run the request again (the source was written to concurrently).")
-    codes[null] = len(dh)
-    return codes
-
-
-def _perfect_slots(dh, max_bits=20):
-    """(shift, mask) such that the bits (h >> shift) & mask of the dictionary's
-    hashes are all different -- a collision-free table of at most 2^max_bits
-    slots (random hashes need about D^2 slots for that) -- or None."""
-    bits = max(4, (len(dh) * len(dh)).bit_length())
-    for size in range(bits, max_bits + 1):
-        mask = (1 << size) - 1
-        for shift in range(0, 32 - size + 1, 2):
-            if len(np.unique((dh >> shift) & mask)) == len(dh):
-                return shift, mask
-    return None
 
 
 def read(db, rel, columns, rid_column=None, selection=None):
@@ -218,7 +181,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
     for i, (name, dt) in enumerate(zip(names, dtypes)):
         if seed is not None and name in categorical:
             # 64-bit hashes become dictionary codes: read in place (big-endian), their
-            # low 16 bits (what _distinct tables them by) straight from the buffer
+            # low 16 bits (what distinct_hashes tables them by) straight from the buffer
             arrays[name], slots[name] = packed[f"f{i}"], i
             continue
         # hashtext() values stay int32 until they become dictionary codes
@@ -234,21 +197,12 @@ def read(db, rel, columns, rid_column=None, selection=None):
         if seed is not None and c.name not in dictionaries and column_kind(c.base_type) == "category":
             dictionaries[c.name], values = _dictionary_by_rows(
                 db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed,
-                _low_16_bits(row["c"], layout, slots[c.name], n))
+                low_16_bits(row["c"], layout, slots[c.name], n))
         elif c.name in hashed:
-            values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
+            values = codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
-
-
-def _low_16_bits(buf, layout, i, n):
-    """The low 16 bits of the big-endian 8-byte field f{i} of each of the n packed rows of
-    `buf` (its last two bytes), as intp; None for no rows."""
-    if n == 0:
-        return None
-    return np.ndarray((n,), ">u2", buffer=buf, offset=layout.fields[f"f{i}"][1] + 6,
-                      strides=(layout.itemsize,)).astype(np.intp)
 
 
 def _layout(dtypes):
@@ -278,9 +232,10 @@ def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, nu
     q = "t." + quote_ident(col.name)
     present = np.flatnonzero(~null) if null.any() else None
     if present is None:
-        distinct, first, index = _distinct(hashes, slot=slot)
+        distinct, first, index = distinct_hashes(hashes, slot=slot)
     else:
-        distinct, first, index = _distinct(hashes[present], slot=None if slot is None else slot[present])
+        distinct, first, index = distinct_hashes(hashes[present],
+                                                 slot=None if slot is None else slot[present])
     if len(distinct) > REPRESENTATIVES_MAX:
         labels, label_hashes = _dictionaries(db, src, where, params[:-1], [col], seed)[col.name]
         label_hashes = np.asarray(label_hashes, np.int64)
@@ -308,64 +263,6 @@ def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, nu
     codes = np.full(len(hashes), len(labels), np.int64)
     codes[present] = index.take(code_of)
     return (labels, label_hashes), codes
-
-
-def _distinct(h, bits=16, slot=None):
-    """(distinct values of the int64 array h -- native or big-endian --, a row holding each, a
-    _RowIndex of every row's index into them) in O(n) when they are few: a table indexed by
-    the low `bits` bits of h (`slot`: those bits as intp, if at hand) keeps the first hash of
-    each slot; rows whose slot another hash took are ranked by np.unique (all rows, when more
-    than a quarter collide)."""
-    n = len(h)
-    size = 1 << bits
-    if slot is None:
-        slot = np.bitwise_and(h, size - 1, dtype=np.int64).astype(np.intp, copy=False)
-    first = np.full(size, n, np.int64)
-    used = np.flatnonzero(np.bincount(slot, minlength=size))
-    head = min(n, 4 * size)        # the first row of a slot is most often among the first rows
-    first[slot[:head][::-1]] = np.arange(head - 1, -1, -1)
-    if np.any(first[used] == n):
-        first[slot[::-1]] = np.arange(n - 1, -1, -1)     # last write wins: the first row
-    kept = np.zeros(size, h.dtype)               # each slot's hash, gathered from a small table
-    kept[used] = h[first[used]]
-    same = kept[slot] == h
-    if same.all():
-        rest = np.zeros(0, np.intp)
-    else:
-        rest = np.flatnonzero(~same)
-    del same
-    if len(rest) > n // 4:
-        distinct, rows, index = np.unique(np.asarray(h, np.int64), return_index=True,
-                                          return_inverse=True)
-        return distinct, rows, _RowIndex(index=index.ravel())
-    index_of = np.zeros(size, np.int64)
-    index_of[used] = np.arange(len(used))
-    distinct, rows = np.asarray(h[first[used]], np.int64), first[used]
-    rest_index = None
-    if len(rest):
-        d2, r2, i2 = np.unique(np.asarray(h[rest], np.int64), return_index=True, return_inverse=True)
-        rest_index = len(used) + i2.ravel()
-        distinct, rows = np.concatenate([distinct, d2]), np.concatenate([rows, rest[r2]])
-    return distinct, rows, _RowIndex(slot, index_of, rest, rest_index)
-
-
-class _RowIndex:
-    """Every row's index into _distinct's values, as the rows' slots and each slot's index
-    (rows whose slot another hash took: `rest`, with their own indexes), or as an array:
-    take(a) is a[index] for every row, one gather from a table of the slots."""
-
-    def __init__(self, slot=None, index_of=None, rest=None, rest_index=None, index=None):
-        self.slot, self.index_of, self.rest, self.rest_index = slot, index_of, rest, rest_index
-        self.index = index
-
-    def take(self, a):
-        a = np.asarray(a)
-        if self.index is not None:
-            return a[self.index]
-        out = (a[self.index_of] if len(a) else np.zeros(len(self.index_of), a.dtype))[self.slot]
-        if self.rest_index is not None:
-            out[self.rest] = a[self.rest_index]
-        return out
 
 
 def read_spec(db, spec):
@@ -571,7 +468,7 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     n = len(rid)
     if len(set(label_hashes)) == len(label_hashes):
         hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)[take]
-        codes = _codes_from_hashes(item_column, hashes, label_hashes, np.zeros(len(hashes), bool))
+        codes = codes_from_hashes(item_column, hashes, label_hashes, np.zeros(len(hashes), bool))
     else:           # two items share a hashtext(): codes from a join on the dictionary
         k = len(params) + 1
         expr = ("(SELECT d.o::int4 - 1 FROM unnest(${k}::text[]) WITH ORDINALITY d(v, o)"
