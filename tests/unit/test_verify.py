@@ -654,3 +654,18 @@ def test_coded_attributes_are_the_attribute_names():
         check_kl(g, Coded(codes, names[:2]), v, r, K=5, L=3)
     assert e.value.sqlstate == INVALID_PARAMETER_VALUE
     raises_invalid(check_kl, g, Coded(codes[:-1], names), v, r, K=5, L=3)
+
+
+def test_runs_and_repeat_are_np_repeat():
+    from deid.verify.arrays import _repeat, _runs
+    rng = np.random.default_rng(2)
+    for lengths in ([], [3], [1, 1, 1], [2, 0, 3], [0, 0], [4, 2, 0], rng.integers(1, 9, 1000),
+                    rng.integers(0, 3, 1000)):
+        lengths = np.asarray(lengths, np.int64)
+        for first, dtype in ((0, np.int64), (17, np.int32)):
+            got = _runs(lengths, first, dtype)
+            assert got.dtype == dtype
+            assert np.array_equal(got, np.repeat(np.arange(first, first + len(lengths)), lengths))
+        values = rng.integers(-2 ** 62, 2 ** 62, len(lengths))        # steps that wrap int64
+        assert np.array_equal(_repeat(values, lengths), np.repeat(values, lengths))
+        assert _repeat(values.astype(np.int32), lengths).dtype == np.int32

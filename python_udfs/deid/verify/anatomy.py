@@ -24,6 +24,7 @@ from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
 from . import check_kl, check_partition
 from .sizes import check_group_counts
+from .arrays import _runs
 from .readers import Coded
 from .rid_set_digest import check_stored, stored_digests
 
@@ -106,7 +107,7 @@ def memory_rid_sets(sets):
         values.append(text_code[np.minimum(code, len(dictionary))])
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     as64 = (lambda x: np.asarray(x, np.int64))
-    attrs = Coded(np.repeat(np.arange(len(names)), entries), names)     # each entry's attribute
+    attrs = Coded(_runs(entries), names)                          # each entry's attribute
     return (np.asarray(sets["group"]), attrs, cat(values, np.int64),
             as64(sets["count"]), np.asarray(sets["rids"]))
 

@@ -57,6 +57,28 @@ def _stable_argsort_by(major, minor, n_major, n_minor):
     return by_minor[by_major]
 
 
+def _repeat(values, lengths, dtype=None):
+    """np.repeat(values, lengths) of integer values (as `dtype`, default theirs) -- when no run
+    is empty, a cumulative sum of the steps between runs put at the runs' starts (no repeat;
+    exact: the sum wraps as the steps do)."""
+    values, lengths = np.asarray(values), np.asarray(lengths)
+    dtype = dtype or values.dtype
+    if lengths.size == 0 or lengths.min() <= 0:
+        return np.repeat(values.astype(dtype, copy=False), lengths)
+    values = values.astype(dtype, copy=False)
+    out = np.zeros(int(lengths.sum()), dtype)
+    out[0] = values[0]
+    out[np.cumsum(lengths[:-1])] = np.diff(values)
+    return np.cumsum(out, out=out)
+
+
+def _runs(lengths, first=0, dtype=np.int64):
+    """np.repeat(np.arange(first, first + len(lengths)), lengths), as `dtype`: each position's
+    run (see _repeat)."""
+    lengths = np.asarray(lengths)
+    return _repeat(np.arange(first, first + lengths.size, dtype=dtype), lengths)
+
+
 def _unsort(values, order):
     """Undo ``values = x[order]``: the values back in the original positions."""
     out = np.empty_like(values)

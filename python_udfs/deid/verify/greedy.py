@@ -17,7 +17,7 @@ groups, and the reference the vectorised path is tested against).
 
 import numpy as np
 
-from .arrays import _stable_argsort_by, _unsort
+from .arrays import _repeat, _runs, _stable_argsort_by, _unsort
 from .caps import _INF
 
 # Groups larger than this run the greedy certificate one row at a time in
@@ -107,9 +107,9 @@ def _greedy_vectorised(groups, starts, ents, e, caps, L, sizes):
     nt = todo.size
     tl = gsize[todo]
     it = np.int32 if ents.shape[0] < 2 ** 31 - 1 else np.int64     # row positions
-    loc = np.repeat(np.arange(nt, dtype=it), tl)
+    loc = _runs(tl, 0, it)
     r = np.arange(tl.sum(), dtype=it)              # row t of group j: gstart[j] + t
-    r -= np.repeat((np.cumsum(tl) - tl - gstart[todo]).astype(it), tl)
+    r -= _repeat(np.cumsum(tl) - tl - gstart[todo], tl, it)
     c_mask = inC[r]
     rc, lc = r[c_mask], loc[c_mask]
     slot = np.arange(rc.size) - np.repeat(np.cumsum(csize[todo]) - csize[todo], csize[todo])

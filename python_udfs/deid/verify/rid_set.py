@@ -18,7 +18,7 @@ the (K, L) check (``kl.py``) and its certificate work on.
 
 import numpy as np
 
-from .arrays import _dense_codes
+from .arrays import _dense_codes, _runs
 from .failures import _bad, _fail, _show
 from .readers import _factorize, _flat_rids, _int_array
 
@@ -290,7 +290,7 @@ def _rids_by_attribute(attr, n_attrs, rid_set_size, slot, code_type):
         np.cumsum(rid_set_size, out=before[1:])
         for a in range(n_attrs):
             e0, e1 = int(first[a]), int(last[a])
-            yield (np.repeat(np.arange(e0, e1, dtype=code_type), rid_set_size[e0:e1]),
+            yield (_runs(rid_set_size[e0:e1], e0, code_type),
                    slot[int(before[e0]):int(before[e1])])
         return
     flat_entry = np.repeat(np.arange(n_entries, dtype=code_type), rid_set_size)
