@@ -140,19 +140,30 @@ def write_classes(db, release_id, classes, table=None, joint=None):
     if isinstance(classes, SourceClasses):
         return write_source_classes(db, release_id, classes, table, joint)
     count = len(classes.sizes)
-    parts = []
-    for values in classes.labels.values():          # each distinct label is JSON-encoded once
-        encoded = {x: json.dumps(x) for x in set(values)}
-        parts.append(list(map(encoded.__getitem__, values)))
-    keys = [json.dumps(q) + ": " for q in classes.labels]
-    generalized = ["\x01{" + ", ".join(k + v for k, v in zip(keys, values)) + "}"
-                   for values in zip(*parts)] if keys else ["\x01{}"] * count
+    generalized = ["\x01" + g for g in generalized_json(classes.labels, count)]
     datapath.copy_fields(db, "deid.equivalence_class",
                          ["release_id", "class_id", "cardinality", "generalized"],
                          [copybin.Fixed(np.full(count, release_id, np.int64), ">i8"),
                           copybin.Fixed(np.arange(count), ">i4"),
                           copybin.Fixed(np.asarray(classes.sizes, dtype=np.int64), ">i8"),
                           copybin.Text(np.arange(count), generalized)])
+
+
+def generalized_json(labels, count):
+    """Each class's values as the text of a JSON object {"q": value, ...} (json.dumps of the
+    dict of labels[q][i]): each distinct label JSON-encoded once, then one format per class."""
+    parts = []
+    for values in labels.values():
+        encoded = {x: _json_value(x) for x in set(values)}
+        parts.append(list(map(encoded.__getitem__, values)))
+    # one template per release: '{"q1": %s, "q2": %s}' (a % in a name doubled)
+    template = "{" + ", ".join(json.dumps(q).replace("%", "%%") + ": %s" for q in labels) + "}"
+    return [template % values for values in zip(*parts)] if parts else [template] * count
+
+
+def _json_value(x):
+    """json.dumps(x); a str directly by json's own string encoder (what dumps runs for one)."""
+    return json.encoder.encode_basestring_ascii(x) if isinstance(x, str) else json.dumps(x)
 
 
 JOINT_ROLLUP_MAX = 20_000    # joint classes up to which one joint GROUP BY is rolled up per source

@@ -11,12 +11,14 @@ modulo w (_by_chunks).
 import numpy as np
 
 from .copyfields import (INT4OID, INT8OID, TEXTOID, Array, Fixed, Text,  # noqa: F401 (re-exported)
-                         ranges)
+                         ranges, taken)
 from .copyfields import Bytes  # noqa: F401 (re-exported)
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 TRAILER = b"\xff\xff"
 _MAX_RESIDUE_PASSES = 4096            # beyond this, chunks of one field are copied byte by byte
+_JOIN_RECORDS = 1 << 15               # up to this many records with variable chunks: _by_records
+_BLOCK_BYTES = 1 << 21                # _by_layout builds a layout's records this much at a time
 
 
 def field_order(fields):
@@ -49,10 +51,16 @@ def parts(fields):
         return [HEADER, prefix.of(None, n).view(np.uint8), TRAILER]
     if any(isinstance(f, (Array, Bytes)) for f in rest):
         return [HEADER, *_by_pieces(prefix.of(None, n), rest), TRAILER]
-    rest = _combine_texts(rest, n)
-    lens = [f.chunk_lengths() for f in rest]
-    out = _by_layout(prefix, n, rest, lens)
-    return out if out is not None else [HEADER, _by_chunks(prefix.of(None, n), rest, lens), TRAILER]
+    combined = _combine_texts(rest, n)
+    lens = [f.chunk_lengths() for f in combined]
+    if n <= _JOIN_RECORDS and all(isinstance(f, (Fixed, Text)) for f in rest):
+        # few records (e.g. a release's classes, one long text each): joined record by record
+        # in the order the layouts would give them, the same image
+        layouts = _layouts(lens)
+        order = None if layouts is None else layouts[3]
+        return [HEADER, _by_records(prefix.of(None, n), rest, order), TRAILER]
+    out = _by_layout(prefix, n, combined, lens)
+    return out if out is not None else [HEADER, _by_chunks(prefix.of(None, n), combined, lens), TRAILER]
 
 
 class _Prefix:
@@ -69,19 +77,22 @@ class _Prefix:
         taken straight from its values (no gather of whole prefixes)."""
         p = np.empty(n if idx is None else len(idx), self.dtype) if out is None else out
         p["nf"] = self.n_fields
+        rows = {}                      # fields taken through one `take` compose it with idx once
         for i, f in enumerate(self.fields):
             p[f"f{i}"]["len"] = np.dtype(f.dtype).itemsize
-            p[f"f{i}"]["v"] = f.values if idx is None else f.values[idx]
+            take = getattr(f, "take", None)
+            if id(take) not in rows:
+                rows[id(take)] = taken(take, idx)
+            at = rows[id(take)]
+            p[f"f{i}"]["v"] = f.values if at is None else f.values[at]
         return p
 
 
-def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer=TRAILER):
-    """Records grouped by layout (the tuple of their variable chunk lengths):
-    within a layout every record has the same size, so a block is one
-    structured array -- no per-byte scatter. Records keep their relative order
-    within a layout (COPY does not care about row order). Returns the image's
-    parts, or None when there are more than `max_layouts` layouts. `prefix` None:
-    records have no fixed prefix (a text-format image, copytext)."""
+def _layouts(lens, max_layouts=4096):
+    """(each field's distinct chunk lengths, how many each field has, records per layout, the
+    records by layout -- stable) of records whose fields have chunk lengths `lens`; None when
+    there are more than `max_layouts` layouts (tuples of lengths)."""
+    n = len(lens[0])
     widths = [np.flatnonzero(np.bincount(ln)) for ln in lens]
     sizes = [len(w) for w in widths]
     if np.prod(sizes, dtype=float) > max_layouts:
@@ -94,22 +105,39 @@ def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer
         layout += rank[ln]
     count = np.bincount(layout, minlength=int(np.prod(sizes)))
     order = np.argsort(layout.astype(np.uint16) if len(count) <= 1 << 16 else layout, kind="stable")
-    del layout
+    return widths, sizes, count, order
+
+
+def _by_layout(prefix, n, fields, lens, max_layouts=4096, header=HEADER, trailer=TRAILER):
+    """Records grouped by layout (the tuple of their variable chunk lengths):
+    within a layout every record has the same size, so a block is one
+    structured array -- no per-byte scatter. Records keep their relative order
+    within a layout (COPY does not care about row order). Returns the image's
+    parts, or None when there are more than `max_layouts` layouts. `prefix` None:
+    records have no fixed prefix (a text-format image, copytext)."""
+    layouts = _layouts(lens, max_layouts)
+    if layouts is None:
+        return None
+    widths, sizes, count, order = layouts
     bounds = np.concatenate([[0], np.cumsum(count)])
 
     def blocks():                              # built one at a time, as the file takes them
         yield header
         for lay in np.flatnonzero(count).tolist():
-            idx = order[bounds[lay]:bounds[lay + 1]]
             chunk_lens = [int(w[p]) for w, p in zip(widths, np.unravel_index(lay, sizes))]
-            dt = ([] if prefix is None else [("prefix", prefix.dtype)]) + [
-                (f"c{i}", np.uint8, (ln,)) for i, ln in enumerate(chunk_lens)]
-            block = np.empty(len(idx), dtype=dt)
-            if prefix is not None:
-                prefix.of(idx, len(idx), out=block["prefix"])
-            for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
-                block[f"c{i}"] = f.chunks(idx, ln)
-            yield block.view(np.uint8)
+            dt = np.dtype(([] if prefix is None else [("prefix", prefix.dtype)]) + [
+                (f"c{i}", np.uint8, (ln,)) for i, ln in enumerate(chunk_lens)])
+            # a layout's records a slice of about _BLOCK_BYTES at a time: the memory of one
+            # slice (and its temporaries) is used again by the next, not paged in afresh
+            step = max(1, _BLOCK_BYTES // dt.itemsize)
+            for lo in range(int(bounds[lay]), int(bounds[lay + 1]), step):
+                idx = order[lo:min(lo + step, int(bounds[lay + 1]))]
+                block = np.empty(len(idx), dtype=dt)
+                if prefix is not None:
+                    prefix.of(idx, len(idx), out=block["prefix"])
+                for i, (f, ln) in enumerate(zip(fields, chunk_lens)):
+                    block[f"c{i}"] = f.chunks(idx, ln)
+                yield block.view(np.uint8)
         yield trailer
     return blocks()
 
@@ -130,6 +158,30 @@ def _by_chunks(prefix, fields, lens):
         _write(image, pos, f, ln)
         pos = pos + ln
     return image
+
+
+def _by_records(prefix, fields, order=None):
+    """The records, in `order` (None: as they are), each its prefix and its fields' chunks
+    joined as slices of bytes: for few records with variable chunks (a text chunk is a slice of
+    its field's dictionary chunks -- no padded table, no index of every byte)."""
+    n = len(prefix)
+    width = prefix.dtype.itemsize
+    take = (lambda a: a) if order is None else (lambda a: a[order])
+    k = 1 + len(fields)
+    pieces = [None] * (k * n)
+    head = take(prefix).tobytes()
+    pieces[0::k] = [head[i:i + width] for i in range(0, n * width, width)]
+    for j, f in enumerate(fields, 1):
+        if isinstance(f, Text):
+            blob, offs, lens = f._chunks()
+            codes = f._codes()
+            starts, lens = offs[codes], lens[codes]
+        else:
+            blob, lens = _compact(f)
+            starts = np.cumsum(lens) - lens
+        blob, starts = blob.tobytes(), take(starts)
+        pieces[j::k] = [blob[s:e] for s, e in zip(starts.tolist(), (starts + take(lens)).tolist())]
+    return b"".join(pieces)
 
 
 _GATHER_BYTES = 1 << 21
@@ -283,10 +335,15 @@ def _combine_texts(fields, n):
         if len(run) < 2 or space > 4 * n + (1 << 16):
             out.extend(run)
         else:
-            key = np.zeros(n, np.int64)
+            # fields taking their records through one `take`: keys of their rows as they are,
+            # then one gather of the keys (not one of every field's codes)
+            take = run[0].take if all(f.take is run[0].take for f in run) else None
+            key = np.zeros(n if take is None else len(run[0].codes), np.int64)
             for f, size in zip(run, sizes):
                 key *= size
-                key += f._codes()
+                key += f._codes() if take is None else np.minimum(f.codes, size - 1)
+            if take is not None:
+                key = key[take]
             present = np.flatnonzero(np.bincount(key, minlength=space))
             remap = np.zeros(space, np.int64)
             remap[present] = np.arange(len(present))

@@ -42,52 +42,69 @@ def _length_prefixed(blobs):
     return np.frombuffer(b"".join(chunks), np.uint8), offs, lens
 
 
+def taken(take, idx):
+    """Positions in a field's arrays of its records `idx` (None: all), the field's records being
+    the rows `take` of them (None: as they are); None for all rows as they are."""
+    if take is None:
+        return idx
+    return take if idx is None else take[idx]
+
+
 @dataclass
 class Fixed:
-    """Fixed-width numbers; `dtype` is a big-endian numpy dtype ('>i2' '>i4' '>i8' '>f4' '>f8')."""
+    """Fixed-width numbers; `dtype` is a big-endian numpy dtype ('>i2' '>i4' '>i8' '>f4' '>f8').
+    With `take`, record i holds values[take[i]] (and null[take[i]]): rows are gathered as the
+    image is laid out, not copied into record order first."""
     values: np.ndarray
     dtype: str
     null: np.ndarray = None
+    take: np.ndarray = None
 
     @classmethod
-    def date(cls, days_since_1970, null=None):
-        return cls(np.asarray(days_since_1970, np.int64) - _POSTGRES_EPOCH_DAYS, ">i4", null)
+    def date(cls, days_since_1970, null=None, take=None):
+        return cls(np.asarray(days_since_1970, np.int64) - _POSTGRES_EPOCH_DAYS, ">i4", null, take)
 
     def __len__(self):
-        return len(self.values)
+        return len(self.values) if self.take is None else len(self.take)
 
     @property
     def constant(self):
-        return self.null is None or not self.null.any()
+        if self.null is None:
+            return True
+        return not (self.null.any() if self.take is None else self.null[self.take].any())
 
     def nulls(self):
-        return np.zeros(len(self), bool) if self.constant else np.asarray(self.null, bool)
+        if self.constant:
+            return np.zeros(len(self), bool)
+        return np.asarray(self.null if self.take is None else self.null[self.take], bool)
 
     def chunk_lengths(self):
-        out = np.full(len(self.values), 4 + np.dtype(self.dtype).itemsize, np.int64)
+        out = np.full(len(self), 4 + np.dtype(self.dtype).itemsize, np.int64)
         if not self.constant:
-            out[self.null] = 4
+            out[self.nulls()] = 4
         return out
 
     def chunks(self, idx, length):
         """(m, length) bytes of records `idx` (None: all), all of chunk length `length`."""
-        m = len(self.values) if idx is None else len(idx)
+        m = len(self) if idx is None else len(idx)
         if length == 4:
             return np.full((m, 4), 255, np.uint8)
+        rows = taken(self.take, idx)
         rec = np.empty(m, dtype=[("len", ">i4"), ("v", self.dtype)])
-        rec["len"], rec["v"] = length - 4, self.values if idx is None else self.values[idx]
+        rec["len"], rec["v"] = length - 4, self.values if rows is None else self.values[rows]
         return rec.view(np.uint8).reshape(m, length)
 
 
 @dataclass
 class Text:
     """Text chosen from a dictionary by code; a code >= len(dictionary), or an
-    entry None, is NULL."""
+    entry None, is NULL. With `take`, record i holds codes[take[i]]."""
     codes: np.ndarray
     dictionary: list
+    take: np.ndarray = None
 
     def __len__(self):
-        return len(self.codes)
+        return len(self.codes) if self.take is None else len(self.take)
 
     constant = False
 
@@ -98,7 +115,8 @@ class Text:
         return self._memo
 
     def _codes(self, idx=None):
-        codes = self.codes if idx is None else self.codes[idx]
+        rows = taken(self.take, idx)
+        codes = self.codes if rows is None else self.codes[rows]
         return np.minimum(codes, len(self.dictionary))
 
     def nulls(self):
@@ -114,7 +132,7 @@ class Text:
         if not hasattr(self, "_padded"):
             blob, _, lens = self._chunks()
             table = np.zeros((len(lens), int(lens.max())), np.uint8)
-            table[np.repeat(np.arange(len(lens)), lens), ranges(np.zeros(len(lens), np.int64), lens)] = blob
+            table[np.arange(table.shape[1]) < lens[:, None]] = blob     # row by row: the chunks
             self._padded = table
         return self._padded
 

@@ -52,7 +52,7 @@ class Line(Text):
 def parts(fields):
     """The text-format image of equal-length Text fields, as contiguous buffers."""
     n = len(fields[0])
-    lines = copybin._combine_texts([Line(f.codes, f.dictionary, i == len(fields) - 1)
+    lines = copybin._combine_texts([Line(f.codes, f.dictionary, take=f.take, last=i == len(fields) - 1)
                                     for i, f in enumerate(fields)], n)
     lens = [f.chunk_lengths() for f in lines]
     out = copybin._by_layout(None, n, lines, lens, header=b"", trailer=b"")

@@ -29,6 +29,7 @@ from . import copybin, copytext
 from .frame import EncodedColumn, Frame, encoded_array, value_dictionary  # noqa: F401 (re-exported)
 from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
 from .copyfields import ranges
+from .hashcodes import codes_from_hashes, distinct_hashes, low_16_bits
 from .sqltext import quote_ident
 
 FLAG_BITS = 62                 # NULL flags per int8 word (no sign bit, no surprises)
@@ -96,44 +97,6 @@ def _dictionaries(db, src, where, params, cols, seed=None):
     return out
 
 
-def _codes_from_hashes(name, hashes, dictionary_hashes, null):
-    """Dictionary codes of the rows from their hashtext() values."""
-    dh = np.asarray(dictionary_hashes, dtype=np.int32)
-    if len(dh) == 0:
-        return np.zeros(len(hashes), np.int64)
-    slot = _perfect_slots(dh)
-    if slot is not None:                  # a table indexed by some bits of the hash
-        shift, mask = slot
-        table_code = np.zeros(mask + 1, np.int32)
-        table_hash = np.zeros(mask + 1, np.int32)
-        where = (dh >> shift) & mask
-        table_code[where], table_hash[where] = np.arange(len(dh)), dh
-        where = (hashes >> shift) & mask
-        codes, seen = table_code[where].astype(np.int64), table_hash[where]
-    else:
-        order = np.argsort(dh, kind="stable")
-        pos = np.minimum(np.searchsorted(dh[order], hashes), len(dh) - 1)
-        codes, seen = order[pos], dh[order][pos]
-    if not np.all((seen == hashes) | null):
-        raise DeidError(SERIALIZATION_FAILURE, f'the values of "{name}" changed while the request read them',
-                        hint="Run the request again (the source was written to concurrently).")
-    codes[null] = len(dh)
-    return codes
-
-
-def _perfect_slots(dh, max_bits=20):
-    """(shift, mask) such that the bits (h >> shift) & mask of the dictionary's
-    hashes are all different -- a collision-free table of at most 2^max_bits
-    slots (random hashes need about D^2 slots for that) -- or None."""
-    bits = max(4, (len(dh) * len(dh)).bit_length())
-    for size in range(bits, max_bits + 1):
-        mask = (1 << size) - 1
-        for shift in range(0, 32 - size + 1, 2):
-            if len(np.unique((dh >> shift) & mask)) == len(dh):
-                return shift, mask
-    return None
-
-
 def read(db, rel, columns, rid_column=None, selection=None):
     """Read `columns` (names of rel's columns) of the rows of `rel` that match
     `selection` ((sql, params) from request.Selection.render, or None).
@@ -155,6 +118,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
         dtypes.append(">i8")
         names.append("__rid")
     categories = [c for c in cols if column_kind(c.base_type) == "category"]
+    categorical = {c.name for c in categories}
     seed = secrets.randbits(62) if rid_column and categories else None
     if seed is not None:
         params.append(seed)
@@ -208,12 +172,18 @@ def read(db, rel, columns, rid_column=None, selection=None):
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
                         hint=f'Every row needs an id: filter the NULLs out with selection => '
                              f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.')
-    packed = np.frombuffer(row["c"] or b"", _layout(dtypes))
+    layout = _layout(dtypes)
+    packed = np.frombuffer(row["c"] or b"", layout)
     if len(packed) != n:
         raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"
                         " read them", hint="Run the request again.")
-    arrays = {}
+    arrays, slots = {}, {}
     for i, (name, dt) in enumerate(zip(names, dtypes)):
+        if seed is not None and name in categorical:
+            # 64-bit hashes become dictionary codes: read in place (big-endian), their
+            # low 16 bits (what distinct_hashes tables them by) straight from the buffer
+            arrays[name], slots[name] = packed[f"f{i}"], i
+            continue
         # hashtext() values stay int32 until they become dictionary codes
         wide = np.float64 if dt[1] == "f" else np.int32 if name in hashed else np.int64
         arrays[name] = packed[f"f{i}"].astype(wide)
@@ -226,9 +196,10 @@ def read(db, rel, columns, rid_column=None, selection=None):
         values = arrays[c.name]
         if seed is not None and c.name not in dictionaries and column_kind(c.base_type) == "category":
             dictionaries[c.name], values = _dictionary_by_rows(
-                db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed)
+                db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed,
+                low_16_bits(row["c"], layout, slots[c.name], n))
         elif c.name in hashed:
-            values = _codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
+            values = codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
@@ -249,16 +220,22 @@ def _packed(fields, nulls):
 REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id; more: GROUP BY
 
 
-def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, null, seed):
+def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, null, seed,
+                        slot=None):
     """((labels in sort order, their hashes), every row's code) of a categorical column whose
-    rows' hashtextextended(v, seed) were read: the text of one row per distinct hash, fetched
-    by row id (or, for more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS scan of
-    the column). Two values with one 64-bit hash (a random seed per read makes that about
-    D^2 / 2^65 likely) or a row changed since the pass raise SERIALIZATION_FAILURE: the
+    rows' hashtextextended(v, seed) were read (`hashes`: int64, or the read's big-endian
+    field; `slot`: their low 16 bits, if at hand): the text of one row per distinct hash,
+    fetched by row id (or, for more than REPRESENTATIVES_MAX distinct hashes, a GROUPING SETS
+    scan of the column). Two values with one 64-bit hash (a random seed per read makes that
+    about D^2 / 2^65 likely) or a row changed since the pass raise SERIALIZATION_FAILURE: the
     request is run again."""
     q = "t." + quote_ident(col.name)
     present = np.flatnonzero(~null) if null.any() else None
-    distinct, first, index = _distinct(hashes if present is None else hashes[present])
+    if present is None:
+        distinct, first, index = distinct_hashes(hashes, slot=slot)
+    else:
+        distinct, first, index = distinct_hashes(hashes[present],
+                                                 slot=None if slot is None else slot[present])
     if len(distinct) > REPRESENTATIVES_MAX:
         labels, label_hashes = _dictionaries(db, src, where, params[:-1], [col], seed)[col.name]
         label_hashes = np.asarray(label_hashes, np.int64)
@@ -280,39 +257,12 @@ def _dictionary_by_rows(db, src, where, params, rid_column, col, rid, hashes, nu
         raise DeidError(SERIALIZATION_FAILURE, f'the values of "{col.name}" could not be read'
                         " consistently", hint="Run the request again (the source was written to"
                         " concurrently, or two values shared a hash).")
+    code_of = code_of.astype(np.int64, copy=False)
     if present is None:
-        return (labels, label_hashes), code_of[index].astype(np.int64)
+        return (labels, label_hashes), index.take(code_of)
     codes = np.full(len(hashes), len(labels), np.int64)
-    codes[present] = code_of[index]
+    codes[present] = index.take(code_of)
     return (labels, label_hashes), codes
-
-
-def _distinct(h, bits=16):
-    """(distinct values of the int64 array h, a row holding each, every row's index into
-    them) in O(n) when they are few: a table indexed by the low `bits` bits of h keeps the
-    first hash of each slot; rows whose slot another hash took are ranked by np.unique (all
-    rows, when more than a quarter collide)."""
-    n = len(h)
-    slot = (h & ((1 << bits) - 1)).astype(np.intp)
-    first = np.full(1 << bits, n, np.int64)
-    first[slot[::-1]] = np.arange(n - 1, -1, -1)         # last write wins: the first row
-    used = np.flatnonzero(first < n)
-    kept = np.zeros(1 << bits, h.dtype)             # each slot's hash, gathered from a small table
-    kept[used] = h[first[used]]
-    same = kept[slot] == h
-    rest = np.flatnonzero(~same)
-    if len(rest) > n // 4:
-        distinct, rows, index = np.unique(h, return_index=True, return_inverse=True)
-        return distinct, rows, index.ravel()
-    index_of = np.zeros(1 << bits, np.int64)
-    index_of[used] = np.arange(len(used))
-    index = index_of[slot]
-    distinct, rows = h[first[used]], first[used]
-    if len(rest):
-        d2, r2, i2 = np.unique(h[rest], return_index=True, return_inverse=True)
-        index[rest] = len(used) + i2.ravel()
-        distinct, rows = np.concatenate([distinct, d2]), np.concatenate([rows, rest[r2]])
-    return distinct, rows, index
 
 
 def read_spec(db, spec):
@@ -383,17 +333,18 @@ _BINARY_NUMBER = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", 
 
 
 def binary_field(col, column, order=None):
-    """A copybin field writing `col` back in the source column's own type, or
-    None when that type has no direct binary form here (numeric, timestamps,
-    non-text categories): then use stage() + decode_expr()."""
-    take = (lambda a: a) if order is None else (lambda a: a[order])
-    null = take(col.null) if col.null.any() else None
+    """A copybin field writing `col` back in the source column's own type, its records the
+    rows `order` (None: as they are; gathered as the image is laid out), or None when that
+    type has no direct binary form here (numeric, timestamps, non-text categories): then use
+    stage() + decode_expr()."""
+    null = col.null if col.null.any() else None
     if col.kind == "category":
-        return copybin.Text(take(col.values), col.dictionary) if column.base_type in _BINARY_TEXT else None
+        return copybin.Text(col.values, col.dictionary, order) if column.base_type in _BINARY_TEXT \
+            else None
     if col.kind == "date":
-        return copybin.Fixed.date(take(col.values), null)
+        return copybin.Fixed.date(col.values, null, order)
     if column.base_type in _BINARY_NUMBER:
-        return copybin.Fixed(take(col.values), _BINARY_NUMBER[column.base_type], null)
+        return copybin.Fixed(col.values, _BINARY_NUMBER[column.base_type], null, order)
     return None
 
 
@@ -517,7 +468,7 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     n = len(rid)
     if len(set(label_hashes)) == len(label_hashes):
         hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)[take]
-        codes = _codes_from_hashes(item_column, hashes, label_hashes, np.zeros(len(hashes), bool))
+        codes = codes_from_hashes(item_column, hashes, label_hashes, np.zeros(len(hashes), bool))
     else:           # two items share a hashtext(): codes from a join on the dictionary
         k = len(params) + 1
         expr = ("(SELECT d.o::int4 - 1 FROM unnest(${k}::text[]) WITH ORDINALITY d(v, o)"

@@ -263,3 +263,82 @@ def test_bytes_counts_must_match_the_values():
     with pytest.raises(ValueError):
         cb.Bytes(np.array([2, 2]), np.arange(3), ">i8")
 
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400), st.integers(0, 2 ** 32 - 1), st.booleans())
+def test_few_records_are_joined_into_the_same_image(n, seed, many_lengths):
+    """Up to _JOIN_RECORDS records with variable chunks are joined record by record (_by_records),
+    in the order the layout or chunk path gives them: the very same image."""
+    rng = np.random.default_rng(seed)
+    width = 40 if many_lengths else 3                   # > 4096 layouts: the chunk path's order
+    words = ["é" * (i % width) + "x" * (i % 7) for i in range(600)] + [None]
+    fields = [cb.Fixed(np.arange(n), ">i4"),
+              cb.Text(rng.integers(0, len(words) + 1, n), words),
+              cb.Fixed(rng.normal(size=n), ">f8", null=rng.random(n) < 0.3),
+              cb.Text(rng.integers(0, 4, n), ["p", "qq", "rrr"]),
+              cb.Text(rng.integers(0, len(words) + 1, n), words[::-1])]
+    fields = [fields[i] for i in cb.field_order(fields)]
+    joined = cb.records(fields)
+    old, cb._JOIN_RECORDS = cb._JOIN_RECORDS, 0          # (no monkeypatch in a @given test)
+    try:
+        assert cb.records(fields) == joined
+    finally:
+        cb._JOIN_RECORDS = old
+    rows = parse(joined)
+    assert sorted(struct.unpack(">i", r[0])[0] for r in rows) == list(range(n))
+
+
+def test_text_table_holds_each_chunk_zero_padded():
+    text = cb.Text(np.array([0, 1, 2]), ["abc", None, ""])
+    table = text._table()
+    assert table.tolist() == [[0, 0, 0, 3, 97, 98, 99], [255, 255, 255, 255, 0, 0, 0],
+                              [0, 0, 0, 0, 0, 0, 0], [255, 255, 255, 255, 0, 0, 0]]
+
+
+def test_layout_blocks_are_bounded_slices_of_the_same_image(monkeypatch):
+    """_by_layout builds a layout's records _BLOCK_BYTES at a time: small blocks, one image."""
+    rng = np.random.default_rng(9)
+    n = 5000
+    fields = [cb.Fixed(np.arange(n), ">i4"), cb.Text(rng.integers(0, 4, n), ["a", "bb", "ccc"]),
+              cb.Text(rng.integers(0, 3, n), ["x", "yy"])]
+    monkeypatch.setattr(cb, "_JOIN_RECORDS", 0)
+    whole = cb.records(fields)
+    monkeypatch.setattr(cb, "_BLOCK_BYTES", 256)
+    parts = [bytes(p) for p in cb.parts(fields)]
+    assert b"".join(parts) == whole
+    assert len(parts) > 2 * 12 and max(len(p) for p in parts[1:-1]) <= 256
+    assert sorted(struct.unpack(">i", r[0])[0] for r in parse(whole)) == list(range(n))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 2 ** 32 - 1), st.booleans(), st.booleans())
+def test_fields_taking_their_rows_write_the_image_of_the_gathered_rows(n, seed, shared, few):
+    """Fixed and Text fields with `take` (record i is row take[i]: gathered as the image is laid
+    out, keys of texts sharing one take combined before one gather) write the very image of
+    fields holding the gathered rows -- binary and text format, any path."""
+    from deid import copytext
+    rng = np.random.default_rng(seed)
+    rows = 2 * n
+    take = rng.permutation(rows)[:n]                        # a subset of the rows, shuffled
+    other = take if shared else rng.integers(0, rows, n)
+    words = ["", "a", "bb", "héllo", None]
+    days, nums = rng.integers(-9000, 9000, rows), rng.normal(size=rows)
+    null = rng.random(rows) < 0.2
+    c1, c2, c3 = (rng.integers(0, k, rows) for k in (6, 3, 40))
+    big = [f"w{i}" * (i % 5) for i in range(39)]
+    lazy = [cb.Fixed(np.arange(n), ">i4"), cb.Fixed.date(days, None, take),
+            cb.Fixed(nums, ">f8", null, other), cb.Text(c1, words, take),
+            cb.Text(c2, ["x", "yy"], other), cb.Text(c3, big, take)]
+    eager = [cb.Fixed(np.arange(n), ">i4"), cb.Fixed.date(days[take]),
+             cb.Fixed(nums[other], ">f8", null[other]), cb.Text(c1[take], words),
+             cb.Text(c2[other], ["x", "yy"]), cb.Text(c3[take], big)]
+    order = cb.field_order(eager)
+    assert cb.field_order(lazy) == order
+    old = cb._JOIN_RECORDS
+    cb._JOIN_RECORDS = old if few else 0
+    try:
+        assert cb.records([lazy[i] for i in order]) == cb.records([eager[i] for i in order])
+        texts = [3, 4, 5]
+        assert copytext.records([lazy[i] for i in texts]) == copytext.records([eager[i] for i in texts])
+    finally:
+        cb._JOIN_RECORDS = old

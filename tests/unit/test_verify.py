@@ -450,6 +450,55 @@ def test_vectorised_matches_scalar_on_random_groups():
                               verify._greedy(rs, caps, L, groups, 0))
 
 
+def test_stable_argsort_by_is_the_stable_argsort_of_the_combined_key():
+    """arrays._stable_argsort_by: by major, then minor, then position -- by two 16-bit radix
+    passes when both fit, else by the combined key -- the permutation np.argsort gives."""
+    from deid.verify.arrays import _stable_argsort_by
+    rng = np.random.default_rng(4)
+    for n, n_major, n_minor in [(10, 3, 4), (50_000, 14_000, 320), (50_000, 70_000, 9),
+                                (50_000, 5, 1 << 17), (50_000, 1 << 16, 1 << 16)]:
+        major = rng.integers(0, n_major, n)
+        minor = rng.integers(0, n_minor, n)
+        expected = np.argsort(major * n_minor + minor, kind="stable")
+        assert np.array_equal(_stable_argsort_by(major, minor, n_major, n_minor), expected)
+        assert np.array_equal(_stable_argsort_by(major.astype(np.int32), minor, n_major, n_minor),
+                              expected)
+
+
+def test_greedy_on_some_groups_matches_all_groups():
+    """_greedy on a subset of the groups (few: their rows are selected first; most: every row
+    is sorted) gives each group the certificate it gets among all groups."""
+    rng = np.random.default_rng(12)
+    g, a, v, r = random_release(rng, 20_000, 300, [40, 8, 4])
+    rs = verify._parse_rid_set(g, a, v, r)
+    for cl, L in [(None, 5), ({"a2": 2}, 6)]:
+        caps = verify._column_caps(cl, rs.anames, L, rs.G)
+        every = verify._greedy(rs, caps, L, np.arange(rs.G))
+        for groups in (np.arange(0, rs.G, 7), np.arange(rs.G)[np.arange(rs.G) % 7 != 3]):
+            assert np.array_equal(verify._greedy(rs, caps, L, groups), every[groups])
+
+
+def test_rows_of_sparse_and_dense_rids_agree():
+    """_parse_rid_set's rows: rids spanning a compact range fill every slot or leave gaps;
+    either way each row holds its group and its entry per attribute."""
+    rng = np.random.default_rng(13)
+    g, a, v, r = random_release(rng, 5_000, 40, [30, 6])
+    dense = verify._parse_rid_set(g, a, v, r)
+    gappy = verify._parse_rid_set(g, a, v, [x * 2 for x in r])       # every other slot empty
+    sparse = verify._parse_rid_set(g, a, v, [x * 10 ** 9 for x in r])  # ranked rids
+    for rs in (gappy, sparse):
+        assert np.array_equal(rs.row_g, dense.row_g)
+        assert np.array_equal(rs.row_ent, dense.row_ent)
+        assert np.array_equal(rs.sizes, dense.sizes)
+    rows = {}
+    for e, rids in enumerate(r):
+        for x in rids.tolist():
+            rows.setdefault(x, []).append(e)
+    order = sorted(rows)
+    assert np.array_equal(dense.row_ent, np.array([rows[x] for x in order]))
+    assert np.array_equal(dense.row_g, dense.gcode[dense.row_ent[:, 0]])
+
+
 def test_large_group_uses_scalar_path():
     rng = np.random.default_rng(5)
     n = verify._VECTOR_MAX_GROUP + 200
@@ -517,6 +566,23 @@ def test_group_sizes():
     raises_invalid(check_group_sizes, gid, -2)
 
 
+def test_group_counts_are_group_sizes_of_the_repeated_ids():
+    """check_group_counts(counts) == check_group_sizes(np.repeat(arange, counts)): same summary,
+    same failure (the first group below k, by position)."""
+    from deid.verify import check_group_counts
+    for counts in ([3, 4], [4, 0, 4, 7], [], [0, 0], [5, 2, 9, 1]):
+        gid = np.repeat(np.arange(len(counts)), counts)
+        for k in (1, 3, 4):
+            try:
+                want = check_group_sizes(gid, k)
+            except DeidError as e:
+                got = raises_verification(check_group_counts, np.array(counts, np.int64), k)
+                assert (got.message, got.detail) == (e.message, e.detail)
+            else:
+                assert check_group_counts(np.array(counts, np.int64), k) == want
+    raises_invalid(check_group_counts, [3], -2)
+
+
 def test_cluster_sizes():
     cid = np.repeat(np.arange(4), [10, 12, 10, 11])
     res = check_cluster_sizes(cid, 10)
@@ -569,3 +635,37 @@ def test_never_imports_methods():
             assert "methods" not in (node.module or "")
         if isinstance(node, ast.Import):
             assert all("methods" not in n.name for n in node.names)
+
+
+def test_coded_attributes_are_the_attribute_names():
+    """check_kl takes the attributes as readers.Coded (codes into names; an unused or repeated
+    name is as in the names' own column): the same result, the same failures."""
+    from deid.verify.readers import Coded
+    rng = np.random.default_rng(21)
+    g, a, v, r = random_release(rng, 3000, 40, [30, 6, 5])
+    names = ["zz", "a1", "a0", "a2"]                      # "zz" unused; codes into this list
+    codes = np.array([names.index(x) for x in a])
+    assert check_kl(g, Coded(codes, names), v, r, K=5, L=3) == check_kl(g, a, v, r, K=5, L=3)
+    twice = ["a0", "a1", "a2", "a0"]                      # one name twice: one attribute
+    codes2 = np.array([twice.index(x) for x in a])
+    codes2[(codes2 == 0) & (np.arange(len(a)) % 2 == 1)] = 3
+    assert check_kl(g, Coded(codes2, twice), v, r, K=5, L=3) == check_kl(g, a, v, r, K=5, L=3)
+    with pytest.raises(DeidError) as e:
+        check_kl(g, Coded(codes, names[:2]), v, r, K=5, L=3)
+    assert e.value.sqlstate == INVALID_PARAMETER_VALUE
+    raises_invalid(check_kl, g, Coded(codes[:-1], names), v, r, K=5, L=3)
+
+
+def test_runs_and_repeat_are_np_repeat():
+    from deid.verify.arrays import _repeat, _runs
+    rng = np.random.default_rng(2)
+    for lengths in ([], [3], [1, 1, 1], [2, 0, 3], [0, 0], [4, 2, 0], rng.integers(1, 9, 1000),
+                    rng.integers(0, 3, 1000)):
+        lengths = np.asarray(lengths, np.int64)
+        for first, dtype in ((0, np.int64), (17, np.int32)):
+            got = _runs(lengths, first, dtype)
+            assert got.dtype == dtype
+            assert np.array_equal(got, np.repeat(np.arange(first, first + len(lengths)), lengths))
+        values = rng.integers(-2 ** 62, 2 ** 62, len(lengths))        # steps that wrap int64
+        assert np.array_equal(_repeat(values, lengths), np.repeat(values, lengths))
+        assert _repeat(values.astype(np.int32), lengths).dtype == np.int32

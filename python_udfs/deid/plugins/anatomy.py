@@ -174,13 +174,27 @@ class ValuePairs:
     stable sort on the combined key then orders them by (group, value, row id)."""
 
     def __init__(self, in_order, codes, width, order):
-        key = in_order * width + codes[order]
-        s = np.argsort(key, kind="stable")
-        self.rows = order[s]
-        key = key[s]
-        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
-        self.group, self.code = key[start] // width, key[start] % width
-        self.count = np.diff(np.r_[start, len(key)])
+        n = len(order)
+        key = in_order * width
+        key += np.take(codes, order)
+        bits = max(n - 1, 1).bit_length()
+        if n and (int(in_order[-1]) + 1) * width < 1 << (62 - bits):
+            # each key with its position in its low bits: one sort of distinct values (no
+            # argsort, no gathers of the keys) -- the stable argsort's permutation
+            key <<= bits
+            key |= np.arange(n)
+            key.sort(kind="stable")            # timsort: the keys come in runs of groups
+            self.rows = np.take(order, key & ((1 << bits) - 1))
+            key >>= bits
+        else:
+            s = np.argsort(key, kind="stable")
+            self.rows = order[s]
+            key = key[s]
+        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if n else np.zeros(0, int)
+        # sorting within groups left every position's group as it was: in_order's
+        self.group = in_order[start]
+        self.code = key[start] - self.group * width
+        self.count = np.diff(np.r_[start, n])
 
 
 class RidArrays:
@@ -225,24 +239,20 @@ class RidArrays:
                 "count": self.count, "rids": self.rids}
 
 
-def pair_counts(group, codes, width, order=None):
-    """Distinct (group, code) pairs and how many rows hold each (counted in a
-    histogram when the pair space is small, else by sorting -- the keys taken in
-    ``order``, rows by group, when given: runs that a stable sort merges fast)."""
-    key = group * width + codes
-    bins = (int(group.max()) + 1) * width if len(group) else 0
-    if bins <= 4 * len(key) + (1 << 16):
-        counts = np.bincount(key, minlength=bins)
-        key = np.flatnonzero(counts)
-        counts = counts[key]
-    elif order is not None and len(key):
-        key = np.sort(key[order], kind="stable")
-        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        counts = np.diff(np.r_[start, len(key)])
-        key = key[start]
+def distinct_pairs(group, codes, width, n_groups):
+    """The distinct (group, code) pairs, by group then code: a presence table of the pair
+    space (one byte a pair) when it is not much larger than the rows, else by sorting."""
+    key = group * width
+    key += codes
+    bins = n_groups * width
+    if bins <= 16 * len(key) + (1 << 20):
+        seen = np.zeros(bins, bool)
+        seen[key] = True
+        key = np.flatnonzero(seen)
     else:
-        key, counts = np.unique(key, return_counts=True)
-    return key // width, key % width, counts
+        key = np.unique(key)
+    g = key // width
+    return g, key - g * width
 
 
 def table_name(release, attribute):
@@ -277,7 +287,7 @@ def group_labels(req, frame, qis, group, n_groups, order, in_order):
         col = frame.columns[q]
         if col.kind == "category":
             h = req.hierarchies.get(q)
-            g, c, _ = pair_counts(group, col.values, len(col.dictionary) + 1, order)
+            g, c = distinct_pairs(group, col.values, len(col.dictionary) + 1, n_groups)
             first = np.searchsorted(g, np.arange(n_groups)).tolist()
             distinct = np.bincount(g, minlength=n_groups).tolist()
             texts = np.array(list(col.dictionary) + ["NULL"], dtype=object)
@@ -290,12 +300,20 @@ def group_labels(req, frame, qis, group, n_groups, order, in_order):
                     labels.append(category_label(col, h, codes[f:f + d]))
                 else:
                     labels.append("{" + ",".join(words[f:f + d]) + "}")
+        elif not col.null.any():           # no NULL: each group's extremes, then as floats
+            vals = np.take(col.values, order)
+            lo = np.minimum.reduceat(vals, bounds[:-1]).astype(float)
+            hi = np.maximum.reduceat(vals, bounds[:-1]).astype(float)
+            del vals
+            anynull = [False] * n_groups
+            finite = np.isfinite(lo)
         else:
             vals, nulls = col.values[order].astype(float), col.null[order]
             lo = np.minimum.reduceat(np.where(nulls, np.inf, vals), bounds[:-1])
             hi = np.maximum.reduceat(np.where(nulls, -np.inf, vals), bounds[:-1])
             anynull = (np.maximum.reduceat(nulls.astype(np.int8), bounds[:-1]) > 0).tolist()
             finite = np.isfinite(lo)
+        if col.kind != "category":
             lo_s = _fmt_array(col, np.where(finite, lo, 0))
             hi_s = _fmt_array(col, np.where(finite, hi, 0))
             labels = [("NULL" if not ok else a if a == b else f"[{a}-{b}]") + (" or NULL" if nn and ok else "")

@@ -17,8 +17,9 @@ One module per guarantee:
 
 * ``partition.py``     -- check_partition: every source row in exactly one
   group (001 Def. 1);
-* ``sizes.py``         -- check_group_sizes, check_cluster_sizes: groups of at
-  least k rows (001 Def. 4, Def. 6 (1); 004 Def. 1, Alg. 2 step 2c);
+* ``sizes.py``         -- check_group_sizes (check_group_counts: from counts),
+  check_cluster_sizes: groups of at least k rows (001 Def. 4, Def. 6 (1);
+  004 Def. 1, Alg. 2 step 2c);
 * ``k_per_source.py``  -- check_k_per_source: k data twins in every source
   system separately (002 sec. 2, sec. 4.5);
 * ``kl.py``            -- check_kl: the (K, L) model (001 Def. 6) and its
@@ -68,7 +69,7 @@ from .greedy import certify_group_scalar
 from .k_per_source import check_k_per_source
 from .kl import check_kl
 from .partition import check_partition
-from .sizes import check_cluster_sizes, check_group_sizes
+from .sizes import check_cluster_sizes, check_group_counts, check_group_sizes
 
 # Internals the unit tests reach through ``deid.verify`` (as when this was
 # one module): the catalog parser, the caps, the certificate and the greedy.
@@ -80,6 +81,7 @@ from .rid_set import _parse_rid_set
 __all__ = [
     "check_partition",
     "check_group_sizes",
+    "check_group_counts",
     "check_cluster_sizes",
     "check_kl",
     "check_k_per_source",

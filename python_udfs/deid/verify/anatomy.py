@@ -22,7 +22,10 @@ import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
-from . import check_group_sizes, check_kl, check_partition
+from . import check_kl, check_partition
+from .sizes import check_group_counts
+from .arrays import _runs
+from .readers import Coded
 from .rid_set_digest import check_stored, stored_digests
 
 STORE_SCHEMA = "deid_release"
@@ -65,7 +68,7 @@ def verify(db, req, frame, tables):
     counts = db.query(f"SELECT string_agg(int8send(c), ''::bytea) AS c FROM (SELECT count(*) AS c"
                       f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY group_id) s")[0]["c"]
     sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
-    out["sizes"] = check_group_sizes(np.repeat(np.arange(len(sizes)), sizes), req.k)
+    out["sizes"] = check_group_counts(sizes, req.k)
     if int(sizes.sum()) != len(all_rids):
         raise DeidError(VERIFICATION_FAILED, "the release table does not hold every row of the snapshot",
                         detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
@@ -96,18 +99,19 @@ def memory_rid_sets(sets):
     identified by its text (equal labels of one attribute are one value, as in the stored
     catalog), not by the method's code. The group, count and RID arrays are the evidence's
     own (one array per kind already), not copies (check_kl reads the groups as int64 itself,
-    int32 RIDs as they are)."""
-    attrs, values = [], []
+    int32 RIDs as they are); each entry's attribute is a code into the names (readers.Coded),
+    not a name object per entry."""
+    names, entries, values = [], [], []
     for attribute, group, code, dictionary, count, rids in per_attribute(sets):
         labels = np.array([("N" if x is None else "V" + x) for x in dictionary] + ["N"], object)
         _, text_code = np.unique(labels, return_inverse=True)
-        names = np.empty(len(count), object)
-        names.fill(attribute)                # one str object (np.full makes one per entry)
-        attrs.append(names)
+        names.append(attribute)
+        entries.append(len(count))
         values.append(text_code[np.minimum(code, len(dictionary))])
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
     as64 = (lambda x: np.asarray(x, np.int64))
-    return (np.asarray(sets["group"]), cat(attrs, object), cat(values, np.int64),
+    attrs = Coded(_runs(entries), names)                          # each entry's attribute
+    return (np.asarray(sets["group"]), attrs, cat(values, np.int64),
             as64(sets["count"]), np.asarray(sets["rids"]))
 
 

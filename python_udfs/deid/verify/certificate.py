@@ -15,7 +15,7 @@ skips hopeless groups and gives a counterexample.
 
 import numpy as np
 
-from .arrays import _stable_argsort
+from .arrays import _repeat, _stable_argsort_by
 from .caps import _INF
 from .greedy import _VECTOR_MAX_GROUP, _greedy
 
@@ -60,7 +60,7 @@ def _frequency_bound(gcode, acode, lens, sizes, caps, G):
     e = gcode.size
     w = int(lens.max()) + 1
     if G * w < 2 ** 62:
-        o = _stable_argsort(gcode * w + (w - 1 - lens), G * w)
+        o = _stable_argsort_by(gcode, w - 1 - lens, G, w)
     else:
         o = np.lexsort((-lens, gcode))
     # entries by group, largest RID set first; drop those beyond L_i
@@ -81,7 +81,7 @@ def _frequency_bound(gcode, acode, lens, sizes, caps, G):
     cs = np.cumsum(lens[o2])
     gstart = np.flatnonzero(np.r_[True, g2[1:] != g2[:-1]])
     glen = np.diff(np.r_[gstart, g2.size])
-    cs -= np.repeat(np.r_[0, cs[gstart[1:] - 1]], glen)      # cumulated within each group
+    cs -= _repeat(np.r_[0, cs[gstart[1:] - 1]], glen)        # cumulated within each group
     hit = np.flatnonzero(cs >= sizes[g2])
     if hit.size:
         hg = g2[hit]

@@ -17,7 +17,7 @@ groups, and the reference the vectorised path is tested against).
 
 import numpy as np
 
-from .arrays import _stable_argsort, _unsort
+from .arrays import _repeat, _runs, _stable_argsort_by, _unsort
 from .caps import _INF
 
 # Groups larger than this run the greedy certificate one row at a time in
@@ -38,26 +38,25 @@ def _greedy(rs, caps, L, groups, vector_max=_VECTOR_MAX_GROUP):
         return out + 1            # any non-empty group needs one deletion
     # the rows in 001 Fig. 6 line 3 order: ascending total frequency
     # f(r) = sum of f(v) over the row's values, ties by rid (rows arrive in
-    # rid order; the sort is stable).
-    if groups.size == G:                  # every group: every row, no selection
-        rg, ents = rs.row_g, rs.row_ent
-    else:
+    # rid order; the sort is stable). Rows of groups not asked for only cost
+    # their place in the sort: they are dropped first when they are most rows.
+    rg, ents = rs.row_g, rs.row_ent
+    if 2 * groups.size < G:
         want = np.zeros(G, dtype=bool)
         want[groups] = True
-        rsel = np.flatnonzero(want[rs.row_g])
-        rg = rs.row_g[rsel]
-        ents = rs.row_ent[rsel]
+        rsel = np.flatnonzero(want[rg])
+        rg = rg[rsel]
+        ents = np.take(ents, rsel, axis=0)
+        del rsel
     ftot = lens[ents[:, 0]]
     for a in range(1, ents.shape[1]):
         ftot += lens[ents[:, a]]
-    w = int(ftot.max()) + 1
-    ftot += rg * w
-    o = _stable_argsort(ftot, G * w)
+    o = _stable_argsort_by(rg, ftot, G, int(ftot.max()) + 1)     # by group, then f(r)
     del ftot
-    rg, ents = rg[o], ents[o]
-    del o
-    starts = np.zeros(G + 1, dtype=np.int64)
+    starts = np.zeros(G + 1, dtype=np.int64)          # each group's rows, in that order
     np.cumsum(np.bincount(rg, minlength=G), out=starts[1:])
+    ents = np.take(ents, o, axis=0)                   # rows of entries: one gather (not ents[o])
+    del o
     vec = sizes[groups] <= vector_max
     if np.any(vec):
         out[vec] = _greedy_vectorised(groups[vec], starts, ents, lens.size, caps, L, sizes)
@@ -91,7 +90,7 @@ def _greedy_vectorised(groups, starts, ents, e, caps, L, sizes):
         if act.size == 0:
             break
         r = gstart[act] + t
-        E = ents[r]
+        E = np.take(ents, r, axis=0)
         ok = ~used[E].any(axis=1)
         r, E = r[ok], E[ok]
         used[E.ravel()] = True
@@ -108,23 +107,26 @@ def _greedy_vectorised(groups, starts, ents, e, caps, L, sizes):
     nt = todo.size
     tl = gsize[todo]
     it = np.int32 if ents.shape[0] < 2 ** 31 - 1 else np.int64     # row positions
-    loc = np.repeat(np.arange(nt, dtype=it), tl)
+    loc = _runs(tl, 0, it)
     r = np.arange(tl.sum(), dtype=it)              # row t of group j: gstart[j] + t
-    r -= np.repeat((np.cumsum(tl) - tl - gstart[todo]).astype(it), tl)
+    r -= _repeat(np.cumsum(tl) - tl - gstart[todo], tl, it)
     c_mask = inC[r]
     rc, lc = r[c_mask], loc[c_mask]
     slot = np.arange(rc.size) - np.repeat(np.cumsum(csize[todo]) - csize[todo], csize[todo])
     fC = np.zeros(e, dtype=np.int64)
-    fC[ents[rc].ravel()] = 1
+    ents_c = np.take(ents, rc, axis=0)
+    fC[ents_c.ravel()] = 1
     Bf = np.zeros((nt, m, K), dtype=np.int64)
     Be = np.full((nt, m, K), -1, dtype=np.int64)
-    Be[lc[:, None], np.arange(m)[None, :], slot[:, None]] = ents[rc]
+    Be[lc[:, None], np.arange(m)[None, :], slot[:, None]] = ents_c
+    del ents_c
     Bf[lc[:, None], np.arange(m)[None, :], slot[:, None]] = 1
     cand = r[~c_mask]                                   # by group, in Fig. 6 order
     ncand = tl - csize[todo]
     cstart = np.cumsum(ncand) - ncand
     o2 = np.argsort(-ncand, kind="stable")
-    ncand, cstart, Bf, Be = ncand[o2], cstart[o2], Bf[o2], Be[o2]
+    ncand, cstart = ncand[o2], cstart[o2]
+    Bf, Be = np.take(Bf, o2, axis=0), np.take(Be, o2, axis=0)
     x = cert[todo][o2]
     sz = csize[todo][o2]
     negc = -ncand
@@ -133,10 +135,10 @@ def _greedy_vectorised(groups, starts, ents, e, caps, L, sizes):
         act = np.flatnonzero(x[:na] < L)
         if act.size == 0:
             break
-        E = ents[cand[cstart[act] + t]]                     # (A, m): line 6
+        E = np.take(ents, cand[cstart[act] + t], axis=0)    # (A, m): line 6
         fnew = fC[E] + 1
-        bf = Bf[act]
-        be = Be[act]
+        bf = np.take(Bf, act, axis=0)
+        be = np.take(Be, act, axis=0)
         inb = be == E[:, :, None]
         has = inb.any(axis=2)
         slot_min = bf.argmin(axis=2)

@@ -76,14 +76,41 @@ def _run_heads(values):
     return np.flatnonzero(np.r_[True, differs.astype(bool, copy=False)])
 
 
+class Coded:
+    """A column given as integer codes into a list of values: entry i holds keys[codes[i]]
+    (e.g. the attribute of each RID-set entry, without an array of 1M name objects)."""
+
+    def __init__(self, codes, keys):
+        self.codes, self.keys = codes, list(keys)
+
+    def __len__(self):
+        return len(self.codes)
+
+
 def _factorize(values, name, n):
     """(distinct keys, int64 codes) of a 1-D column of n values.
 
     Numbers use numpy; anything else (text, NULL) a dict, which is faster
     than sorting strings.  Equal values get equal codes; NULL (None) is a
     value of its own (a NULL in a sensitive column is a RID set like any
-    other, 001 Theorem 3).
+    other, 001 Theorem 3).  A :class:`Coded` column is factorized by its
+    codes: its keys that occur, equal keys one key.
     """
+    if isinstance(values, Coded):
+        codes = _int_array(values.codes, name)
+        if codes.size != n:
+            _bad(f"{name} has {codes.size} entries but rid_group has {n}")
+        if n and (codes.min() < 0 or codes.max() >= len(values.keys)):
+            _bad(f"{name} holds codes outside its {len(values.keys)} values")
+        used = np.flatnonzero(np.bincount(codes, minlength=len(values.keys))).tolist()
+        keys = list(dict.fromkeys(values.keys[i] for i in used))
+        try:
+            index = {k: i for i, k in enumerate(keys)}
+            remap = np.zeros(len(values.keys), np.int64)
+            remap[used] = [index[values.keys[i]] for i in used]
+        except TypeError:
+            _bad(f"{name} must hold scalar values (text, numbers or NULL)")
+        return keys, remap[codes]
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
             _bad(f"{name} must be one-dimensional, got shape {values.shape}")

@@ -18,7 +18,7 @@ the (K, L) check (``kl.py``) and its certificate work on.
 
 import numpy as np
 
-from .arrays import _dense_codes
+from .arrays import _dense_codes, _runs
 from .failures import _bad, _fail, _show
 from .readers import _factorize, _flat_rids, _int_array
 
@@ -120,7 +120,8 @@ class _EntryValues:
         lowest = int(self.ints.min())
         span = int(self.ints.max()) - lowest + 1
         if n_group_attrs * span < 2 ** 62:
-            self.code, self.n_codes = self.ints - lowest, span
+            self.code = self.ints - lowest if lowest else self.ints
+            self.n_codes = span
         else:
             self.keys, self.code = _dense_codes(self.ints)
             self.n_codes = self.keys.size
@@ -237,32 +238,37 @@ def _complete_rows(entries, rid_set_size, flat_rids):
     code_type = np.int32 if n_entries < 2 ** 31 - 1 else np.int64
     entry_group = entries.group.astype(code_type)
     slots = _RidSlots(flat_rids, n_attrs)
-    # per slot: the group of the rid by attribute 0 (-1: not stored), and
-    # per attribute the entry holding the rid's value
+    # per slot and attribute the entry holding the rid's value (-1: not stored): the rows'
+    # entries themselves when every slot holds a rid; and per slot the group of the rid by
+    # attribute 0 (-1: not stored)
+    entry_of_slot = np.full((slots.n, n_attrs), -1, code_type)
     group_by_attr0 = None
-    entry_by_attr = []
     for a, (entry_a, slot_a) in enumerate(_rids_by_attribute(entries.attr, n_attrs, rid_set_size,
                                                              slots.slot, code_type)):
+        entry_of_slot[slot_a, a] = entry_a
         group_a = entry_group[entry_a]
-        _check_one_value_per_attribute(entries, slots, a, slot_a, group_a)
-        group_of_slot = np.full(slots.n, -1, dtype=code_type)
-        group_of_slot[slot_a] = group_a
-        entry_of_slot = np.full(slots.n, -1, dtype=code_type)
-        entry_of_slot[slot_a] = entry_a
-        del entry_a, slot_a, group_a
-        entry_by_attr.append(entry_of_slot)
+        if np.count_nonzero(entry_of_slot[:, a] >= 0) != slot_a.size:    # a rid stored twice
+            _check_one_value_per_attribute(entries, slots, a, slot_a, group_a)
         if group_by_attr0 is None:
-            group_by_attr0 = group_of_slot
-            continue
-        _check_same_group(entries, slots, a, group_by_attr0, group_of_slot)
+            group_by_attr0 = np.full(slots.n, -1, dtype=code_type)
+            group_by_attr0[slot_a] = group_a
+            stored0 = slot_a.size
+        elif slot_a.size != stored0 or not np.array_equal(group_by_attr0[slot_a], group_a):
+            # not the same rids in the same groups as attribute 0 (the rids of each are
+            # distinct, so equal counts and groups mean equal sets): name the first
+            group_of_slot = np.full(slots.n, -1, dtype=code_type)
+            group_of_slot[slot_a] = group_a
+            _check_same_group(entries, slots, a, group_by_attr0, group_of_slot)
+        del entry_a, slot_a, group_a
     del entry_group
-    row_slots = np.flatnonzero(group_by_attr0 >= 0)
-    row_group = group_by_attr0[row_slots].astype(np.int64)
-    del group_of_slot
-    row_entries = np.empty((row_slots.size, n_attrs), code_type)      # entry codes: int32 where
-    for a in range(n_attrs):                                           # they fit
-        np.take(entry_by_attr[a], row_slots, out=row_entries[:, a])
-        entry_by_attr[a] = None
+    if stored0 == slots.n:                  # every slot holds a row: rows are the slots
+        row_group = group_by_attr0.astype(np.int64)
+        row_entries = entry_of_slot
+    else:
+        row_slots = np.flatnonzero(group_by_attr0 >= 0)
+        row_group = group_by_attr0[row_slots].astype(np.int64)
+        row_entries = np.take(entry_of_slot, row_slots, axis=0)
+    del group_by_attr0, entry_of_slot
     sizes = np.bincount(row_group, minlength=entries.group_ids.size).astype(np.int64)
     return _RidSet(anames=entries.attr_names, G=entries.group_ids.size,
                    gvals=entries.group_ids, gcode=entries.group, acode=entries.attr,
@@ -284,7 +290,7 @@ def _rids_by_attribute(attr, n_attrs, rid_set_size, slot, code_type):
         np.cumsum(rid_set_size, out=before[1:])
         for a in range(n_attrs):
             e0, e1 = int(first[a]), int(last[a])
-            yield (np.repeat(np.arange(e0, e1, dtype=code_type), rid_set_size[e0:e1]),
+            yield (_runs(rid_set_size[e0:e1], e0, code_type),
                    slot[int(before[e0]):int(before[e1])])
         return
     flat_entry = np.repeat(np.arange(n_entries, dtype=code_type), rid_set_size)
