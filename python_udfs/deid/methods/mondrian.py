@@ -36,7 +36,7 @@ Deviations from 001 Fig. 5 (see also papers/README.md "Known pitfalls"):
 
 import numpy as np
 
-from .segments import ranges
+from .segments import ranges, segment_ids
 
 from ..errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
                       PRIVACY_MODEL_UNSATISFIABLE)
@@ -84,7 +84,7 @@ _COUNT_RANGE = 1 << 22
 _NO_CUT = np.iinfo(np.int32).max        # threshold of a node that is not split on an attribute
 
 
-def partition(qi, K, accept=None, *, accept_groups=None):
+def partition(qi, K, accept=None, *, accept_groups=None, payload=None):
     """001 Fig. 5 (tie-safe, row-preserving): group id 0..G-1 of every row.
 
     ``qi``: float64 (n, d), categorical attributes as integer codes in hierarchy/sort order.
@@ -93,7 +93,10 @@ def partition(qi, K, accept=None, *, accept_groups=None):
     variant: ``rows`` holds the integer row indices of all candidate children of one round,
     grouped by child (``child_id``, 0..n_children-1, is non-decreasing) and in input order
     within each child.  A split is taken only if both children have >= K rows and every given
-    acceptor agrees.
+    acceptor agrees.  ``payload`` (optional, first axis the n rows): ``accept_groups`` then
+    gets ``payload[rows]`` in place of ``rows`` -- carried with the rows from level to level,
+    so it is gathered in node order instead of by row id across the whole table.  A 1-D
+    contiguous array; the partition reorders it in place (its contents are undefined after).
     Every row lands in exactly one group and every group has >= K rows.
     """
     qi = as_qi(qi)
@@ -108,8 +111,9 @@ def partition(qi, K, accept=None, *, accept_groups=None):
         return np.zeros(n, dtype=np.int64)
     std = qi.std(axis=0)
     scale = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 0.0)
-    tree = _Tree(qi, scale, K, accept, accept_groups)
+    tree = _Tree(qi, scale, K, accept, accept_groups, payload)
     group, n_leaves = tree.run()
+    del tree
     first = np.full(n_leaves, n, dtype=np.int64)
     first[group[::-1]] = np.arange(n - 1, -1, -1)      # last write wins: first appearance
     relabel = np.empty(n_leaves, dtype=np.int64)
@@ -130,10 +134,14 @@ class _Tree:
     segment with its rows in input order.  Ranks are stored in the smallest integer type that
     holds them."""
 
-    def __init__(self, qi, scale, K, accept, accept_groups):
+    def __init__(self, qi, scale, K, accept, accept_groups, payload=None):
         n, d = qi.shape
         self.K, self.d, self.scale = K, d, scale
         self.accept, self.accept_groups = accept, accept_groups
+        # the payload of the active rows, in their order (only accept_groups reads it): each
+        # level writes it into the other of two buffers (the caller's array and one more)
+        self.pay = None if payload is None or accept_groups is None else payload
+        self.pay_bufs = [self.pay, None]
         self.idx_t = np.int32 if n < 2**31 - 1 else np.int64
         self.rk, self.vals = [], []
         for j in range(d):
@@ -142,7 +150,7 @@ class _Tree:
             self.vals.append(v)
         self.R = np.array([v.size for v in self.vals], dtype=np.int64)
         self.rid = np.arange(n, dtype=self.idx_t)
-        self.group = np.empty(n, dtype=np.int64)
+        self.group = np.empty(n, dtype=self.idx_t)
         self.n_leaves = 0
         self.size = np.array([n], dtype=np.int64)
         self.lo = np.zeros((1, d), dtype=np.int64)
@@ -158,8 +166,8 @@ class _Tree:
         N, d, K = self.size.size, self.d, self.K
         size = self.size
         start = np.cumsum(size) - size
-        self.lab = np.repeat(np.arange(N, dtype=np.intp), size)   # node of each row (intp: no
-        #                                                          index casts at its gathers)
+        self.lab = segment_ids(size)                       # node of each row (intp: no
+        #                                                    index casts at its gathers)
         width = np.zeros((N, d))
         med = np.zeros((N, d), dtype=np.int64)
         c0 = np.zeros((N, d), dtype=np.int64)
@@ -214,6 +222,7 @@ class _Tree:
             if split.size:
                 rounds.append(self._split(split, dim[split], thr[split], cut[split], start))
                 won_in[split] = 0
+        self.lab = None                                    # not needed until the next level
         self._apply(cut, dim, thr, start, rounds, won_in)
 
     # ---------------------------------------------------------------------------------------
@@ -227,7 +236,7 @@ class _Tree:
             rk, lab = self.rk[j], self.lab
         else:
             rk = self.rk[j][ranges(start[nodes], size)]
-            lab = np.repeat(np.arange(nodes.size, dtype=np.intp), size)
+            lab = segment_ids(size)
         first = np.cumsum(size) - size                     # the nodes' rows, back to back
         lo = self.lo[nodes, j]
         w = self.hi[nodes, j] - lo + 1
@@ -260,7 +269,7 @@ class _Tree:
         if 4 * int(sizes.sum()) < self.rid.size:           # few rows: gather them
             pos = ranges(start[nodes], sizes).astype(self.idx_t, copy=False)
             right = self._right(nodes, dims, thr, lambda j: self.rk[j][pos],
-                                lambda t: np.repeat(t, sizes))
+                                lambda t: t.take(segment_ids(sizes)))
             return _Round(nodes, pos[np.concatenate([np.flatnonzero(~right),
                                                      np.flatnonzero(right)])], csize)
         # every active row; rows of other nodes get a threshold no rank exceeds
@@ -300,8 +309,9 @@ class _Tree:
         good = np.ones(k, dtype=bool)
         rows = rnd.rows = self.rid[rnd.order]
         if self.accept_groups is not None:
-            child = np.repeat(np.arange(2 * k, dtype=self.idx_t), rnd.csize)
-            ok = np.asarray(self.accept_groups(rows, child, 2 * k), dtype=bool)
+            child = segment_ids(rnd.csize, self.idx_t)
+            ok = np.asarray(self.accept_groups(
+                rows if self.pay is None else self.pay[rnd.order], child, 2 * k), dtype=bool)
             good &= ok[:k] & ok[k:]
         if self.accept is not None:
             bounds = np.concatenate([[0], np.cumsum(rnd.csize)])
@@ -328,15 +338,16 @@ class _Tree:
             big = rnd.csize >= 2 * K
             keep = won & big
             leaf = won & ~big
+            child = segment_ids(rnd.csize) if not keep.all() else None
             if keep.all():
                 keep_pos.append(rnd.order)
                 keep_rows.append(rows)
             elif keep.any():
-                m = np.repeat(keep, rnd.csize)
+                m = keep.take(child)
                 keep_pos.append(rnd.order[m])
                 keep_rows.append(rows[m])
             if leaf.any():
-                leaf_rows.append(rows[np.repeat(leaf, rnd.csize)])
+                leaf_rows.append(rows[leaf.take(child)])
                 leaf_sizes.append(rnd.csize[leaf])
             kept = np.flatnonzero(keep)
             new_size.append(rnd.csize[kept])
@@ -348,8 +359,9 @@ class _Tree:
             leaf_sizes.append(size[leaf_nodes])
         if leaf_rows:
             ls = np.concatenate(leaf_sizes)
-            self.group[np.concatenate(leaf_rows)] = np.repeat(
-                np.arange(self.n_leaves, self.n_leaves + ls.size), ls)
+            labels = segment_ids(ls, self.idx_t)
+            labels += self.idx_t(self.n_leaves)
+            self.group[np.concatenate(leaf_rows)] = labels
             self.n_leaves += ls.size
         self.size = np.concatenate(new_size) if new_size else np.zeros(0, dtype=np.int64)
         if not keep_pos:
@@ -370,6 +382,11 @@ class _Tree:
         self.rid = keep_rows[0] if len(keep_rows) == 1 else np.concatenate(keep_rows)
         pos = pos.astype(np.intp, copy=False)             # one index cast, not one per attribute
         self.rk = [np.take(r_, pos) for r_ in self.rk]
+        if self.pay is not None:
+            if self.pay_bufs[1] is None:
+                self.pay_bufs[1] = np.empty_like(self.pay_bufs[0])
+            self.pay_bufs.reverse()
+            self.pay = np.take(self.pay, pos, out=self.pay_bufs[0][:pos.size], mode="clip")
 
 
 class _Round:
