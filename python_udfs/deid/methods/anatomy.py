@@ -142,10 +142,10 @@ def sensitive_counts(group_id, values):
 
 # --------------------------------------------------------------------------------------------
 
-def _level(gid, dense, sizes, n_groups, caps, model, max_l):
+def _level(gid, dense, sizes, n_groups, caps, model, max_l, grouped=None):
     if model == "exponential_l":
         return diversity.exponential_l_dense(gid, dense, sizes, n_groups)
-    return diversity.certify_dense(gid, dense, sizes, n_groups, caps, max_l)
+    return diversity.certify_dense(gid, dense, sizes, n_groups, caps, max_l, grouped=grouped)
 
 
 BLOCK_ROWS = 1 << 17
@@ -209,8 +209,8 @@ def _acceptor(dense, dtypes, sizes, caps, model, L):
             else:
                 part = rows[lo:hi].astype(np.intp)       # one index cast, not one per column
                 cols = [np.take(c, part) for c in dense]
-            gid = child[lo:hi] - child.dtype.type(c0) if c0 else child[lo:hi]
-            ok[c0:c1] = _level(gid, cols, sizes, c1 - c0, caps, model, L) >= L
+            gid = np.subtract(child[lo:hi], c0, dtype=np.intp)   # intp: no index casts
+            ok[c0:c1] = _level(gid, cols, sizes, c1 - c0, caps, model, L, grouped=True) >= L
         return ok
     return accept_groups
 
