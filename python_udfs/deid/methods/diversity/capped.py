@@ -242,9 +242,10 @@ def _pick_sorted(rows, scan, fresh=False):
         for a, key in enumerate(pair_keys):
             first_at[a][key[::-1]] = idx[::-1]          # last write wins: first occurrence
             sure &= first_at[a][key] == idx
+        picks = np.flatnonzero(sure)                    # few: index them once
         for a, key in enumerate(pair_keys):
-            used[a][key[sure]] = True
-        count += np.bincount(row_group[sure], minlength=G)
+            used[a][np.take(key, picks)] = True
+        count += np.bincount(np.take(row_group, picks), minlength=G)
         live = ~sure
         live &= np.take(count < target, row_group)
         for a, key in enumerate(pair_keys):
