@@ -65,7 +65,8 @@ def check_k(K):
 
 
 def _dense_ranks(col):
-    """Dense rank (int32, 0..R-1, in value order) of every entry and the R distinct values.
+    """Dense rank (0..R-1, in value order; in the smallest integer type holding R) of every
+    entry and the R distinct values.
 
     Integral columns with a moderate range are ranked by counting; others by np.unique."""
     col = np.ascontiguousarray(col)
@@ -74,10 +75,12 @@ def _dense_ranks(col):
             and np.array_equal(col, np.floor(col)):
         off = (col - lo).astype(np.int64)
         present = np.bincount(off, minlength=int(hi - lo) + 1) > 0
-        remap = (np.cumsum(present) - 1).astype(np.int32)
+        remap = np.cumsum(present)
+        remap -= 1
+        remap = remap.astype(_rank_t(int(remap[-1]) + 1))
         return remap[off], lo + np.flatnonzero(present).astype(np.float64)
     vals, rk = np.unique(col, return_inverse=True)
-    return rk.astype(np.int32), vals
+    return rk.astype(_rank_t(vals.size)), vals
 
 
 _COUNT_RANGE = 1 << 22
@@ -145,8 +148,8 @@ class _Tree:
         self.idx_t = np.int32 if n < 2**31 - 1 else np.int64
         self.rk, self.vals = [], []
         for j in range(d):
-            r, v = _dense_ranks(qi[:, j])
-            self.rk.append(r.astype(_rank_t(v.size), copy=False))  # fewer bytes per pass
+            r, v = _dense_ranks(qi[:, j])              # the smallest type: fewer bytes per pass
+            self.rk.append(r)
             self.vals.append(v)
         self.R = np.array([v.size for v in self.vals], dtype=np.int64)
         self.rid = np.arange(n, dtype=self.idx_t)
