@@ -82,7 +82,8 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
     if L is not None:
         _check_reachable(dense, sizes, L, caps, model)
 
-    accept_groups = payload = None
+    accept_groups = None
+    packed = False
     if L is not None and L > 1:
         whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]
         if whole < L:
@@ -97,15 +98,18 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
                     "complete, so a table may be L-diverse without being certified"))
         # every row's sensitive codes packed into one integer, carried by the partition with
         # the rows: each candidate child's codes arrive in node order (no gather by row id)
-        payload = _pack(dense, sizes)
-        accept_groups = _acceptor(dense if payload is None else None,
+        packed = sum(_field_bits(sizes)) <= 64
+        accept_groups = _acceptor(None if packed else dense,
                                   [c.dtype for c in dense], sizes, caps, model, L)
     # the capped certificate of "kl" needs no second look at the codes (see below)
     capped_cert = model == "kl" and accept_groups is not None and not full_certificate
+    # handed to the partition without a reference kept here: it replaces the packed codes by
+    # their reordered copy level by level (less peak memory)
+    payload = [_pack(dense, sizes) if packed else None]
     if capped_cert:
         del dense                                          # not needed: less peak memory
 
-    group_id = mondrian.partition(qi, K, accept_groups=accept_groups, payload=payload)
+    group_id = mondrian.partition(qi, K, accept_groups=accept_groups, payload=payload.pop())
     n_groups = int(group_id.max()) + 1
     if capped_cert:
         # Every group is the root (certified as `whole`) or a child that accept_groups
@@ -157,11 +161,9 @@ def _field_bits(sizes):
 
 def _pack(dense, sizes):
     """The dense codes of every row as bit fields of one unsigned integer (attribute 0 in the
-    lowest bits), or None when they need more than 64 bits."""
+    lowest bits; at most 64 bits in all)."""
     bits = _field_bits(sizes)
     total = sum(bits)
-    if total > 64:
-        return None
     dtype = np.uint32 if total <= 32 else np.uint64
     packed = np.zeros(dense[0].size, dtype=dtype)
     shift = 0

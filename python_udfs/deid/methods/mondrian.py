@@ -98,8 +98,8 @@ def partition(qi, K, accept=None, *, accept_groups=None, payload=None):
     within each child.  A split is taken only if both children have >= K rows and every given
     acceptor agrees.  ``payload`` (optional, first axis the n rows): ``accept_groups`` then
     gets ``payload[rows]`` in place of ``rows`` -- carried with the rows from level to level,
-    so it is gathered in node order instead of by row id across the whole table.  A 1-D
-    contiguous array; the partition reorders it in place (its contents are undefined after).
+    so it is gathered in node order instead of by row id across the whole table (pass it
+    without keeping a reference: the partition drops the input order after the first level).
     Every row lands in exactly one group and every group has >= K rows.
     """
     qi = as_qi(qi)
@@ -115,6 +115,7 @@ def partition(qi, K, accept=None, *, accept_groups=None, payload=None):
     std = qi.std(axis=0)
     scale = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 0.0)
     tree = _Tree(qi, scale, K, accept, accept_groups, payload)
+    del payload                                        # the tree's now (reordered level by level)
     group, n_leaves = tree.run()
     del tree
     first = np.full(n_leaves, n, dtype=np.int64)
@@ -141,10 +142,8 @@ class _Tree:
         n, d = qi.shape
         self.K, self.d, self.scale = K, d, scale
         self.accept, self.accept_groups = accept, accept_groups
-        # the payload of the active rows, in their order (only accept_groups reads it): each
-        # level writes it into the other of two buffers (the caller's array and one more)
+        # the payload of the active rows, in their order (only accept_groups reads it)
         self.pay = None if payload is None or accept_groups is None else payload
-        self.pay_bufs = [self.pay, None]
         self.idx_t = np.int32 if n < 2**31 - 1 else np.int64
         self.rk, self.vals = [], []
         for j in range(d):
@@ -386,10 +385,7 @@ class _Tree:
         pos = pos.astype(np.intp, copy=False)             # one index cast, not one per attribute
         self.rk = [np.take(r_, pos) for r_ in self.rk]
         if self.pay is not None:
-            if self.pay_bufs[1] is None:
-                self.pay_bufs[1] = np.empty_like(self.pay_bufs[0])
-            self.pay_bufs.reverse()
-            self.pay = np.take(self.pay, pos, out=self.pay_bufs[0][:pos.size], mode="clip")
+            self.pay = np.take(self.pay, pos)
 
 
 class _Round:
