@@ -249,11 +249,13 @@ class _Tree:
         if total <= 2 * self.rid.size + (1 << 16):
             key = base.take(lab)                           # intp: bincount casts nothing
             key += rk
-            h = np.bincount(key, minlength=total)
-            c = np.cumsum(h)
+            c = np.bincount(key, minlength=total)
+            del key
+            np.cumsum(c, out=c)                            # in place: one table, not two
             mb = np.searchsorted(c, first + m0, "right")
+            below = np.where(mb > 0, c[np.maximum(mb - 1, 0)], 0)    # rows before bin mb
             k0 = c[mb] - first
-            return mb - base, k0, k0 - h[mb]
+            return mb - base, k0, below - first
         key = base.astype(_int_t(total + int(self.R[j]), 1)).take(lab)
         key += rk
         s = np.sort(key)
@@ -309,9 +311,10 @@ class _Tree:
         one contiguous run, in input order)."""
         k = rnd.nodes.size
         good = np.ones(k, dtype=bool)
-        rows = rnd.rows = self.rid[rnd.order]
-        if self.accept_groups is not None:
-            child = segment_ids(rnd.csize, self.idx_t)
+        if self.pay is None or self.accept is not None:
+            rows = rnd.rows = self.rid[rnd.order]
+        if self.accept_groups is not None:               # (with a payload, rows come later:
+            child = segment_ids(rnd.csize, self.idx_t)     # _apply gathers the winners')
             ok = np.asarray(self.accept_groups(
                 rows if self.pay is None else self.pay[rnd.order], child, 2 * k), dtype=bool)
             good &= ok[:k] & ok[k:]
