@@ -98,7 +98,7 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
                     "complete, so a table may be L-diverse without being certified"))
         # every row's sensitive codes packed into one integer, carried by the partition with
         # the rows: each candidate child's codes arrive in node order (no gather by row id)
-        packed = sum(_field_bits(sizes)) <= 64
+        packed = sum(_field_bits(sizes)) <= PACK_MAX_BITS
         accept_groups = _acceptor(None if packed else dense,
                                   [c.dtype for c in dense], sizes, caps, model, L)
     # the capped certificate of "kl" needs no second look at the codes (see below)
@@ -153,6 +153,7 @@ def _level(gid, dense, sizes, n_groups, caps, model, max_l, grouped=None):
 
 
 BLOCK_ROWS = 1 << 17
+PACK_MAX_BITS = 64      # sensitive codes packed into one integer when they fit (-1: never)
 
 
 def _field_bits(sizes):

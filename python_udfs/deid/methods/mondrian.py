@@ -131,12 +131,13 @@ class _Tree:
     its size and the rank range [lo, hi] of each attribute (a superset of its values, made
     exact when the node is examined).
 
-    ``lab`` (the node of each row, one ``np.repeat`` per level) turns per-node values into
-    per-row values with one gather from a small table.  A split
-    is a stable partition of the candidate rows by side: first the left children of all split
+    ``lab`` (the node of each row, built once per level by :func:`.segments.segment_ids`) turns
+    per-node values into per-row values with one gather from a small table.  A split is a
+    stable partition of the candidate rows by side: first the left children of all split
     nodes (in node order), then all their right children, so every child is again a contiguous
     segment with its rows in input order.  Ranks are stored in the smallest integer type that
-    holds them."""
+    holds them; a payload (the packed sensitive codes of anatomy) moves with the rows like
+    them.  Group ids are int32 while the tree is built (int64 only in the result)."""
 
     def __init__(self, qi, scale, K, accept, accept_groups, payload=None):
         n, d = qi.shape

@@ -54,17 +54,19 @@ def _capped_count(gid, dense, sizes, G, gsize, limit, grouped=False):
       Fig. 6 order.  The first threshold of a group aims at an eighth of its rows (at
       least 4 x ``limit``; estimated from a histogram of f, on a 1/16 sample for large
       groups); it doubles while a group needs more rows.  Thresholds only affect speed.
-      Groups of at most 8 x ``limit`` rows take all their rows in the first round.  After the
-      first sort, only the first sixth of each group's sorted rows (at least 3 x ``limit``)
-      is scanned, and the rest -- the next slice of the same sorted order -- only for the
-      groups still short of ``limit`` (the greedy typically needs 12-16 % of a large group,
-      about 2-3 x ``limit`` rows of a small one).  Rows already in group order are sorted by
-      :func:`_order_grouped_then` (one 16-bit radix pass per run of groups).
-    * Inside a round (:func:`_pick_sorted`) every row whose values do not occur in any
+      Groups of at most 8 x ``limit`` rows take all their rows in the first round.  Rows
+      already in group order are sorted by :func:`_order_grouped_then` (one 16-bit radix
+      pass per run of groups).
+    * A round's sorted rows are scanned in windows of each group's order (:func:`_pick_windows`:
+      the first 3 x ``limit`` rows, then windows twice as long), a window only for the groups
+      still short of ``limit`` (the greedy typically needs 12-16 % of a large group, about
+      2-3 x ``limit`` rows of a small one).
+    * Inside a window (:func:`_pick_sorted`) every row whose values do not occur in any
       earlier live row of its group is certainly picked by the sequential greedy, so all of
       them are taken at once and the rows sharing a value with them die; repeat.  Every
-      repetition picks at least one row in every group still below ``limit``, so a round
-      takes at most ``limit`` repetitions.
+      repetition picks at least one row in every group still below ``limit``, so a window
+      takes at most ``limit`` repetitions, and each goes over the window's live rows only (a
+      large group, which takes few rows per repetition, does not rescan its whole round).
     """
     # intp (pair) indices: numpy casts any other index type to intp at every gather, scatter
     # and bincount of the scan (measured faster than 32-bit keys despite the larger arrays)
