@@ -1,6 +1,7 @@
 """Property / fuzz tests of anatomize: random, tie-heavy and skewed tables."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
@@ -161,3 +162,68 @@ def test_blocks_cover_whole_children(monkeypatch):
     assert cuts[0] == 0 and cuts[-1] == child.size and np.all(np.diff(cuts) > 0)
     starts = np.searchsorted(child, np.arange(7))
     assert set(cuts.tolist()) <= set(starts.tolist())   # never inside a child
+
+
+def test_pack_round_trip():
+    # codes packed into one uint32 / uint64 (attribute 0 lowest) come back unchanged, fields
+    # of 0 bits (one value) and fields up to 64 bits in all included
+    from deid.methods import anatomy
+    rng = np.random.default_rng(12)
+    for sizes in ([1], [2], [1, 1, 3], [256, 2, 1], [1 << 16, 1 << 16], [1 << 20, 1 << 11, 2],
+                  [1 << 21, 1 << 21, 1 << 21, 2], [3, 1 << 30, 1 << 31], [5, 7, 1 << 19, 300]):
+        sizes = np.array(sizes, dtype=np.int64)
+        assert sum(anatomy._field_bits(sizes)) <= 64
+        codes = np.stack([rng.integers(0, v, 500) for v in sizes], axis=1)
+        codes[0] = sizes - 1                                   # every field's largest code
+        dense, dsizes = dv.dense_columns(codes)
+        dsizes = np.maximum(dsizes, sizes)                     # fields as wide as the sizes
+        packed = anatomy._pack(dense, dsizes)
+        assert packed.dtype == (np.uint32 if sum(anatomy._field_bits(dsizes)) <= 32
+                                else np.uint64)
+        back = anatomy._unpack(packed, [c.dtype for c in dense], dsizes)
+        for c, b in zip(dense, back):
+            assert b.dtype == c.dtype and np.array_equal(b, c)
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems())
+def test_packed_and_gathered_codes_agree(problem):
+    # the partition carries the packed codes with its rows; gathering them by row id instead
+    # (codes wider than 64 bits) gives the same groups and certificates
+    from deid.methods import anatomy
+    qi, codes, K, L, column_l = problem
+    if L is None or L < 2:
+        L = 2
+    saved = anatomy.PACK_MAX_BITS
+    out = []
+    for bits in (saved, -1):
+        anatomy.PACK_MAX_BITS = bits
+        try:
+            res = anatomize(qi, codes, K, L, column_l)
+            out.append((res.group_id.tolist(), res.certified_l.tolist()))
+        except DeidError as e:
+            out.append(e.sqlstate)
+        finally:
+            anatomy.PACK_MAX_BITS = saved
+    assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("model", ["kl", "exponential_l"])
+def test_packed_and_gathered_codes_agree_on_larger_tables(model, monkeypatch):
+    from deid.methods import anatomy
+    rng = np.random.default_rng(13)
+    n = 20_000
+    p = 1.0 / np.arange(1, 41) ** 1.2
+    for kind in ("random", "skewed", "ties"):
+        qi, _ = make_table(rng, n, 4, 1, kind)
+        codes = np.stack([rng.choice(40, n, p=p / p.sum()), rng.integers(0, 300, n),
+                          rng.integers(0, 6, n)], axis=1)
+        if model == "exponential_l":                   # every value combination present
+            codes = rng.integers(0, 3, (n, 3))
+        L = 2 if model == "exponential_l" else 4
+        ref = anatomize(qi, codes, 30, L, model=model)
+        monkeypatch.setattr(anatomy, "PACK_MAX_BITS", -1)
+        res = anatomize(qi, codes, 30, L, model=model)
+        monkeypatch.setattr(anatomy, "PACK_MAX_BITS", 64)
+        assert np.array_equal(res.group_id, ref.group_id)
+        assert np.array_equal(res.certified_l, ref.certified_l)

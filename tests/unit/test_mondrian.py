@@ -214,3 +214,48 @@ def test_matches_reference_with_accept(table, seed):
     ids = mondrian.partition(qi, K, accept=accept)
     check_partition(ids, len(qi), K)
     assert canonical(ids, len(qi)) == canonical(reference_partition(qi, K, accept), len(qi))
+
+
+def test_segment_ids_match_repeat():
+    from deid.methods.segments import segment_ids
+    rng = np.random.default_rng(9)
+    for _ in range(500):
+        k = int(rng.integers(0, 12))
+        sizes = rng.integers(0, 5, k) * (rng.random(k) < 0.7)     # some runs empty
+        for dtype in (np.intp, np.int32):
+            ids = segment_ids(sizes, dtype)
+            assert ids.dtype == dtype
+            assert np.array_equal(ids, np.repeat(np.arange(k, dtype=dtype), sizes))
+
+
+@pytest.mark.parametrize("kind", ["random", "ties", "skewed"])
+def test_payload_reaches_accept_groups_as_rows(kind):
+    # with a payload, accept_groups gets payload[rows] in the same calls and order as it gets
+    # the row ids without one (the payload moves with the rows from level to level)
+    rng = np.random.default_rng(21)
+    n = 3000
+    if kind == "random":
+        qi = rng.integers(0, 50, (n, 3)).astype(float)
+    elif kind == "ties":
+        qi = rng.integers(0, 3, (n, 3)).astype(float)
+    else:
+        qi = np.minimum(rng.zipf(1.4, (n, 3)), 30).astype(float)
+    codes = rng.integers(0, 5, (n, 2))
+    seen_rows, seen_pay = [], []
+
+    def by_rows(rows, child, n_children):
+        seen_rows.append((rows.copy(), child.copy()))
+        return np.array([greedy_check(codes[rows[child == c]], 3) for c in range(n_children)])
+
+    def by_payload(pay, child, n_children):
+        rows = (pay.astype(np.int64) - 7) // 3
+        seen_pay.append((rows, child.copy()))
+        return np.array([greedy_check(codes[rows[child == c]], 3) for c in range(n_children)])
+
+    a = mondrian.partition(qi, 10, accept_groups=by_rows)
+    b = mondrian.partition(qi, 10, accept_groups=by_payload,
+                           payload=(np.arange(n, dtype=np.uint32) * 3 + 7))
+    assert np.array_equal(a, b)
+    assert len(seen_rows) == len(seen_pay) > 1
+    for (r1, c1), (r2, c2) in zip(seen_rows, seen_pay):
+        assert np.array_equal(r1, r2) and np.array_equal(c1, c2)

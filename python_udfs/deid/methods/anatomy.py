@@ -83,24 +83,8 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
         _check_reachable(dense, sizes, L, caps, model)
 
     accept_groups = None
+    packed = False
     if L is not None and L > 1:
-        def accept_groups(rows, child, n_children):
-            # rows grouped by child (input order within each child): certify_dense then
-            # skips its grouping sort.  Children are independent, so runs of consecutive
-            # children (about BLOCK_ROWS rows) are checked one at a time: every temporary
-            # (the gathered columns included) stays small and cache-resident.
-            ok = np.empty(n_children, dtype=bool)
-            cuts = _blocks(child, n_children)
-            c1 = 0
-            for b in range(cuts.size - 1):
-                lo, hi = int(cuts[b]), int(cuts[b + 1])
-                c0, c1 = c1, int(child[hi]) if hi < child.size else n_children
-                part = rows[lo:hi].astype(np.intp)       # one index cast, not one per column
-                cols = [np.take(c, part) for c in dense]
-                gid = child[lo:hi] - child.dtype.type(c0) if c0 else child[lo:hi]
-                ok[c0:c1] = _level(gid, cols, sizes, c1 - c0, caps, model, L) >= L
-            return ok
-
         whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]
         if whole < L:
             raise DeidError(
@@ -112,10 +96,22 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
                     "to have L values of each attribute)" if model == "exponential_l" else
                     " or relax column_l; the greedy check of 001 Figs. 6-7 is sound but not "
                     "complete, so a table may be L-diverse without being certified"))
+        # every row's sensitive codes packed into one integer, carried by the partition with
+        # the rows: each candidate child's codes arrive in node order (no gather by row id)
+        packed = sum(_field_bits(sizes)) <= PACK_MAX_BITS
+        accept_groups = _acceptor(None if packed else dense,
+                                  [c.dtype for c in dense], sizes, caps, model, L)
+    # the capped certificate of "kl" needs no second look at the codes (see below)
+    capped_cert = model == "kl" and accept_groups is not None and not full_certificate
+    # handed to the partition without a reference kept here: it replaces the packed codes by
+    # their reordered copy level by level (less peak memory)
+    payload = [_pack(dense, sizes) if packed else None]
+    if capped_cert:
+        del dense                                          # not needed: less peak memory
 
-    group_id = mondrian.partition(qi, K, accept_groups=accept_groups)
+    group_id = mondrian.partition(qi, K, accept_groups=accept_groups, payload=payload.pop())
     n_groups = int(group_id.max()) + 1
-    if model == "kl" and accept_groups is not None and not full_certificate:
+    if capped_cert:
         # Every group is the root (certified as `whole`) or a child that accept_groups
         # certified with these very rows in this order, so the capped certificate is L.
         cert = np.full(n_groups, L, dtype=np.int64)
@@ -150,13 +146,76 @@ def sensitive_counts(group_id, values):
 
 # --------------------------------------------------------------------------------------------
 
-def _level(gid, dense, sizes, n_groups, caps, model, max_l):
+def _level(gid, dense, sizes, n_groups, caps, model, max_l, grouped=None):
     if model == "exponential_l":
         return diversity.exponential_l_dense(gid, dense, sizes, n_groups)
-    return diversity.certify_dense(gid, dense, sizes, n_groups, caps, max_l)
+    return diversity.certify_dense(gid, dense, sizes, n_groups, caps, max_l, grouped=grouped)
 
 
 BLOCK_ROWS = 1 << 17
+PACK_MAX_BITS = 64      # sensitive codes packed into one integer when they fit (-1: never)
+
+
+def _field_bits(sizes):
+    return [max(int(v) - 1, 0).bit_length() for v in sizes]
+
+
+def _pack(dense, sizes):
+    """The dense codes of every row as bit fields of one unsigned integer (attribute 0 in the
+    lowest bits; at most 64 bits in all)."""
+    bits = _field_bits(sizes)
+    total = sum(bits)
+    dtype = np.uint32 if total <= 32 else np.uint64
+    packed = np.zeros(dense[0].size, dtype=dtype)
+    shift = 0
+    for col, b in zip(dense, bits):
+        if b:
+            field = col.astype(dtype)
+            if shift:
+                field <<= dtype(shift)
+            packed |= field
+        shift += b
+    return packed
+
+
+def _unpack(packed, dtypes, sizes):
+    """The columns :func:`_pack` packed (in the dtypes of the dense columns)."""
+    cols, shift = [], 0
+    for dtype, b in zip(dtypes, _field_bits(sizes)):
+        if b:
+            field = packed >> packed.dtype.type(shift) if shift else packed.copy()
+            field &= packed.dtype.type((1 << b) - 1)
+            cols.append(field.astype(dtype))
+        else:
+            cols.append(np.zeros(packed.size, dtype=dtype))
+        shift += b
+    return cols
+
+
+def _acceptor(dense, dtypes, sizes, caps, model, L):
+    """``accept_groups`` of :func:`.mondrian.partition`: whether each candidate child passes
+    the model.  With ``dense`` it gets row ids and gathers the codes, without it the
+    payload of :func:`_pack`."""
+    def accept_groups(rows, child, n_children):
+        # rows (or their packed codes) grouped by child, input order within each child:
+        # certify_dense then skips its grouping sort.  Children are independent, so runs of
+        # consecutive children (about BLOCK_ROWS rows) are checked one at a time: every
+        # temporary (the unpacked or gathered columns included) stays small and cache-resident.
+        ok = np.empty(n_children, dtype=bool)
+        cuts = _blocks(child, n_children)
+        c1 = 0
+        for b in range(cuts.size - 1):
+            lo, hi = int(cuts[b]), int(cuts[b + 1])
+            c0, c1 = c1, int(child[hi]) if hi < child.size else n_children
+            if dense is None:
+                cols = _unpack(rows[lo:hi], dtypes, sizes)
+            else:
+                part = rows[lo:hi].astype(np.intp)       # one index cast, not one per column
+                cols = [np.take(c, part) for c in dense]
+            gid = np.subtract(child[lo:hi], c0, dtype=np.intp)   # intp: no index casts
+            ok[c0:c1] = _level(gid, cols, sizes, c1 - c0, caps, model, L, grouped=True) >= L
+        return ok
+    return accept_groups
 
 
 def _blocks(child, n_children):

@@ -36,7 +36,7 @@ Deviations from 001 Fig. 5 (see also papers/README.md "Known pitfalls"):
 
 import numpy as np
 
-from .segments import ranges
+from .segments import ranges, segment_ids
 
 from ..errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
                       PRIVACY_MODEL_UNSATISFIABLE)
@@ -65,7 +65,8 @@ def check_k(K):
 
 
 def _dense_ranks(col):
-    """Dense rank (int32, 0..R-1, in value order) of every entry and the R distinct values.
+    """Dense rank (0..R-1, in value order; in the smallest integer type holding R) of every
+    entry and the R distinct values.
 
     Integral columns with a moderate range are ranked by counting; others by np.unique."""
     col = np.ascontiguousarray(col)
@@ -74,17 +75,19 @@ def _dense_ranks(col):
             and np.array_equal(col, np.floor(col)):
         off = (col - lo).astype(np.int64)
         present = np.bincount(off, minlength=int(hi - lo) + 1) > 0
-        remap = (np.cumsum(present) - 1).astype(np.int32)
+        remap = np.cumsum(present)
+        remap -= 1
+        remap = remap.astype(_rank_t(int(remap[-1]) + 1))
         return remap[off], lo + np.flatnonzero(present).astype(np.float64)
     vals, rk = np.unique(col, return_inverse=True)
-    return rk.astype(np.int32), vals
+    return rk.astype(_rank_t(vals.size)), vals
 
 
 _COUNT_RANGE = 1 << 22
 _NO_CUT = np.iinfo(np.int32).max        # threshold of a node that is not split on an attribute
 
 
-def partition(qi, K, accept=None, *, accept_groups=None):
+def partition(qi, K, accept=None, *, accept_groups=None, payload=None):
     """001 Fig. 5 (tie-safe, row-preserving): group id 0..G-1 of every row.
 
     ``qi``: float64 (n, d), categorical attributes as integer codes in hierarchy/sort order.
@@ -93,7 +96,10 @@ def partition(qi, K, accept=None, *, accept_groups=None):
     variant: ``rows`` holds the integer row indices of all candidate children of one round,
     grouped by child (``child_id``, 0..n_children-1, is non-decreasing) and in input order
     within each child.  A split is taken only if both children have >= K rows and every given
-    acceptor agrees.
+    acceptor agrees.  ``payload`` (optional, first axis the n rows): ``accept_groups`` then
+    gets ``payload[rows]`` in place of ``rows`` -- carried with the rows from level to level,
+    so it is gathered in node order instead of by row id across the whole table (pass it
+    without keeping a reference: the partition drops the input order after the first level).
     Every row lands in exactly one group and every group has >= K rows.
     """
     qi = as_qi(qi)
@@ -108,8 +114,10 @@ def partition(qi, K, accept=None, *, accept_groups=None):
         return np.zeros(n, dtype=np.int64)
     std = qi.std(axis=0)
     scale = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 0.0)
-    tree = _Tree(qi, scale, K, accept, accept_groups)
+    tree = _Tree(qi, scale, K, accept, accept_groups, payload)
+    del payload                                        # the tree's now (reordered level by level)
     group, n_leaves = tree.run()
+    del tree
     first = np.full(n_leaves, n, dtype=np.int64)
     first[group[::-1]] = np.arange(n - 1, -1, -1)      # last write wins: first appearance
     relabel = np.empty(n_leaves, dtype=np.int64)
@@ -123,26 +131,29 @@ class _Tree:
     its size and the rank range [lo, hi] of each attribute (a superset of its values, made
     exact when the node is examined).
 
-    ``lab`` (the node of each row, one ``np.repeat`` per level) turns per-node values into
-    per-row values with one gather from a small table.  A split
-    is a stable partition of the candidate rows by side: first the left children of all split
+    ``lab`` (the node of each row, built once per level by :func:`.segments.segment_ids`) turns
+    per-node values into per-row values with one gather from a small table.  A split is a
+    stable partition of the candidate rows by side: first the left children of all split
     nodes (in node order), then all their right children, so every child is again a contiguous
     segment with its rows in input order.  Ranks are stored in the smallest integer type that
-    holds them."""
+    holds them; a payload (the packed sensitive codes of anatomy) moves with the rows like
+    them.  Group ids are int32 while the tree is built (int64 only in the result)."""
 
-    def __init__(self, qi, scale, K, accept, accept_groups):
+    def __init__(self, qi, scale, K, accept, accept_groups, payload=None):
         n, d = qi.shape
         self.K, self.d, self.scale = K, d, scale
         self.accept, self.accept_groups = accept, accept_groups
+        # the payload of the active rows, in their order (only accept_groups reads it)
+        self.pay = None if payload is None or accept_groups is None else payload
         self.idx_t = np.int32 if n < 2**31 - 1 else np.int64
         self.rk, self.vals = [], []
         for j in range(d):
-            r, v = _dense_ranks(qi[:, j])
-            self.rk.append(r.astype(_rank_t(v.size), copy=False))  # fewer bytes per pass
+            r, v = _dense_ranks(qi[:, j])              # the smallest type: fewer bytes per pass
+            self.rk.append(r)
             self.vals.append(v)
         self.R = np.array([v.size for v in self.vals], dtype=np.int64)
         self.rid = np.arange(n, dtype=self.idx_t)
-        self.group = np.empty(n, dtype=np.int64)
+        self.group = np.empty(n, dtype=self.idx_t)
         self.n_leaves = 0
         self.size = np.array([n], dtype=np.int64)
         self.lo = np.zeros((1, d), dtype=np.int64)
@@ -158,8 +169,8 @@ class _Tree:
         N, d, K = self.size.size, self.d, self.K
         size = self.size
         start = np.cumsum(size) - size
-        self.lab = np.repeat(np.arange(N, dtype=np.intp), size)   # node of each row (intp: no
-        #                                                          index casts at its gathers)
+        self.lab = segment_ids(size)                       # node of each row (intp: no
+        #                                                    index casts at its gathers)
         width = np.zeros((N, d))
         med = np.zeros((N, d), dtype=np.int64)
         c0 = np.zeros((N, d), dtype=np.int64)
@@ -214,6 +225,7 @@ class _Tree:
             if split.size:
                 rounds.append(self._split(split, dim[split], thr[split], cut[split], start))
                 won_in[split] = 0
+        self.lab = None                                    # not needed until the next level
         self._apply(cut, dim, thr, start, rounds, won_in)
 
     # ---------------------------------------------------------------------------------------
@@ -227,7 +239,7 @@ class _Tree:
             rk, lab = self.rk[j], self.lab
         else:
             rk = self.rk[j][ranges(start[nodes], size)]
-            lab = np.repeat(np.arange(nodes.size, dtype=np.intp), size)
+            lab = segment_ids(size)
         first = np.cumsum(size) - size                     # the nodes' rows, back to back
         lo = self.lo[nodes, j]
         w = self.hi[nodes, j] - lo + 1
@@ -238,11 +250,13 @@ class _Tree:
         if total <= 2 * self.rid.size + (1 << 16):
             key = base.take(lab)                           # intp: bincount casts nothing
             key += rk
-            h = np.bincount(key, minlength=total)
-            c = np.cumsum(h)
+            c = np.bincount(key, minlength=total)
+            del key
+            np.cumsum(c, out=c)                            # in place: one table, not two
             mb = np.searchsorted(c, first + m0, "right")
+            below = np.where(mb > 0, c[np.maximum(mb - 1, 0)], 0)    # rows before bin mb
             k0 = c[mb] - first
-            return mb - base, k0, k0 - h[mb]
+            return mb - base, k0, below - first
         key = base.astype(_int_t(total + int(self.R[j]), 1)).take(lab)
         key += rk
         s = np.sort(key)
@@ -260,7 +274,7 @@ class _Tree:
         if 4 * int(sizes.sum()) < self.rid.size:           # few rows: gather them
             pos = ranges(start[nodes], sizes).astype(self.idx_t, copy=False)
             right = self._right(nodes, dims, thr, lambda j: self.rk[j][pos],
-                                lambda t: np.repeat(t, sizes))
+                                lambda t: t.take(segment_ids(sizes)))
             return _Round(nodes, pos[np.concatenate([np.flatnonzero(~right),
                                                      np.flatnonzero(right)])], csize)
         # every active row; rows of other nodes get a threshold no rank exceeds
@@ -298,10 +312,12 @@ class _Tree:
         one contiguous run, in input order)."""
         k = rnd.nodes.size
         good = np.ones(k, dtype=bool)
-        rows = rnd.rows = self.rid[rnd.order]
-        if self.accept_groups is not None:
-            child = np.repeat(np.arange(2 * k, dtype=self.idx_t), rnd.csize)
-            ok = np.asarray(self.accept_groups(rows, child, 2 * k), dtype=bool)
+        if self.pay is None or self.accept is not None:
+            rows = rnd.rows = self.rid[rnd.order]
+        if self.accept_groups is not None:               # (with a payload, rows come later:
+            child = segment_ids(rnd.csize, self.idx_t)     # _apply gathers the winners')
+            ok = np.asarray(self.accept_groups(
+                rows if self.pay is None else self.pay[rnd.order], child, 2 * k), dtype=bool)
             good &= ok[:k] & ok[k:]
         if self.accept is not None:
             bounds = np.concatenate([[0], np.cumsum(rnd.csize)])
@@ -328,15 +344,16 @@ class _Tree:
             big = rnd.csize >= 2 * K
             keep = won & big
             leaf = won & ~big
+            child = segment_ids(rnd.csize) if not keep.all() else None
             if keep.all():
                 keep_pos.append(rnd.order)
                 keep_rows.append(rows)
             elif keep.any():
-                m = np.repeat(keep, rnd.csize)
+                m = keep.take(child)
                 keep_pos.append(rnd.order[m])
                 keep_rows.append(rows[m])
             if leaf.any():
-                leaf_rows.append(rows[np.repeat(leaf, rnd.csize)])
+                leaf_rows.append(rows[leaf.take(child)])
                 leaf_sizes.append(rnd.csize[leaf])
             kept = np.flatnonzero(keep)
             new_size.append(rnd.csize[kept])
@@ -348,8 +365,9 @@ class _Tree:
             leaf_sizes.append(size[leaf_nodes])
         if leaf_rows:
             ls = np.concatenate(leaf_sizes)
-            self.group[np.concatenate(leaf_rows)] = np.repeat(
-                np.arange(self.n_leaves, self.n_leaves + ls.size), ls)
+            labels = segment_ids(ls, self.idx_t)
+            labels += self.idx_t(self.n_leaves)
+            self.group[np.concatenate(leaf_rows)] = labels
             self.n_leaves += ls.size
         self.size = np.concatenate(new_size) if new_size else np.zeros(0, dtype=np.int64)
         if not keep_pos:
@@ -370,6 +388,8 @@ class _Tree:
         self.rid = keep_rows[0] if len(keep_rows) == 1 else np.concatenate(keep_rows)
         pos = pos.astype(np.intp, copy=False)             # one index cast, not one per attribute
         self.rk = [np.take(r_, pos) for r_ in self.rk]
+        if self.pay is not None:
+            self.pay = np.take(self.pay, pos)
 
 
 class _Round:

@@ -28,7 +28,8 @@ def _capped_fits(G, sizes, n):
 class _CappedScan:
     """State of the capped greedy, carried from round to round (updated in place)."""
     gid: np.ndarray           # group of each row (the layout's index dtype)
-    pair_keys: list           # per attribute: the (group, value) pair of each row
+    cols: list                # per attribute: the value of each row
+    sizes: list               # per attribute: number of values (pair = group * size + value)
     target: np.ndarray        # int64 (G,): the limit of each group
     used: list                # per attribute: bool per pair, value held by a row of C
     first_at: list            # per attribute: int32 scratch per pair (first occurrence)
@@ -53,27 +54,29 @@ def _capped_count(gid, dense, sizes, G, gsize, limit, grouped=False):
       Fig. 6 order.  The first threshold of a group aims at an eighth of its rows (at
       least 4 x ``limit``; estimated from a histogram of f, on a 1/16 sample for large
       groups); it doubles while a group needs more rows.  Thresholds only affect speed.
-      Groups of at most 8 x ``limit`` rows take all their rows in the first round.  After the
-      first sort, only the first sixth of each group's sorted rows (at least 3 x ``limit``)
-      is scanned, and the rest -- the next slice of the same sorted order -- only for the
-      groups still short of ``limit`` (the greedy typically needs 12-16 % of a large group,
-      about 2-3 x ``limit`` rows of a small one).  Rows already in group order are sorted by
-      :func:`_order_grouped_then` (one 16-bit radix pass per run of groups).
-    * Inside a round (:func:`_pick_sorted`) every row whose values do not occur in any
+      Groups of at most 8 x ``limit`` rows take all their rows in the first round.  Rows
+      already in group order are sorted by :func:`_order_grouped_then` (one 16-bit radix
+      pass per run of groups).
+    * A round's sorted rows are scanned in windows of each group's order (:func:`_pick_windows`:
+      the first 3 x ``limit`` rows, then windows twice as long), a window only for the groups
+      still short of ``limit`` (the greedy typically needs 12-16 % of a large group, about
+      2-3 x ``limit`` rows of a small one).
+    * Inside a window (:func:`_pick_sorted`) every row whose values do not occur in any
       earlier live row of its group is certainly picked by the sequential greedy, so all of
       them are taken at once and the rows sharing a value with them die; repeat.  Every
-      repetition picks at least one row in every group still below ``limit``, so a round
-      takes at most ``limit`` repetitions.
+      repetition picks at least one row in every group still below ``limit``, so a window
+      takes at most ``limit`` repetitions, and each goes over the window's live rows only (a
+      large group, which takes few rows per repetition, does not rescan its whole round).
     """
     # intp (pair) indices: numpy casts any other index type to intp at every gather, scatter
     # and bincount of the scan (measured faster than 32-bit keys despite the larger arrays)
     index_t = np.intp
     gid, cols, grouped = _layout(gid, dense, sizes, G, gsize, index_t, grouped)
-    freq, pair_keys, n_pairs = _row_frequencies(gid, cols, sizes, G, gsize, index_t)
+    freq, n_pairs = _row_frequencies(gid, cols, sizes, G, gsize, index_t)
     count = np.zeros(G, dtype=np.int64)
     if limit <= 0:
         return count
-    scan = _CappedScan(gid=gid, pair_keys=pair_keys,
+    scan = _CappedScan(gid=gid, cols=cols, sizes=[max(int(v), 1) for v in sizes],
                        target=np.full(G, limit, dtype=np.int64),
                        used=[np.zeros(p, dtype=bool) for p in n_pairs],
                        first_at=[np.empty(p, dtype=np.int32) for p in n_pairs],
@@ -86,9 +89,10 @@ def _capped_count(gid, dense, sizes, G, gsize, limit, grouped=False):
     rows = np.flatnonzero(freq <= (top[0] if G == 1 else np.take(top, gid)))
     rows, per_group = _sort_round(rows, gid, freq, G, sort)
     scanned += per_group
-    rows = _pick_quota(rows, per_group, gsize, limit, scan)
+    fresh = True
     while True:
-        _pick_sorted(rows, scan)
+        _pick_windows(rows, per_group, limit, scan, fresh)
+        fresh = False
         more = (count < scan.target) & (scanned < gsize)
         if not more.any():
             return np.minimum(count, limit)
@@ -120,23 +124,41 @@ def _layout(gid, dense, sizes, G, gsize, index_t, grouped):
 
 
 def _row_frequencies(gid, cols, sizes, G, gsize, index_t):
-    """001 Fig. 6 lines 1-2: (total frequency of each row, per attribute the (group, value)
-    pair of each row, per attribute the number of pairs)."""
+    """001 Fig. 6 lines 1-2: (total frequency of each row, per attribute the number of
+    (group, value) pairs).  The pairs' keys are not kept: :func:`_pair_keys` recomputes the
+    few the scan needs from the (small) columns."""
     s = len(cols)
-    freq = np.zeros(gid.size, dtype=_index_dtype(s * int(gsize.max()) + 1))
-    pair_keys, n_pairs = [], []
+    freq_t = _index_dtype(s * int(gsize.max()) + 1)
+    freq = None
+    n_pairs = []
+    pair = np.empty(gid.size, dtype=index_t) if G > 1 else None    # one buffer for all
     for a in range(s):
         size = max(int(sizes[a]), 1)
         if G == 1:
             pair = cols[a]
         else:
-            pair = gid * index_t(size)
-            pair += cols[a]
+            np.multiply(gid, index_t(size), out=pair)
+            np.add(pair, cols[a], out=pair, casting="unsafe")
         pair_count = np.bincount(pair, minlength=G * size)
-        freq += np.take(pair_count.astype(freq.dtype, copy=False), pair)
-        pair_keys.append(pair)
+        if pair_count.size < gid.size:                  # a small table: narrow it first
+            pair_count = pair_count.astype(freq_t, copy=False)
+        if freq is None:
+            freq = np.take(pair_count, pair).astype(freq_t, copy=False)
+        else:
+            np.add(freq, np.take(pair_count, pair), out=freq, casting="unsafe")
         n_pairs.append(G * size)
-    return freq, pair_keys, n_pairs
+    return freq, n_pairs
+
+
+def _pair_keys(rows, row_group, scan):
+    """Per attribute, the (group, value) pair of each of ``rows`` (intp)."""
+    keys = []
+    for col, size in zip(scan.cols, scan.sizes):
+        key = np.take(col, rows).astype(np.intp)
+        if scan.count.size > 1:
+            key += row_group * size
+        keys.append(key)
+    return keys
 
 
 def _first_thresholds(gid, freq, gsize, limit, s):
@@ -163,22 +185,36 @@ def _sort_round(rows, gid, freq, G, sort):
     return rows[sort(row_gid, freq[rows], G)], per_group
 
 
-def _pick_quota(rows, per_group, gsize, limit, scan):
-    """First round: scan the first ``quota`` rows of every group's Fig. 6 order (a sixth of
-    the group, at least 3 x limit) now; return the rest (already in order) of the groups
-    still short of the limit, to be scanned next."""
-    quota = np.maximum(3 * limit, gsize // 6)
-    if not (quota < per_group).any():
-        return rows
-    rank = np.arange(rows.size, dtype=np.intp)
-    rank -= np.repeat(np.cumsum(per_group) - per_group, per_group)
-    now = rank < np.repeat(quota, per_group)
-    later = rows[~now]
-    _pick_sorted(rows[now], scan)
-    return later[np.take(scan.count < scan.target, scan.gid[later])]
+def _pick_windows(rows, per_group, limit, scan, fresh):
+    """Scan one round's rows (sorted by group, f, row; ``per_group`` of each group) in windows
+    of each group's order -- positions [0, w), [w, 3w), [3w, 7w) ... with w = 3 x limit --
+    each only for the groups still short of their target.  Every window continues the
+    greedy exactly where the previous one stopped (its rows are checked against the values
+    taken), and a window's repetitions of :func:`_pick_sorted` only go over its own rows: a
+    large group, which takes few rows per repetition, does not rescan its whole slice.
+    ``fresh``: nothing is picked yet."""
+    width = 3 * limit
+    if int(per_group.max(initial=0)) <= width:
+        _pick_sorted(rows, scan, fresh)
+        return
+    start = np.cumsum(per_group) - per_group
+    lo = 0
+    while True:
+        groups = np.flatnonzero((per_group > lo) & (scan.count < scan.target))
+        if groups.size == 0:
+            return
+        hi = lo + width
+        if lo == 0 and groups.size == per_group.size and int(per_group.max()) <= hi:
+            window = rows                                 # every row at once
+        else:
+            window = rows[ranges(start[groups] + lo, np.minimum(per_group[groups], hi) - lo)]
+        _pick_sorted(window, scan, fresh)
+        fresh = False
+        lo = hi
+        width *= 2
 
 
-def _pick_sorted(rows, scan):
+def _pick_sorted(rows, scan, fresh=False):
     """Continue 001 Fig. 6 over ``rows`` (sorted by group, f, row) until every group reaches
     its target or runs out of rows; updates ``scan.used`` (values taken) and ``scan.count``
     in place.
@@ -186,27 +222,32 @@ def _pick_sorted(rows, scan):
     A live row none of whose values occurs in an earlier live row of its group is picked by the
     sequential greedy (no earlier pick can hold its values), so all such rows are picked at
     once; rows sharing a value with a pick die.  (A pick past the target is a pick the
-    uncapped greedy makes too, so min(count, target) is the capped greedy's answer.)"""
+    uncapped greedy makes too, so min(count, target) is the capped greedy's answer.)
+    ``fresh``: nothing is picked yet (every row is live)."""
     count, target, used, first_at = scan.count, scan.target, scan.used, scan.first_at
     G = count.size
     row_group = scan.gid[rows] if G > 1 else np.zeros(rows.size, dtype=np.intp)
-    pair_keys = [pk[rows] for pk in scan.pair_keys]
-    live = np.take(count < target, row_group)
-    for a, key in enumerate(pair_keys):
-        live &= ~np.take(used[a], key)
+    pair_keys = _pair_keys(rows, row_group, scan)
+    live = None
+    if not fresh:
+        live = np.take(count < target, row_group)
+        for a, key in enumerate(pair_keys):
+            live &= ~np.take(used[a], key)
     while True:
-        row_group = row_group[live]
+        if live is not None:
+            row_group = row_group[live]
+            pair_keys = [key[live] for key in pair_keys]
         if row_group.size == 0:
             return
-        pair_keys = [key[live] for key in pair_keys]
         idx = np.arange(row_group.size, dtype=np.int32)
         sure = np.ones(row_group.size, dtype=bool)
         for a, key in enumerate(pair_keys):
             first_at[a][key[::-1]] = idx[::-1]          # last write wins: first occurrence
             sure &= first_at[a][key] == idx
+        picks = np.flatnonzero(sure)                    # few: index them once
         for a, key in enumerate(pair_keys):
-            used[a][key[sure]] = True
-        count += np.bincount(row_group[sure], minlength=G)
+            used[a][np.take(key, picks)] = True
+        count += np.bincount(np.take(row_group, picks), minlength=G)
         live = ~sure
         live &= np.take(count < target, row_group)
         for a, key in enumerate(pair_keys):

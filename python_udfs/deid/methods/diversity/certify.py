@@ -28,18 +28,20 @@ class _PairTables(NamedTuple):
     counts: list              # per attribute: rows per pair
 
 
-def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None):
+def certify_dense(gid, dense, sizes, n_groups, caps=None, max_l=None, *, grouped=None):
     """Greedy L certificate of every group 0..n_groups-1 (internal, dense codes).
 
     ``gid``: int (n,), ``dense``: list of s columns from :func:`dense_columns` with column
     sizes ``sizes``; ``caps`` from :func:`column_caps`; ``max_l`` stops as soon as a group
-    reaches it (the result is then min(certificate, max_l)).
+    reaches it (the result is then min(certificate, max_l)).  ``grouped=True``: the caller
+    knows ``gid`` is non-decreasing (rows in group order), which is then not checked.
     """
     n = gid.size
     G = int(n_groups)
     if n == 0 or G == 0:
         return np.zeros(G, dtype=np.int64)
-    grouped = G == 1 or bool((gid[1:] >= gid[:-1]).all())   # rows already in group order
+    if not grouped:                                   # rows already in group order?
+        grouped = G == 1 or bool((gid[1:] >= gid[:-1]).all())
     if grouped:
         gsize = np.diff(np.searchsorted(gid, np.arange(G + 1, dtype=gid.dtype)))
     else:
