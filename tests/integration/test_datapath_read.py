@@ -41,3 +41,35 @@ def test_null_row_ids_are_refused(admin):
         probe(admin, "t_dp_null", ["a"], "k")
     assert sqlstate_of(e) == "22004"
     assert "NULL" in e.value.diag.message_primary and e.value.diag.message_hint
+
+
+@pytest.mark.parametrize("with_nulls", [False, True])
+def test_four_byte_fields_sent_in_pairs_read_back_exactly(admin, with_nulls):
+    """The packed read sends two 4-byte fields as one int8 ((a << 32) | (b & 0xffffffff)): the
+    same bytes as the two int4s. Extremes of int4 and int2, dates either side of 1970, an odd
+    number of 4-byte fields among 8-byte ones, both passes (without and with NULLs)."""
+    admin.execute("DROP TABLE IF EXISTS public.t_dp_pairs")
+    admin.execute("CREATE TABLE public.t_dp_pairs (id int PRIMARY KEY, a int, big bigint, b int,"
+                  " d date, s smallint, f float8)")
+    admin.execute("INSERT INTO t_dp_pairs VALUES"
+                  " (1, -2147483648, -9223372036854775808, 2147483647, '1900-02-28', -32768, -0.5),"
+                  " (2, -1, 9223372036854775807, 0, '2100-12-31', 32767, 12345.25),"
+                  " (3, 2147483647, 0, -2147483648, '1970-01-01', -1, 0),"
+                  " (4, 0, 1, -1, '1969-12-31', 0, 2)")
+    if with_nulls:
+        admin.execute("INSERT INTO t_dp_pairs VALUES (5, NULL, NULL, 7, NULL, 3, NULL),"
+                      " (6, 8, 9, NULL, '2000-01-01', NULL, 1)")
+    out = probe(admin, "t_dp_pairs", ["a", "big", "b", "d", "s", "f"], "id")
+    cols = out["columns"]
+    assert out["rid_first"] == [1, 2, 3]
+    assert cols["a"]["first"] == [-2147483648, -1, 2147483647]
+    assert cols["big"]["first"] == [-9223372036854775808, 9223372036854775807, 0]
+    assert cols["b"]["first"] == [2147483647, 0, -2147483648]
+    days = [r[0] for r in admin.execute("SELECT d - DATE '1970-01-01' FROM t_dp_pairs ORDER BY id"
+                                        " LIMIT 3")]
+    assert cols["d"]["first"] == days
+    assert cols["s"]["first"] == [-32768, 32767, -1]
+    assert cols["f"]["first"] == [-0.5, 12345.25, 0]
+    assert out["rows"] == (6 if with_nulls else 4)
+    assert [cols[c]["nulls"] for c in ("a", "big", "b", "d", "s", "f")] == \
+        ([1, 1, 1, 1, 1, 1] if with_nulls else [0] * 6)
