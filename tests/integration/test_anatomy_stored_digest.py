@@ -5,6 +5,7 @@ leaves nothing behind."""
 import struct
 
 import psycopg
+from psycopg import sql
 import pytest
 
 from conftest import sqlstate_of
@@ -44,7 +45,7 @@ def run_tampered(url, admin, tamper, encoding="UTF8"):
     python_dir = server_python_dir(admin)
     with psycopg.connect(url, autocommit=True) as conn:        # its own backend, patched
         conn.execute(PATCH.replace("PYTHON_DIR", repr(python_dir)).replace("TAMPER", repr(tamper)))
-        conn.execute(f"SET client_encoding = {encoding}")
+        conn.execute(sql.SQL("SET client_encoding = {}").format(sql.Literal(encoding)))
         return conn.execute(
             "SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy', k => 10, l => 3,"
             " columns => %s, options => '{\"seed\": 1}', release => 't_digest')", [COLS]).fetchone()
@@ -202,7 +203,7 @@ def test_rid_set_is_packed_and_the_view_decodes_it(url, classified):
 def test_catalog_refuses_malformed_chunks(url, classified, tamper):
     rid = run_tampered(url, classified, None)[0]
     with pytest.raises(psycopg.Error) as e:
-        classified.execute(f"UPDATE deid.rid_set SET {tamper} WHERE release_id = %s", [rid])
+        classified.execute(sql.SQL("UPDATE deid.rid_set SET {} WHERE release_id = %s").format(sql.SQL(tamper)), [rid])
     assert sqlstate_of(e) == "23514"
     classified.execute("SELECT deid.drop_release('t_digest')")
 
@@ -212,8 +213,9 @@ def test_view_refuses_a_chunk_whose_counts_disagree(url, classified):
     in deid.rid_sets, never a shortened or padded RID set."""
     rid = run_tampered(url, classified, None)[0]
     with classified.transaction():
-        classified.execute(f"UPDATE deid.rid_set SET rid_counts = {put4('rid_counts', 0, i4('rid_counts', 0) + ' + 1')}"
-                           " WHERE release_id = %s AND attribute = 'diagnosis' AND chunk = 0", [rid])
+        classified.execute(sql.SQL("UPDATE deid.rid_set SET rid_counts = {} WHERE release_id = %s AND"
+                                   " attribute = 'diagnosis' AND chunk = 0").format(
+                                       sql.SQL(put4('rid_counts', 0, i4('rid_counts', 0) + ' + 1'))), [rid])
         with pytest.raises(psycopg.Error) as e:
             classified.execute("SELECT * FROM deid.rid_sets WHERE release_id = %s", [rid])
         assert sqlstate_of(e) == "XX001"

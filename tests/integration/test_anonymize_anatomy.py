@@ -1,5 +1,6 @@
 """deid.anonymize_request(method => 'anatomy') on a real server (paper 001)."""
 import psycopg
+from psycopg import sql
 import pytest
 
 from conftest import hint_of, sqlstate_of
@@ -274,8 +275,8 @@ def test_verifier_reads_the_stored_chunks(classified, tamper):
     block = VERIFY_STORED.replace("PYTHON_DIR", repr(python_dir)).replace("RELEASE_ID", str(int(rid)))
     with classified.transaction():
         if tamper:
-            classified.execute(f"UPDATE deid.rid_set SET {tamper} WHERE release_id = %s"
-                               " AND attribute = 'diagnosis' AND chunk = 0", [rid])
+            classified.execute(sql.SQL("UPDATE deid.rid_set SET {} WHERE release_id = %s AND attribute"
+                                       " = 'diagnosis' AND chunk = 0").format(sql.SQL(tamper)), [rid])
         if tamper is None:
             classified.execute(block)
         else:
@@ -291,5 +292,5 @@ def test_verifier_reads_the_stored_chunks(classified, tamper):
 def test_catalog_refuses_chunks_whose_lists_disagree(classified, tamper):
     rid = request(classified, "t_tamper", options='{"seed": 1, "replace": true}')[0]
     with pytest.raises(psycopg.Error) as e:
-        classified.execute(f"UPDATE deid.rid_set SET {tamper} WHERE release_id = %s", [rid])
+        classified.execute(sql.SQL("UPDATE deid.rid_set SET {} WHERE release_id = %s").format(sql.SQL(tamper)), [rid])
     assert sqlstate_of(e) == "23514"
