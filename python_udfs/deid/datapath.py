@@ -4,7 +4,9 @@ arrays -> a new table.
 Reading runs ONE aggregate query whose result holds every row's fields packed
 as big-endian binary, row after row (``string_agg(int8send(...) || ...)``): a normal
 SELECT, so the selection predicate's literals stay bound parameters, and no
-row is ever converted to a Python object. Writing packs the arrays into a
+row is ever converted to a Python object. Without a selection, a large plain table's
+pass is a UNION ALL of ctid ranges that PostgreSQL may run in parallel workers
+(readpass.run). Writing packs the arrays into a
 PostgreSQL binary COPY file in a private temporary file of the server and runs
 ``COPY ... FROM`` it.
 
@@ -25,7 +27,7 @@ import secrets
 from dataclasses import dataclass
 import numpy as np
 
-from . import copybin, copytext
+from . import copybin, copytext, readpass
 from .frame import EncodedColumn, Frame, encoded_array, value_dictionary  # noqa: F401 (re-exported)
 from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
 from .copyfields import ranges
@@ -119,17 +121,21 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append("__rid")
     categories = [c for c in cols if column_kind(c.base_type) == "category"]
     categorical = {c.name for c in categories}
+    # Without bound parameters the pass may run as parallel parts (readpass.run); the read's
+    # own seed is then written into the statement as an integer literal.
+    cuts = [] if params else readpass.parallel_cuts(db, rel)
     seed = secrets.randbits(62) if rid_column and categories else None
     if seed is not None:
         params.append(seed)
         types.append("bigint")
+        seed_sql = f"{int(seed)}::int8" if cuts else f"${len(params)}"
     dictionaries = {} if seed is not None else _dictionaries(db, src, where, params, categories)
     null_terms, hashed = [], set()
     for j, c in enumerate(cols):
         q = "t." + quote_ident(c.name)
         kind = column_kind(c.base_type)
         if kind == "category" and seed is not None:
-            select.append(("int8send", f"hashtextextended(({q})::text, ${len(params)})", "0"))
+            select.append(("int8send", f"hashtextextended(({q})::text, {seed_sql})", "0"))
             dtypes.append(">i8")
         elif kind == "category":
             dictionary, hashes = dictionaries[c.name]
@@ -151,30 +157,33 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append(c.name)
         if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
             null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
-    select, dtypes, names = _int4_last(select, dtypes, names)
-    base = f" FROM {src} t{''.join(joins)} WHERE {where}"
+    select, dtypes, names = readpass.int4_last(select, dtypes, names)
+    if joins:                   # they bind dictionaries as parameters: one serial pass
+        cuts = []
+    base = (f"{src} t{''.join(joins)}", where)
     # One aggregate packs every row's fields back to back (one transition per row, not one
     # per column). A NULL field makes its row's pack NULL, which string_agg skips: most reads
     # have no NULL at all, so the first pass packs the values as they are and counts the rows;
     # if fewer rows were packed than counted (a NULL value, or a NULL row id), the second pass
     # packs NULLs as defaults with their flags, and counts the NULL row ids.
-    row = db.query(f"SELECT {_packed(select, nulls=False)}, count(*) AS n{base}", params, types)[0]
-    if len(row["c"] or b"") != int(row["n"]) * _layout(dtypes).itemsize:
+    row = readpass.run(db, f"{readpass.packed(select, nulls=False)}, count(*) AS n", base,
+                       params, types, cuts)
+    if len(row["c"]) != int(row["n"]) * readpass.layout(dtypes).itemsize:
         for word in sorted({w for w, _ in null_terms}):    # flags beside the values they mark
             select.append(("int8send", " | ".join(t for w, t in null_terms if w == word), None))
             dtypes.append(">i8")
             names.append(f"__null{word}")
         extra = f", count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids" \
             if rid_column else ""
-        row = db.query(f"SELECT {_packed(select, nulls=True)}, count(*) AS n{extra}{base}",
-                       params, types)[0]
+        row = readpass.run(db, f"{readpass.packed(select, nulls=True)}, count(*) AS n{extra}",
+                           base, params, types, cuts)
     n = int(row["n"])
     if row.get("null_rids"):
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
                         hint=f'Every row needs an id: filter the NULLs out with selection => '
                              f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.')
-    layout = _layout(dtypes)
-    packed = np.frombuffer(row["c"] or b"", layout)
+    layout = readpass.layout(dtypes)
+    packed = np.frombuffer(row["c"], layout)
     if len(packed) != n:
         raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"
                         " read them", hint="Run the request again.")
@@ -204,41 +213,6 @@ def read(db, rel, columns, rid_column=None, selection=None):
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
-
-
-def _layout(dtypes):
-    return np.dtype([(f"f{i}", dt) for i, dt in enumerate(dtypes)])
-
-
-def _int4_last(select, dtypes, names):
-    """The fields reordered (the same permutation of the three lists) so that the 4-byte ones
-    come last, in their order: _packed sends them two at a time. The layout follows the
-    fields, and every field is read by its name, so the order is free."""
-    order = sorted(range(len(select)), key=lambda i: select[i][0] == "int4send")
-    return [select[i] for i in order], [dtypes[i] for i in order], [names[i] for i in order]
-
-
-def _packed(fields, nulls):
-    """One string_agg of every row's fields concatenated (column c); with `nulls`, a NULL
-    value is packed as its field's default (the row id has none: its NULL drops the row).
-    Two consecutive 4-byte fields go out as one int8send((a::int8 << 32) | (b::int8 &
-    4294967295)): the same 8 bytes as int4send(a) || int4send(b) (big-endian: a's, then b's
-    two's complement), for one send and one concatenation instead of two each (the read
-    statement of 1M rows x 6 int fields ~25 % faster); a NULL in either is NULL, as before."""
-    def value(v, default):
-        return f"coalesce({v}, {default})" if nulls and default is not None else v
-    parts, i = [], 0
-    while i < len(fields):
-        send, v, default = fields[i]
-        if send == "int4send" and i + 1 < len(fields) and fields[i + 1][0] == "int4send":
-            _, v2, default2 = fields[i + 1]
-            parts.append(f"int8send((({value(v, default)})::int8 << 32)"
-                         f" | (({value(v2, default2)})::int8 & 4294967295))")
-            i += 2
-            continue
-        parts.append(f"{send}({value(v, default)})")
-        i += 1
-    return f"string_agg({' || '.join(parts)}, ''::bytea) AS c"
 
 
 REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id; more: GROUP BY

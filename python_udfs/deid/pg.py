@@ -20,7 +20,9 @@ READ_HINT = ("deid reads as the calling role (for a policy-based request, as the
 class Database:
     """SPI access with cached prepared plans. All SQL text passed here is
     built from fixed fragments and quote_ident()'ed identifiers; values are
-    always bound parameters. ``sql_seconds`` adds up the time spent inside
+    always bound parameters (deid's own integers excepted: the read's page cuts and random
+    seed, in a statement that must run unprepared to run in parallel, readpass.run).
+    ``sql_seconds`` adds up the time spent inside
     statements (for the phase timings in the release log)."""
 
     def __init__(self):

@@ -73,3 +73,77 @@ def test_four_byte_fields_sent_in_pairs_read_back_exactly(admin, with_nulls):
     assert out["rows"] == (6 if with_nulls else 4)
     assert [cols[c]["nulls"] for c in ("a", "big", "b", "d", "s", "f")] == \
         ([1, 1, 1, 1, 1, 1] if with_nulls else [0] * 6)
+
+
+def _frame_md5(admin, table, rid, columns):
+    """The probe's md5 computed from a plain SELECT in ctid order (the order of one sequential
+    scan): row ids, then per column its values as int64 (ints; dates as days since 1970;
+    text as its code in the column's sort order, NULL = the dictionary's length) or float64,
+    NULL values 0, and the NULL flags."""
+    import hashlib
+    import numpy as np
+    rows = admin.execute(f"SELECT {rid}, {', '.join(c for c, _ in columns)} FROM {table}"
+                         " ORDER BY ctid").fetchall()
+    digest = hashlib.md5(np.array([r[0] for r in rows], "<i8").tobytes())
+    for j, (name, kind) in enumerate(columns, start=1):
+        vals = [r[j] for r in rows]
+        null = np.array([v is None for v in vals], np.uint8)
+        if kind == "text":
+            labels = [r[0] for r in admin.execute(
+                f"SELECT DISTINCT {name} FROM {table} WHERE {name} IS NOT NULL ORDER BY 1")]
+            code = {v: i for i, v in enumerate(labels)}
+            arr = np.array([len(labels) if v is None else code[v] for v in vals], "<i8")
+        elif kind == "date":
+            epoch = __import__("datetime").date(1970, 1, 1)
+            arr = np.array([0 if v is None else (v - epoch).days for v in vals], "<i8")
+        elif kind == "float":
+            arr = np.array([0.0 if v is None else v for v in vals], "<f8")
+        else:
+            arr = np.array([0 if v is None else v for v in vals], "<i8")
+        digest.update(arr.tobytes())
+        digest.update(null.tobytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("with_nulls", [False, True])
+def test_large_table_read_in_parallel_parts_is_the_one_pass(admin, with_nulls):
+    """A plain table of >= readpass.PARALLEL_MIN_PAGES pages is read as four ctid ranges in one
+    UNION ALL (parallel workers when PostgreSQL grants them): the frame is exactly the one a
+    single sequential pass reads -- every row once, in page order, text codes from the
+    inlined seed's hashes, both passes (a NULL makes the second one run) -- with workers and
+    without (max_parallel_workers_per_gather = 0)."""
+    admin.execute("DROP TABLE IF EXISTS public.t_dp_par")
+    admin.execute("CREATE TABLE public.t_dp_par (id bigint PRIMARY KEY, a int, b bigint, d date,"
+                  " f float8, c text) WITH (fillfactor = 10)")
+    null = "CASE WHEN i % 101 = 0 THEN NULL ELSE {} END" if with_nulls else "{}"
+    admin.execute("INSERT INTO t_dp_par SELECT i * 7 % 30011, " + null.format("i % 97 - 40")
+                  + ", i::bigint * 1000003, " + null.format("DATE '1960-01-01' + i % 4000")
+                  + ", " + null.format("i / 8.0") + ", " + null.format("'v' || (i % 37)")
+                  + " FROM generate_series(1, 30000) i")
+    admin.execute("DELETE FROM t_dp_par WHERE id % 1000 = 0")     # holes in some pages
+    admin.execute("VACUUM ANALYZE t_dp_par")
+    columns = [("a", "int"), ("b", "int"), ("d", "date"), ("f", "float"), ("c", "text")]
+    expected = _frame_md5(admin, "t_dp_par", "id", columns)
+    out = probe(admin, "t_dp_par", [c for c, _ in columns], "id")
+    assert out["parts"] == 4
+    assert out["rows"] == admin.execute("SELECT count(*) FROM t_dp_par").fetchone()[0]
+    assert out["md5"] == expected
+    assert out["columns"]["c"]["nulls"] == admin.execute(
+        "SELECT count(*) FROM t_dp_par WHERE c IS NULL").fetchone()[0]
+    assert (out["columns"]["c"]["nulls"] > 0) == with_nulls
+    admin.execute("SET max_parallel_workers_per_gather = 0")
+    try:
+        assert probe(admin, "t_dp_par", [c for c, _ in columns], "id")["md5"] == expected
+    finally:
+        admin.execute("RESET max_parallel_workers_per_gather")
+    admin.execute("DROP TABLE t_dp_par")
+
+
+def test_small_table_read_in_one_pass(admin):
+    admin.execute("DROP TABLE IF EXISTS public.t_dp_small")
+    admin.execute("CREATE TABLE public.t_dp_small (id int PRIMARY KEY, a int)")
+    admin.execute("INSERT INTO t_dp_small SELECT i, i % 5 FROM generate_series(1, 1000) i")
+    out = probe(admin, "t_dp_small", ["a"], "id")
+    assert out["parts"] == 1
+    assert out["md5"] == _frame_md5(admin, "t_dp_small", "id", [("a", "int")])
+    admin.execute("DROP TABLE t_dp_small")

@@ -259,3 +259,67 @@ def test_column_privilege_only_grant_for_requests(admin, connect, attacker_schem
     assert "SSN-" not in str(e.value)
     admin.execute("SELECT deid.drop_release('t_colgrant')")
     admin.execute("DELETE FROM deid.column_role WHERE relation = 'public.t_secret'::regclass")
+
+
+# ------------------------------------------- the read's parallel parts (datapath / readpass)
+PARALLEL_PROBE = """
+CREATE FUNCTION att.probe_par(x int) RETURNS int LANGUAGE plpgsql PARALLEL SAFE AS $$
+BEGIN
+    IF x = -1 THEN      -- (a worker may not change roles or settings: it can only report)
+        RAISE NOTICE 'deid-probe ran as %', current_user;
+    END IF;
+    RETURN x;
+END $$;
+"""
+# a plain table large enough (fillfactor 10, >= readpass.PARALLEL_MIN_PAGES pages) that deid
+# reads it as ctid ranges which PostgreSQL runs in parallel workers; one row (a = -1) runs the
+# probe in whichever process reads its page
+PARALLEL_ROUTES = {
+    "rls_policy": ("CREATE TABLE att.big (id int PRIMARY KEY, a int, b text) WITH (fillfactor = 10);"
+                   "INSERT INTO att.big SELECT i, CASE WHEN i = 20000 THEN -1 ELSE i % 3 END,"
+                   " 'x' || (i % 2) FROM generate_series(1, 30000) i;"
+                   "ALTER TABLE att.big ENABLE ROW LEVEL SECURITY;"
+                   "ALTER TABLE att.big FORCE ROW LEVEL SECURITY;"
+                   "CREATE POLICY p ON att.big USING (att.probe_par(a) IS NOT NULL)"),
+    "cast": ("CREATE TYPE att.pt AS (v int);"
+             "CREATE FUNCTION att.pt_text(att.pt) RETURNS text LANGUAGE sql PARALLEL SAFE AS"
+             " $$ SELECT 'v' || att.probe_par(($1).v) $$;"
+             "CREATE CAST (att.pt AS text) WITH FUNCTION att.pt_text(att.pt);"
+             "CREATE TABLE att.big (id int PRIMARY KEY, a att.pt, b text) WITH (fillfactor = 10);"
+             "INSERT INTO att.big SELECT i, ROW(CASE WHEN i = 20000 THEN -1 ELSE i % 3 END)::att.pt,"
+             " 'x' || (i % 2) FROM generate_series(1, 30000) i"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(PARALLEL_ROUTES))
+@pytest.mark.parametrize("entry", ["l_diversity", "anatomy"])
+def test_parallel_read_runs_caller_code_only_as_caller(admin, connect, attacker_schema, route,
+                                                       entry):
+    """The read of a large plain table runs as parallel parts: the caller's PARALLEL SAFE code
+    (a policy, a cast) then runs in parallel workers. There it must run as the caller too --
+    and, as the caller, a worker cannot even change roles or settings. The probe's notice
+    comes back from the worker with its context; the call succeeds."""
+    probe = _attacker(connect)
+    probe.conn.execute(PARALLEL_PROBE)
+    probe.conn.execute(PARALLEL_ROUTES[route])
+    probe.conn.execute("ANALYZE att.big")
+    # the attacker's own session setting: every part goes to a worker (none to the leader)
+    probe.conn.execute("SET parallel_leader_participation = off")
+    contexts = []
+    probe.conn.add_notice_handler(lambda d: contexts.append(d.context or ""))
+    if entry == "l_diversity":
+        state = probe.attempt("SELECT * FROM deid.l_diversity('att.big'::regclass, '{a}', '{b}')")
+    else:
+        probe.conn.execute(f"GRANT USAGE ON SCHEMA att TO {ROGUE_ADMIN};"
+                           f"GRANT SELECT ON att.big TO {ROGUE_ADMIN}")
+        rogue = Probe(connect(ROGUE_ADMIN))
+        rogue.attempt("SELECT deid.set_role('att.big', 'a', 'quasi_identifier')")
+        rogue.attempt("SELECT deid.set_role('att.big', 'b', 'sensitive')")
+        _check(admin, rogue, ROGUE_ADMIN)
+        state = probe.attempt("SELECT * FROM deid.anonymize_request('att.big', 'anatomy', k => 2,"
+                              " columns => '{a,b}', options => '{\"row_id\": \"id\"}')")
+    _check(admin, probe)
+    assert probe.ran_as, "the probe did not run: the attack was not exercised"
+    assert state is None, state
+    # the read did run in parts handed to parallel workers
+    assert any("parallel worker" in c for c in contexts), contexts
