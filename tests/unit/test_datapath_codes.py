@@ -56,16 +56,18 @@ def test_distinct_hashes(n, distinct, low_bits_shared):
 
 def test_low_16_bits_of_packed_rows():
     """hashcodes.low_16_bits: the low 16 bits of a big-endian 8-byte field of packed rows."""
-    from deid.datapath import _layout
     from deid.hashcodes import low_16_bits
+    from deid.readpass import layout as _layout
     rng = np.random.default_rng(3)
     layout = _layout([">i8", ">i4", ">i8"])
     rows = np.zeros(1000, layout)
     rows["f0"] = rng.integers(-2 ** 63, 2 ** 63 - 1, size=1000, dtype=np.int64)
     rows["f2"] = rng.integers(-2 ** 63, 2 ** 63 - 1, size=1000, dtype=np.int64)
     buf = rows.tobytes()
+    joined = np.frombuffer(buf, np.uint8).copy()     # the parallel parts' joined buffer
     for i in (0, 2):
         assert np.array_equal(low_16_bits(buf, layout, i, 1000), rows[f"f{i}"].astype(np.int64) & 0xFFFF)
+        assert np.array_equal(low_16_bits(joined, layout, i, 1000), rows[f"f{i}"] & 0xFFFF)
     assert low_16_bits(b"", layout, 0, 0) is None
 
 
