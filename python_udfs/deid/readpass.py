@@ -10,16 +10,22 @@ PARALLEL_MIN_PAGES = 1024      # smaller tables: one pass (worker start-up would
 
 def parallel_cuts(db, rel):
     """The pages where the read's parts of `rel` begin (after the first): a plain, permanent
-    table without inheritance children of at least PARALLEL_MIN_PAGES pages; [] otherwise.
-    The parts are complementary ctid ranges, so every row is in exactly one whatever the
-    table's size when the statement runs."""
+    table without inheritance children of at least PARALLEL_MIN_PAGES pages and at most a
+    quarter of shared_buffers; [] otherwise. The parts are complementary ctid ranges, so every
+    row is in exactly one whatever the table's size when the statement runs. (A sequential
+    scan of a larger table reads through a small ring of buffers so as not to evict the rest
+    of shared_buffers; a TID range scan has no such ring, so such a table keeps the one
+    serial pass.)"""
     if rel.kind != "r":
         return []
     r = db.query("SELECT c.relpersistence = 'p' AND NOT c.relhassubclass AS plain,"
                  " pg_catalog.pg_relation_size(c.oid)"
-                 " / pg_catalog.current_setting('block_size')::int8 AS pages"
+                 " / pg_catalog.current_setting('block_size')::int8 AS pages,"
+                 " (SELECT s.setting::int8 FROM pg_catalog.pg_settings s"
+                 "   WHERE s.name = 'shared_buffers') AS buffers"
                  " FROM pg_catalog.pg_class c WHERE c.oid = $1", [rel.oid], ["oid"])
-    if not r or not r[0]["plain"] or r[0]["pages"] < PARALLEL_MIN_PAGES:
+    if not r or not r[0]["plain"] \
+            or not PARALLEL_MIN_PAGES <= r[0]["pages"] <= r[0]["buffers"] // 4:
         return []
     pages = int(r[0]["pages"])
     return [pages * i // PARALLEL_PARTS for i in range(1, PARALLEL_PARTS)]
