@@ -12,7 +12,7 @@ For every size (and --rows, 1M by default, which also gets the extra cases):
     median/median and min/min, the phase breakdown of the median run (deid.release.metrics
     seconds: read, method, write, verify, in_sql) and the backend's VmHWM (KB per row);
   * at --rows only: the data path (1M x 5 int read + write back, deid._datapath_probe) against
-    its CTAS, and anatomy on the same rows with ids renumbered in QI order (sequential RIDs in
+    its CTAS (3 x repeat interleaved pairs), and anatomy on the same rows with ids renumbered in QI order (sequential RIDs in
     the RID sets: the pglz case of the issue), with the time of writing and of digesting the
     RID-set catalog;
   * the growth exponent b of time ~ rows^b (least squares on log-log, median times) for each
@@ -262,7 +262,8 @@ def main():
             result["sizes"]["generalization"].append(bench_generalization(n, args.repeat))
         result["sizes"]["generalization"].sort(key=lambda p: p["rows"])
     if not args.skip_datapath:
-        result["datapath"] = bench_datapath(args.rows, args.repeat)
+        # ~1 s a pair, and the noisiest ratio (two statements, two WAL flushes): 3 x repeat pairs
+        result["datapath"] = bench_datapath(args.rows, 3 * args.repeat)
     for method, pts in result["sizes"].items():
         result["growth"][method] = growth(pts)
         if len(pts) > 1:
