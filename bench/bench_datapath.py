@@ -3,7 +3,7 @@
 Measures, in the same run and on the same table:
   floor  : CREATE TABLE AS SELECT id, c1..c5 (one read + one write)
   deid   : read the 5 columns + row id into numpy, write (row id, group id) back
-Prints the ratio deid / floor (target <= 2.0, aim 1.5).
+Prints the ratio deid / floor (issue 10: <= 1.5).
 """
 import argparse
 import statistics
@@ -43,7 +43,7 @@ def main():
     save("datapath", result)
     print(f"datapath: {args.rows} rows x 5 int columns: CTAS {floor:.3f} s, deid read+write "
           f"{deid:.3f} s (read {result['read_s']:.3f} s, write {result['write_s']:.3f} s) "
-          f"-> ratio {result['ratio']:.2f} x CTAS (target <= 2.0, aim 1.5); "
+          f"-> ratio {result['ratio']:.2f} x CTAS (issue 10: <= 1.5); "
           f"backend VmHWM {result['backend_vmhwm_kb'] / 1024:.0f} MB")
 
 
