@@ -29,7 +29,7 @@ import numpy as np
 
 from . import copybin, copytext, readpass
 from .frame import EncodedColumn, Frame, encoded_array, value_dictionary  # noqa: F401 (re-exported)
-from .errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
+from .errors import DeidError, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
 from .copyfields import ranges
 from .hashcodes import codes_from_hashes, distinct_hashes, low_16_bits
 from .sqltext import quote_ident

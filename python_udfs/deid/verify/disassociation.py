@@ -13,21 +13,9 @@ Nothing from deid.methods is imported.
 """
 import numpy as np
 
-from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified
 from .km import verify_km, verify_stored_km
-
-STORE_SCHEMA = "deid_release"
-_HINT = ("Nothing was released. The stored release differs from what the method computed: "
-         "report it with the request (deid.release keeps no row of a failed request).")
-
-
-def _fail(message):
-    raise DeidError(VERIFICATION_FAILED, message, hint=_HINT)
-
-
-def _ints(buf, width=4):
-    return np.frombuffer(buf or b"", f">i{width}").astype(np.int64)
+from .stored_release import STORE_SCHEMA, _fail, _ints, dictionary_keys
 
 
 def _code_expr(exact):
@@ -121,15 +109,6 @@ def _domains(group, n_groups, offsets, codes, width):
     key = np.unique(row * width + codes)
     return (np.r_[0, np.cumsum(np.bincount(key // width, minlength=n_groups))].astype(np.int64),
             key % width)
-
-
-def dictionary_keys(db, dictionary):
-    """(hashtext of each label, exact): exact when two labels share a hash (then stored codes
-    are matched by their position in the dictionary instead)."""
-    hashes = np.asarray([r["h"] for r in db.query(
-        "SELECT hashtext(v) AS h FROM unnest($1::text[]) WITH ORDINALITY d(v, o) ORDER BY o",
-        [list(dictionary)], ["text[]"])], np.int64)
-    return hashes, len(np.unique(hashes)) != len(hashes)
 
 
 def release_tables(tables):

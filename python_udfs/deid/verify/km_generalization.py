@@ -20,7 +20,7 @@ import itertools
 import numpy as np
 
 from ..sqltext import qualified
-from .disassociation import STORE_SCHEMA, _fail, _ints, dictionary_keys
+from .stored_release import STORE_SCHEMA, _fail, _ints, dictionary_keys
 
 
 def hierarchy_leafsets(db, name):
