@@ -1,9 +1,13 @@
 """datapath.read on a real server: text columns in the one pass (64-bit hashes, the dictionary
 from one row per distinct hash), and row ids that must not be NULL."""
+import datetime
+import hashlib
 import json
 
+import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from conftest import sqlstate_of
 
@@ -80,21 +84,21 @@ def _frame_md5(admin, table, rid, columns):
     scan): row ids, then per column its values as int64 (ints; dates as days since 1970;
     text as its code in the column's sort order, NULL = the dictionary's length) or float64,
     NULL values 0, and the NULL flags."""
-    import hashlib
-    import numpy as np
-    rows = admin.execute(f"SELECT {rid}, {', '.join(c for c, _ in columns)} FROM {table}"
-                         " ORDER BY ctid").fetchall()
+    rows = admin.execute(sql.SQL("SELECT {}, {} FROM {} ORDER BY ctid").format(
+        sql.Identifier(rid), sql.SQL(", ").join(sql.Identifier(c) for c, _ in columns),
+        sql.Identifier(table))).fetchall()
     digest = hashlib.md5(np.array([r[0] for r in rows], "<i8").tobytes())
     for j, (name, kind) in enumerate(columns, start=1):
         vals = [r[j] for r in rows]
         null = np.array([v is None for v in vals], np.uint8)
         if kind == "text":
             labels = [r[0] for r in admin.execute(
-                f"SELECT DISTINCT {name} FROM {table} WHERE {name} IS NOT NULL ORDER BY 1")]
+                sql.SQL("SELECT DISTINCT {0} FROM {1} WHERE {0} IS NOT NULL ORDER BY 1").format(
+                    sql.Identifier(name), sql.Identifier(table)))]
             code = {v: i for i, v in enumerate(labels)}
             arr = np.array([len(labels) if v is None else code[v] for v in vals], "<i8")
         elif kind == "date":
-            epoch = __import__("datetime").date(1970, 1, 1)
+            epoch = datetime.date(1970, 1, 1)
             arr = np.array([0 if v is None else (v - epoch).days for v in vals], "<i8")
         elif kind == "float":
             arr = np.array([0.0 if v is None else v for v in vals], "<f8")

@@ -13,6 +13,7 @@ the attacker may read) or fail cleanly.
 """
 import psycopg
 import pytest
+from psycopg import sql
 
 from dbfixtures import sqlstate_of
 
@@ -310,8 +311,9 @@ def test_parallel_read_runs_caller_code_only_as_caller(admin, connect, attacker_
     if entry == "l_diversity":
         state = probe.attempt("SELECT * FROM deid.l_diversity('att.big'::regclass, '{a}', '{b}')")
     else:
-        probe.conn.execute(f"GRANT USAGE ON SCHEMA att TO {ROGUE_ADMIN};"
-                           f"GRANT SELECT ON att.big TO {ROGUE_ADMIN}")
+        rogue_admin = sql.Identifier(ROGUE_ADMIN)
+        probe.conn.execute(sql.SQL("GRANT USAGE ON SCHEMA att TO {}").format(rogue_admin))
+        probe.conn.execute(sql.SQL("GRANT SELECT ON att.big TO {}").format(rogue_admin))
         rogue = Probe(connect(ROGUE_ADMIN))
         rogue.attempt("SELECT deid.set_role('att.big', 'a', 'quasi_identifier')")
         rogue.attempt("SELECT deid.set_role('att.big', 'b', 'sensitive')")
