@@ -249,6 +249,34 @@ CREATE TABLE deid.equivalence_class (
     PRIMARY KEY (release_id, class_id)
 );
 
+-- Overlap control (issue 26): per release, the ids of the source rows it selected -- the
+-- values of its row-id column (row_id; disassociation: the record column), sorted, distinct,
+-- packed as deid.rid_set's rids (int8 big-endian, back to back). A new release of the same
+-- source (deid.release.source) is refused when it differs from any earlier one -- committed,
+-- replaced or dropped: each was readable -- by more than 0 and fewer than k rows either way
+-- (python_udfs/deid/overlap.py). A set operation on what is stored, never a re-read of the
+-- source. Releases logged before deid 1.1.0 have no row here (sql/upgrade/1.1.0/72_...).
+CREATE TABLE deid.release_selection (
+    release_id  bigint PRIMARY KEY,        -- deid.release (append-only; no FK, as deid.rid_set)
+    row_id      name   NOT NULL,           -- the source column whose values rids holds
+    n           bigint NOT NULL CHECK (n >= 0),
+    rids        bytea  NOT NULL,           -- n ids, ascending, distinct; int8 big-endian
+    CONSTRAINT release_selection_rids_check CHECK (length(rids) = 8 * n)
+);
+COMMENT ON TABLE deid.release_selection IS
+  'The source rows each release selected (packed sorted row ids), for the overlap control; deid_admin reads it';
+-- Large, out of line, never pglz (as deid.rid_set): lz4 where the server has it.
+DO $storage$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression'
+                                                       AND 'lz4' = ANY (enumvals)) THEN
+        ALTER TABLE deid.release_selection ALTER rids SET STORAGE EXTENDED,
+            ALTER rids SET COMPRESSION lz4;
+    ELSE
+        ALTER TABLE deid.release_selection ALTER rids SET STORAGE EXTERNAL;
+    END IF;
+END $storage$;
+
 -- ---------------------------------------------------------------------
 -- Views and privileges
 -- ---------------------------------------------------------------------
@@ -275,6 +303,8 @@ GRANT SELECT ON deid.roles, deid.hierarchies, deid.hierarchy, deid.hierarchy_lev
 GRANT SELECT, INSERT, UPDATE, DELETE ON deid.column_role, deid.policy TO deid_admin;
 GRANT SELECT ON deid.release, deid.rid_set, deid.rid_sets, deid.equivalence_class TO deid_admin;
 GRANT deid_reader TO deid_admin;
+REVOKE ALL ON deid.release_selection FROM PUBLIC;
+GRANT SELECT ON deid.release_selection TO deid_admin;
 
 -- The catalog is part of pg_dump output of the database.
 SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy', '');
@@ -285,6 +315,7 @@ SELECT pg_catalog.pg_extension_config_dump('deid.policy', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.rid_set', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.equivalence_class', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.release_selection', '');
 -- ... and so is the release-id sequence: a restored database continues after the last id.
 SELECT pg_catalog.pg_extension_config_dump(
     pg_catalog.pg_get_serial_sequence('deid.release', 'release_id'), '');

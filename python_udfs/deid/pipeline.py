@@ -27,8 +27,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from . import (access, catalog, catalog_log, datapath, heap, options as opts_schema, registry,
-               release, writer)
+from . import (access, catalog, catalog_log, datapath, heap, options as opts_schema, overlap,
+               registry, release, writer)
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
                      INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED)
 from .frame import Frame
@@ -174,6 +174,7 @@ def finish(db, token, caller):
         verification = p.method.verifier.verify(db, req, p.frame, tables)
         clock.phase("verify", rows=p.frame.n)
         relations = catalog_log.publish(db, req, tables)
+        overlap.control(db, req, p.spec, p.frame.rid)     # refuse a near-duplicate selection
         catalog_log.log(db, req, relations, plan, verification, clock.seconds())
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 

@@ -123,7 +123,7 @@ def test_the_other_way_round_is_refused(source, connect, admin, method):
 
 
 @pytest.mark.parametrize("method", ["generalization", "anatomy"])
-def test_the_refused_pair_would_give_the_diagnosis(source, connect, method):
+def test_the_refused_pair_would_give_the_diagnosis(source, connect, admin, method):
     """With SELECT and allow_overlap the pair is released: deid_reader differences it."""
     analyst = connect(ANALYST)
     assert req(analyst, source, f"ovl_all_{method[:3]}", method)[5]
@@ -134,8 +134,8 @@ def test_the_refused_pair_would_give_the_diagnosis(source, connect, method):
     reader = connect("deid_t_reader")
     assert diagnoses_leaked(reader, f"ovl_all_{method[:3]}", f"ovl_no99_{method[:3]}",
                             method) == [(SECRET,)]
-    logged = analyst.execute("SELECT parameters->'options'->'allow_overlap' FROM deid.release"
-                             " WHERE name = %s", [f"ovl_no99_{method[:3]}"])
+    logged = admin.execute("SELECT parameters->'options'->'allow_overlap' FROM deid.release"
+                           " WHERE name = %s", [f"ovl_no99_{method[:3]}"])
     assert logged.fetchone()[0] is True
 
 
