@@ -24,3 +24,12 @@ def test_differences_either_way():
     assert not overlap.too_close(a, np.arange(200, 300), 5)     # disjoint
     c = np.concatenate([np.arange(10, 100), np.arange(100, 103)])   # 10 fewer, 3 more
     assert overlap.differences(a, c) == (10, 3) and overlap.too_close(a, c, 5)
+
+
+def test_differences_agree_with_sets():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        a = overlap.selected(rng.integers(-50, 50, rng.integers(0, 60)))
+        b = overlap.selected(rng.integers(-50, 50, rng.integers(0, 60)))
+        sa, sb = set(a.tolist()), set(b.tolist())
+        assert overlap.differences(a, b) == (len(sa - sb), len(sb - sa))
