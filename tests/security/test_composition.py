@@ -12,6 +12,7 @@ Each test has a source table of its own: the control keeps every earlier release
 dropped and replaced ones too (their data may have been copied while they were live).
 """
 import re
+import threading
 
 import psycopg
 import pytest
@@ -228,3 +229,29 @@ def test_selection_catalog_is_private_and_dumped(source, connect, admin):
     assert sqlstate_of(e) == "42501"
     assert admin.execute("SELECT 'deid.release_selection'::regclass::oid = ANY (extconfig)"
                          " FROM pg_extension WHERE extname = 'deid'").fetchone()[0]
+
+
+def test_concurrent_requests_of_one_source_are_compared(source, url, connect, admin):
+    """Two requests in flight at once: the second waits for the first's lock on the source and
+    then sees its committed selection."""
+    first = psycopg.connect(url, user=RESEARCHER, autocommit=False)
+    try:
+        assert req(first, source, "ovl_cc_all")[5]            # holds the source's lock
+        outcome = {}
+
+        def second():
+            try:
+                outcome["row"] = req(connect(RESEARCHER), source, "ovl_cc_no99",
+                                     selection="age <> 99")
+            except psycopg.Error as e:
+                outcome["state"] = e.diag.sqlstate
+        worker = threading.Thread(target=second)
+        worker.start()
+        worker.join(3)
+        assert worker.is_alive()                              # waiting for the lock
+        first.commit()
+        worker.join(30)
+        assert outcome == {"state": REFUSED}
+    finally:
+        first.close()
+    nothing_left(admin, "ovl_cc_no99")
