@@ -388,3 +388,19 @@ def test_converted_rid_sets_read_the_same(updated):
     assert len(before) > 100 and after == before
     assert updated["conn"].execute("SELECT count(*) FROM deid.rid_set WHERE release_id <= %s",
                                    [updated["last_release"]]).fetchone()[0] > 0
+
+
+def test_old_selections_are_rebuilt_for_the_overlap_control(updated):
+    """sql/upgrade/1.1.0/72_release_selection.sql: every old release of the sample but the
+    generalization one (1.0.0 stored no row ids) has its selection, all 1200 patients by
+    patient_id, the same as a new release of all rows."""
+    conn, last = updated["conn"], updated["last_release"]
+    got = conn.execute(
+        "SELECT r.name, s.row_id::text, s.n, s.rids = (SELECT string_agg(int8send(p.patient_id),"
+        " ''::bytea ORDER BY p.patient_id) FROM registry.patients p)"
+        " FROM deid.release r LEFT JOIN deid.release_selection s USING (release_id)"
+        " WHERE r.release_id <= %s AND r.source IS NOT NULL ORDER BY r.name", [last]).fetchall()
+    want = {name: (None, None, None) if name == "upd_gen" else ("patient_id", 1200, True)
+            for name, *_ in got}
+    assert {name: tuple(rest) for name, *rest in got} == want
+    assert {"upd_ana", "upd_con", "upd_dis", "upd_gone", "upd_pol"} <= set(want)
