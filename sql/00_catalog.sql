@@ -255,7 +255,8 @@ CREATE TABLE deid.equivalence_class (
 -- source (deid.release.source) is refused when it differs from any earlier one -- committed,
 -- replaced or dropped: each was readable -- by more than 0 and fewer than k rows either way
 -- (python_udfs/deid/overlap.py). A set operation on what is stored, never a re-read of the
--- source. Releases logged before deid 1.1.0 have no row here (sql/upgrade/1.1.0/72_...).
+-- source. The update to 1.1.0 rebuilds the rows of earlier releases from their RID sets and
+-- membership, except generalization releases' (sql/upgrade/1.1.0/72_release_selection.sql).
 CREATE TABLE deid.release_selection (
     release_id  bigint PRIMARY KEY,        -- deid.release (append-only; no FK, as deid.rid_set)
     row_id      name   NOT NULL,           -- the source column whose values rids holds

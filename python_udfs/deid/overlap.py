@@ -18,11 +18,15 @@ never a re-read of the source. Ids of another column are another id space: a rel
 row-id column differs from an earlier release's of the source cannot be compared, and is
 refused in the same way.
 
-What it does not stop: a tracker over three or more releases (each pair differing by k or
-more, whose combination isolates fewer than k rows, e.g. A, B = A minus k rows, C = A minus the
-same k rows but one); releases of different sources (a copy of the table, a view over it);
-releases logged before deid 1.1.0 (no selection stored); a source dropped and re-created (a new
-relation). It is not differential privacy.
+What it does not stop: a tracker over three or more releases, each pair differing by 0 or k
+or more rows, whose sum and difference isolate one row -- R1 = U + {x}, R2 = U + V + {x},
+R3 = V + {x} with |U|, |V| >= k: R1 + R3 - R2 = {x} (``age < 50 OR age = 99``, all rows,
+``age >= 50``: tests/security/test_composition.py shows it); releases of different sources (a copy of the table, a view over it);
+generalization releases logged before deid 1.1.0 (no row ids stored; the update rebuilds the
+others' selections); a source dropped and re-created (a new relation); two requests racing in
+REPEATABLE READ transactions (the later one's snapshot predates the earlier one's commit; READ
+COMMITTED, the default, waits for the lock and sees it, SERIALIZABLE fails one of them). It
+is not differential privacy: it bounds what two releases give away, not what many do.
 
 A requester with SELECT on the source may pass options.allow_overlap (recorded in the log
 with the options); a policy-based requester may not. The refusal carries no count, no release

@@ -250,3 +250,20 @@ def test_concurrent_requests_of_one_source_are_compared(source, url, connect, ad
     finally:
         first.close()
     nothing_left(admin, "ovl_cc_no99")
+
+
+def test_a_three_release_tracker_is_not_stopped(source, connect):
+    """The limit of a pairwise control, documented (issue 26 asks the docs to say it): three
+    releases that pairwise differ by 0 or at least k rows, R1 = U + {x}, R2 = all,
+    R3 = V + {x}, give x's diagnosis as R1 + R3 - R2. Not differential privacy."""
+    researcher = connect(RESEARCHER)
+    parts = {"ovl_t1": "age < 40 OR age = 99", "ovl_t2": None, "ovl_t3": "age >= 40"}
+    for name, selection in parts.items():
+        assert req(researcher, source, name, method="anatomy", selection=selection)[5]
+    reader = connect("deid_t_reader")
+    q = sql.SQL("SELECT dx, sum(count) FROM {} GROUP BY dx")
+    totals = [dict(reader.execute(q.format(sql.Identifier("release", n + "_dx"))).fetchall())
+              for n in parts]
+    left = {dx: totals[0].get(dx, 0) + totals[2].get(dx, 0) - totals[1].get(dx, 0)
+            for dx in totals[1]}
+    assert {dx: n for dx, n in left.items() if n} == {SECRET: 1}
