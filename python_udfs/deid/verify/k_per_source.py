@@ -66,3 +66,31 @@ def check_k_per_source(class_counts, k, n_rows=None):
         if m is not None:
             overall = m if overall is None else min(overall, m)
     return {"sources": out, "min_size": overall}
+
+
+def check_joint_k(class_counts, k, n_rows=None):
+    """k over ALL released quasi-identifiers together (issue 26: k per source is not k).
+
+    002 makes each source system k-anonymous on its own attributes; a record can still be
+    unique over the attributes of all sources together.  Where the request required it (a
+    policy requester whose policy does not allow per-source k), every class of the stored
+    release grouped by all its quasi-identifiers must hold >= k rows.  ``class_counts`` are
+    those cardinalities (GROUP BY every quasi-identifier); with ``n_rows`` they must add up to
+    the released row count.  The message holds no count (details may; a policy requester never
+    sees details).  Returns ``{"classes": c, "min_size": m, "required": k}``.
+    """
+    k = _count_param(k, "k")
+    c = _int_array(class_counts, "class_counts")
+    if c.size and c.min() < 1:
+        _bad("class_counts has a cardinality below 1")
+    low = np.flatnonzero(c < k)
+    if low.size:
+        _fail(f"an equivalence class over all quasi-identifiers jointly is smaller than k = {k} "
+              "(the policy requires k over all released quasi-identifiers, not per source)",
+              detail=f"{low.size} of {c.size} joint classes are below k; their sizes: "
+                     f"{_examples(np.sort(c[low]))}")
+    if n_rows is not None and int(c.sum()) != _count_param(n_rows, "n_rows"):
+        _fail("the joint class cardinalities do not add up to the release's rows",
+              detail=f"{int(c.sum())} counted, {n_rows} released: the joint GROUP BY did not "
+                     "see every released row")
+    return {"classes": int(c.size), "min_size": int(c.min()) if c.size else None, "required": k}
