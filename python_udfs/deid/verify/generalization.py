@@ -35,6 +35,9 @@ from .failures import _fail
 from .k_per_source import check_joint_k
 
 STORE_SCHEMA = "deid_release"
+STORED_HINT = ("The stored release was changed after it was written, or it predates deid 1.1.0 "
+               "(since then a policy release holds the policy's minimum over all its "
+               "quasi-identifiers jointly): drop it (deid.drop_release) and request it again.")
 
 
 def sources(req):
@@ -62,7 +65,8 @@ def verify(db, req, frame, tables):
     if required is not None:
         joint = (next(iter(counts.values())) if len(by_source) == 1 else
                  stored_counts(db, tables[0], [q for cols in by_source.values() for q in cols]))
-        out["joint"] = check_joint_k(joint, required, n_rows=frame.n)
+        out["joint"] = check_joint_k(joint, required, n_rows=frame.n,
+                                     hint=STORED_HINT if getattr(frame, "stored_only", False) else None)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 

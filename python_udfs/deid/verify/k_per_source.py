@@ -68,7 +68,7 @@ def check_k_per_source(class_counts, k, n_rows=None):
     return {"sources": out, "min_size": overall}
 
 
-def check_joint_k(class_counts, k, n_rows=None):
+def check_joint_k(class_counts, k, n_rows=None, hint=None):
     """k over ALL released quasi-identifiers together (issue 26: k per source is not k).
 
     002 makes each source system k-anonymous on its own attributes; a record can still be
@@ -77,7 +77,8 @@ def check_joint_k(class_counts, k, n_rows=None):
     release grouped by all its quasi-identifiers must hold >= k rows.  ``class_counts`` are
     those cardinalities (GROUP BY every quasi-identifier); with ``n_rows`` they must add up to
     the released row count.  The message holds no count (details may; a policy requester never
-    sees details).  Returns ``{"classes": c, "min_size": m, "required": k}``.
+    sees details); ``hint`` replaces the default one (rolled back).  Returns
+    ``{"classes": c, "min_size": m, "required": k}``.
     """
     k = _count_param(k, "k")
     c = _int_array(class_counts, "class_counts")
@@ -87,10 +88,10 @@ def check_joint_k(class_counts, k, n_rows=None):
     if low.size:
         _fail(f"an equivalence class over all quasi-identifiers jointly is smaller than k = {k} "
               "(the policy requires k over all released quasi-identifiers, not per source)",
-              detail=f"{low.size} of {c.size} joint classes are below k; their sizes: "
+              hint=hint, detail=f"{low.size} of {c.size} joint classes are below k; their sizes: "
                      f"{_examples(np.sort(c[low]))}")
     if n_rows is not None and int(c.sum()) != _count_param(n_rows, "n_rows"):
-        _fail("the joint class cardinalities do not add up to the release's rows",
+        _fail("the joint class cardinalities do not add up to the release's rows", hint=hint,
               detail=f"{int(c.sum())} counted, {n_rows} released: the joint GROUP BY did not "
                      "see every released row")
     return {"classes": int(c.size), "min_size": int(c.min()) if c.size else None, "required": k}
