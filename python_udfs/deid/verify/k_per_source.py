@@ -8,6 +8,9 @@ cardinality c_i, and k-anonymity holds when every c_i >= k (sec. 4.5).
 
 Checked from the cardinalities the SQL side computed on the stored release
 (GROUP BY each source's quasi-identifiers).
+
+k per source is not k (issue 26): check_joint_k checks the classes over ALL
+quasi-identifiers together, where the request required it (a policy's minimum).
 """
 
 import numpy as np
