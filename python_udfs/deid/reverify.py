@@ -40,6 +40,7 @@ class _Request:
     options: dict
     release_id: int
     name: str
+    grant: dict = field(default_factory=dict)     # the logged authorized_via (how it was allowed)
 
 
 @dataclass
@@ -58,7 +59,8 @@ def verify_release(db, name, caller):
     params = json.loads(r["parameters"])
     req = _Request(_Relation(r["source_name"], _roles(db, params, r["source"])),
                    list(params.get("columns") or []), params["k"], params.get("l"),
-                   params.get("options") or {}, r["release_id"], name)
+                   params.get("options") or {}, r["release_id"], name,
+                   params.get("authorized_via") or {})
     tables = [t.split(".", 1)[1].strip('"') for t in r["relations"]]
     missing = [t for t in tables if not db.value(
         "SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = 'deid_release'::regnamespace"

@@ -268,8 +268,12 @@ def _source_groups(attributes):
     return list(groups.items())
 
 
-def _unsatisfiable(k, source, nsources, attrs, smallest, total):
-    where = f" for source {source!r}" if nsources > 1 else ""
+def _unsatisfiable(k, source, nsources, attrs, smallest, total, joint=False):
+    """The refusal when no level vector within the limits reaches k: for one source (002 sec.
+    4.4: no data is released), or, with ``joint``, over all quasi-identifiers together (issue
+    26: a policy's minimum holds jointly). The message names limits, never a count."""
+    where = " over all quasi-identifiers jointly" if joint else \
+        f" for source {source!r}" if nsources > 1 else ""
     blocking = [h for h in attrs if h.cap < h.top]
     if not blocking:
         return DeidError(
@@ -284,7 +288,9 @@ def _unsatisfiable(k, source, nsources, attrs, smallest, total):
         f"class stays below k; blocking limits: {names}",
         hint="Raise or remove the generalization limits of " + ", ".join(h.name for h in blocking)
         + " (a column pinned by an equality in the selection cannot rise above the selected value), "
-        "drop such columns from the request, widen the selection, or lower k.",
+        "drop such columns from the request, widen the selection, or lower k"
+        + (" (the policy's minimum holds over all the request's quasi-identifiers together; "
+           "fewer quasi-identifiers make it easier to reach)." if joint else "."),
         detail=f"smallest class: {smallest} row(s); levels at the limit: "
         + ", ".join(f"{h.name}={h.cap}" for h in attrs))
 

@@ -37,6 +37,14 @@ Reading of the paper and deviations
   "subsolutions for every data source", and moving an attribute of a satisfied source would lose
   information for nothing.  The final class table over *all* attributes may then hold classes
   smaller than k when there are several sources: that is the paper's model, not a bug.
+* k per source is not k (issue 26).  Per-source k does not protect a record whose combination of
+  values over the quasi-identifiers of several sources together is rare: it may be unique in the
+  release even though every source holds k data twins of it.  ``joint_k`` adds the constraint
+  that every class over all attributes together holds >= joint_k rows (the plug-in passes a
+  policy's minimum for a requester without SELECT).  :func:`greedy` first takes 002's per-source
+  steps unchanged, then the same step rule over every attribute below its cap until the joint
+  classes hold joint_k; :func:`optimal` returns the per-source optimum when it meets joint_k and
+  otherwise searches the lattice of all attributes for the cheapest vector meeting both.
 * The paper's per-source preprocessing applies only that source's selection criteria before
   counting (sec. 4.5 step 1).  We count every source on the rows actually released (the whole
   selection applied), which can only make classes smaller, i.e. is at least as safe.
@@ -52,7 +60,8 @@ Reading of the paper and deviations
   classes as the class table of 002 step 1; the generalization plug-in then skips that table.
 * Priorities: the paper asks for equally spaced priorities in [0, 1] (sec. 4.5); we accept any
   value in [0, 1] (equal spacing is the caller's convention, e.g. 0.2/0.4/0.6/0.8 in sec. 5.2).
-  A policy minimum for k (sec. 4.5) is enforced by the caller, not here.
+  A policy minimum for k (sec. 4.5) is checked by the caller against the request's k; over all
+  quasi-identifiers jointly it is ``joint_k`` here.
 * :func:`optimal` returns ``steps == []``: a lattice vector is reached by any order of its edges.
 * The use case's class counts (sec. 5.2: 107 classes, 98 after suppressing R, 16 after PT -> 1)
   cannot all hold for (PT, PN, PM, R) with PT in {1a, 1b, 1c, 1mic}: 16 (PN, PM) classes split by
@@ -86,7 +95,7 @@ __all__ = [
 ]
 
 
-def greedy(codes, counts, attributes, k) -> GeneralizationResult:
+def greedy(codes, counts, attributes, k, joint_k=None) -> GeneralizationResult:
     """The anonymisation algorithm of 002 sec. 4.5 on a class table.
 
     ``codes`` (c, d) level-0 codes of the distinct classes, ``counts`` (c,) their cardinalities,
@@ -94,7 +103,8 @@ def greedy(codes, counts, attributes, k) -> GeneralizationResult:
     below k, generalize by one level the attribute of a violating source with the least
     phi(next level) x priority among those below min(limit, top) (ties: first listed), then merge
     classes.  Raises DeidError(PRIVACY_MODEL_UNSATISFIABLE) when a violating source can move no
-    attribute.
+    attribute.  With ``joint_k`` (issue 26), the same rule then continues over all attributes
+    until every class over all of them together holds >= joint_k rows (:func:`_joint_steps`).
     """
     codes, counts, k = _check_inputs(codes, counts, attributes, k)
     groups = _source_groups(attributes)
@@ -118,16 +128,41 @@ def greedy(codes, counts, attributes, k) -> GeneralizationResult:
             cand.extend(movable)
         if not cand:
             break
-        j = min(cand, key=lambda j: (round(attributes[j].edge_cost(levels[j]), _ROUND), j))
-        h, lv = attributes[j], levels[j]
+        j = _step(attributes, levels, cand, steps)
         g, p = where[j]
-        tab = tables[g]
-        new = list(tab.levels)
-        new[p] = lv + 1
-        tables[g] = tab.rolled(new)
-        levels[j] = lv + 1
-        steps.append({"attribute": h.name, "from": lv, "to": lv + 1, "cost": h.edge_cost(lv)})
+        new = list(tables[g].levels)
+        new[p] = levels[j]
+        tables[g] = tables[g].rolled(new)
     final = tables[groups[0][0]] if len(groups) == 1 else None
     if final is not None and not steps:
         final = final.merged()
+    if joint_k is not None:
+        final = _joint_steps(codes, counts, attributes, levels, steps, joint_k, final)
     return _finish(codes, counts, attributes, levels, steps, final, {"steps": len(steps)})
+
+
+def _step(attributes, levels, cand, steps) -> int:
+    """One step of 002 sec. 4.5: generalize by one level the candidate with the least
+    phi(next level) x priority (ties: first listed); record it in GS. Returns its index."""
+    j = min(cand, key=lambda j: (round(attributes[j].edge_cost(levels[j]), _ROUND), j))
+    h, lv = attributes[j], levels[j]
+    levels[j] = lv + 1
+    steps.append({"attribute": h.name, "from": lv, "to": lv + 1, "cost": h.edge_cost(lv)})
+    return j
+
+
+def _joint_steps(codes, counts, attributes, levels, steps, joint_k, final):
+    """k per source is not k (issue 26): after 002's per-source steps, while a class over ALL
+    attributes together holds fewer than ``joint_k`` rows, take 002's step over every attribute
+    still below its cap.  Per-source k stays (generalizing only merges classes).  Returns the
+    joint class table at the final levels; raises PRIVACY_MODEL_UNSATISFIABLE (naming the
+    blocking limits, no count) when every attribute is at its cap."""
+    tab = final if final is not None else _Table.bottom(codes, counts, attributes, merge=False).rolled(levels)
+    while tab.n and tab.min_count() < joint_k:
+        cand = [j for j, h in enumerate(attributes) if levels[j] < h.cap]
+        if not cand:
+            raise _unsatisfiable(joint_k, None, 1, attributes, tab.min_count(), int(counts.sum()),
+                                 joint=True)
+        _step(attributes, levels, cand, steps)
+        tab = tab.rolled(levels)
+    return tab

@@ -28,10 +28,14 @@ OPTIMAL_MAX_NODES = 2_000_000  # lattice vectors per source that optimal() agree
 
 
 class _Lattice:
-    """Search of one source's level lattice for the cheapest k-anonymous vector."""
+    """Search of one source's level lattice for the cheapest k-anonymous vector.
 
-    def __init__(self, bottom: _Table, attrs, k, max_nodes):
-        self.attrs, self.k = attrs, k
+    For the joint constraint (issue 26) the lattice is that of all attributes, ``k`` the joint
+    minimum, ``also(v)`` a further monotone condition (every source k-anonymous at v), and
+    ``floor`` a cost below which every vector is known to fail it."""
+
+    def __init__(self, bottom: _Table, attrs, k, max_nodes, also=None, floor=None):
+        self.attrs, self.k, self.also = attrs, k, also
         self.caps = np.array([h.cap for h in attrs], dtype=np.int64)
         n_nodes = int(np.prod(self.caps + 1, dtype=np.float64))
         if n_nodes > max_nodes:
@@ -50,6 +54,8 @@ class _Lattice:
         keys = [self.nodes[:, j] for j in range(len(attrs) - 1, -1, -1)]
         self.order = np.lexsort(keys + [self.nodes.sum(axis=1), self.cost])
         self.status = np.zeros(len(self.nodes), dtype=np.int8)  # 1 k-anonymous, -1 not, 0 unknown
+        if floor is not None:     # a down-set: the loss never falls as a level rises
+            self.status[self.cost < floor] = -1
         self.bottom = bottom
         self.cache: OrderedDict = OrderedDict()
         self.cache_cells = 0
@@ -86,6 +92,9 @@ class _Lattice:
         table is left unmerged (still exact for further roll-ups).
         """
         raw = src if src.levels == tuple(int(x) for x in v) else src.rolled(v, merge=False)
+        if self.also is not None and not self.also(v):
+            self.refuted += 1
+            return False, raw
         if (raw.key is not None and not raw.is_merged and raw.n >= _PROBE_MIN_ROWS
                 and not _bincount_ok(sum(raw.widths), raw.n)):
             for r in src.probe_rows():
@@ -183,7 +192,8 @@ class _Lattice:
         raise AssertionError("lattice exhausted without the top vector")  # pragma: no cover
 
 
-def optimal(codes, counts, attributes, k, max_nodes: int = OPTIMAL_MAX_NODES) -> GeneralizationResult:
+def optimal(codes, counts, attributes, k, max_nodes: int = OPTIMAL_MAX_NODES,
+            joint_k=None) -> GeneralizationResult:
     """Exact minimum of sum(priority * phi[level]) over k-anonymous level vectors within the limits.
 
     Same solution space and per-source k rule as :func:`greedy` (002 sec. 2, 4.5).  Sources are
@@ -196,6 +206,10 @@ def optimal(codes, counts, attributes, k, max_nodes: int = OPTIMAL_MAX_NODES) ->
     tables a few witness rows are looked up first, so most non-anonymous vectors are refuted with
     O(classes) work instead of a sort.  Exact: a vector is only ever tagged by monotonicity or by
     an exact count.  ``stats``: checks (full merges), refuted (witness refutations), lattice size.
+
+    With ``joint_k`` (issue 26) every class over all attributes together must also hold >=
+    joint_k rows.  The per-source optimum is kept when it does; otherwise the constraint couples
+    the sources and :func:`_joint_optimal` searches the lattice of all attributes.
     """
     codes, counts, k = _check_inputs(codes, counts, attributes, k)
     groups = _source_groups(attributes)
@@ -217,4 +231,44 @@ def optimal(codes, counts, attributes, k, max_nodes: int = OPTIMAL_MAX_NODES) ->
             levels[j] = int(v[p])
         if len(groups) == 1:
             final = lat.source_for(v).rolled(v)
+    if joint_k is not None:
+        if final is None:
+            final = _Table.bottom(codes, counts, attributes, merge=False).rolled(levels)
+        if final.n and final.min_count() < joint_k:
+            levels, final = _joint_optimal(codes, counts, attributes, groups, k, joint_k, levels,
+                                           max_nodes, stats)
     return _finish(codes, counts, attributes, levels, [], final, stats)
+
+
+def _joint_optimal(codes, counts, attributes, groups, k, joint_k, per_source, max_nodes, stats):
+    """The cheapest vector of the lattice of ALL attributes at which every source is
+    k-anonymous on its own attributes (002 sec. 2) and every class over all attributes holds >=
+    joint_k rows (issue 26).  Both conditions are monotone, so the search of :class:`_Lattice`
+    stays exact.  The loss is separable and ``per_source`` (each source at its own optimum) is
+    the cheapest vector meeting the first condition, so every vector cheaper than it fails
+    (``floor``).  A source's condition at a vector is decided once per sub-vector (cached)."""
+    bottoms = [(idx, _Table.bottom(codes[:, idx], counts, [attributes[j] for j in idx]))
+               for _, idx in groups]
+    known: dict = {}
+
+    def sources_ok(v):
+        for g, (idx, bottom) in enumerate(bottoms):
+            sub = (g,) + tuple(int(v[j]) for j in idx)
+            if sub not in known:
+                t = bottom.rolled(sub[1:])
+                known[sub] = t.n == 0 or t.min_count() >= k
+            if not known[sub]:
+                return False
+        return True
+
+    floor = round(sum(h.priority * h.info_loss[lv] for h, lv in zip(attributes, per_source)), _ROUND)
+    lat = _Lattice(_Table.bottom(codes, counts, attributes), attributes, joint_k, max_nodes,
+                   also=sources_ok, floor=floor - 10.0 ** -(_ROUND - 1))
+    v, t_top = lat.solve()
+    stats["checks"] += lat.checks
+    stats["refuted"] = stats.get("refuted", 0) + lat.refuted
+    stats["lattice"] += len(lat.nodes)
+    if v is None:
+        raise _unsatisfiable(joint_k, None, 1, attributes, t_top.min_count(), int(counts.sum()),
+                             joint=True)
+    return [int(x) for x in v], lat.source_for(v).rolled(v)

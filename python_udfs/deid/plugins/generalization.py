@@ -7,8 +7,12 @@ hierarchies with k per source system (paper 002, sec. 4.5). A pure plug-in: no S
                             or the optimal lattice search), the release table with the QIs as
                             hierarchy labels (step 4), and the classes per source system (the
                             catalog writer derives them from the stored release).
-The independent check of what was stored (k per source system, sec. 2) is
-verify/generalization.py.
+For a requester without SELECT the policy's minimum k also holds over ALL released
+quasi-identifiers jointly, unless the policy allows per-source k (joint_k_required; issue 26:
+per-source k does not protect a record whose combination of values across the source systems
+is rare -- it can be unique in the release although every source holds k twins of it).
+The independent check of what was stored (k per source system, sec. 2, and k jointly where
+required) is verify/generalization.py.
 """
 import numpy as np
 
@@ -184,8 +188,9 @@ def run(frame, req):
     else:
         classes, counts = class_table(codes, [len(a.labels[0]) for a in attrs])     # 002 step 1
     solve = generalize.optimal if search == "optimal" else generalize.greedy
-    result = solve(classes, counts.astype(np.int64), attrs, req.k)
-    sizes = result.class_counts
+    joint_k = joint_k_required(req.grant)
+    result = solve(classes, counts.astype(np.int64), attrs, req.k, joint_k=joint_k)
+    sizes = result.class_counts            # the classes over all QIs jointly
     # 002 step 4 (generalize.apply_levels), column by column
     table = Table(req.name, [Labels(q, a.level_map(int(lv))[c], list(a.labels[lv]))
                              for q, a, lv, c in zip(qis, attrs, result.levels, codes)]
@@ -202,8 +207,22 @@ def run(frame, req):
                  "level_labels": {q: level_name(a, lv) for q, a, lv in zip(qis, attrs, result.levels)},
                  "limits": {a.name: a.limit for a in attrs},
                  "loss": float(result.loss),
+                 # what the release protects over all its QIs together (issue 26)
+                 "joint_k": int(sizes.min()) if len(sizes) else None,
+                 "joint_classes": int(len(sizes)), "joint_k_required": joint_k,
                  "suppressed": [a.name for a, lv in zip(attrs, result.levels) if lv == len(a.labels) - 1]},
         evidence={"sources": by_source})
+
+
+def joint_k_required(grant):
+    """The k the release must hold over all its quasi-identifiers jointly (issue 26: k per
+    source is not k), or None for 002's k per source system alone: a requester without SELECT
+    gets the policy's minimum jointly unless the policy itself allows per-source k
+    (deid.allow_requests' per_source_k, carried in the grant); a SELECT holder gets k per
+    source as asked."""
+    if grant.get("via") != "policy" or grant.get("per_source_k", False) is True:
+        return None
+    return grant["min_k"]
 
 
 def selection_limit(h, attribute, values):

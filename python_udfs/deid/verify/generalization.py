@@ -15,6 +15,15 @@ Where the cardinalities come from:
     classes (releases since deid 1.1.0) they must equal those (older releases hold their
     classes over all quasi-identifiers jointly, source NULL, and are checked on the release
     alone).
+
+k per source is not k (issue 26): a record k-anonymous in every source separately can be
+unique over all the release's quasi-identifiers together. When the request required k jointly
+-- a requester without SELECT (authorized via a policy) whose policy does not allow per-source k
+-- every class of the stored release grouped by ALL its quasi-identifiers must hold the policy's
+minimum (verify.k_per_source.check_joint_k). The verifier reads that requirement from the
+request's grant itself (joint_requirement; deid.verify_release rebuilds the grant from the
+log), not from the method, and counts the joint classes with its own GROUP BY of the stored
+table (with one source, its per-source classes are the joint ones).
 """
 import json
 
@@ -23,8 +32,12 @@ import numpy as np
 from ..sqltext import qualified, quote_ident
 from . import check_k_per_source
 from .failures import _fail
+from .k_per_source import check_joint_k
 
 STORE_SCHEMA = "deid_release"
+STORED_HINT = ("The stored release was changed after it was written, or it predates deid 1.1.0 "
+               "(since then a policy release holds the policy's minimum over all its "
+               "quasi-identifiers jointly): drop it (deid.drop_release) and request it again.")
 
 
 def sources(req):
@@ -48,7 +61,23 @@ def verify(db, req, frame, tables):
         check_catalog(catalog, by_source)
         counts = {s: catalog[s][1] for s in by_source}
     out = check_k_per_source(counts, req.k, n_rows=frame.n)
+    required = joint_requirement(req)
+    if required is not None:
+        joint = (next(iter(counts.values())) if len(by_source) == 1 else
+                 stored_counts(db, tables[0], [q for cols in by_source.values() for q in cols]))
+        out["joint"] = check_joint_k(joint, required, n_rows=frame.n,
+                                     hint=STORED_HINT if getattr(frame, "stored_only", False) else None)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+
+
+def joint_requirement(req):
+    """The k that must hold over all quasi-identifiers jointly, or None: the policy's minimum
+    for a request authorized via a policy (no SELECT) unless that policy allows per-source k;
+    nothing for a SELECT holder (002's per-source k, as asked) or a grant not logged."""
+    grant = getattr(req, "grant", None) or {}
+    if grant.get("via") == "policy" and grant.get("per_source_k") is not True:
+        return int(grant["min_k"])
+    return None
 
 
 def stored_counts(db, table, cols):
