@@ -45,6 +45,7 @@ from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified, quote_ident
 from .anatomy import unpack_arrays
 from .cluster_moments import verify_condensation
+from .rare_records import check_rare_records, mapped_codes, stored_category_counts
 from .rid_set_digest import INT8OID, _elements, _header
 from . import row_hash
 
@@ -60,19 +61,25 @@ def verify(db, req, frame, tables):
     ev = req_evidence(req)
     sizes, member_rids = ev["membership"]
     rows, clusters = membership_rows(sizes, member_rids, frame.rid)
-    source = np.stack([frame.columns[c].values.astype(np.float64) for c in req.columns], axis=1) \
-        if req.columns else np.zeros((frame.n, 0))
+    generalized = ev.get("generalized") or {}
+    source = np.stack([mapped_codes(c, frame.columns[c], generalized[c], req.k)
+                       .astype(np.float64) if c in generalized
+                       else frame.columns[c].values.astype(np.float64) for c in req.columns],
+                      axis=1) if req.columns else np.zeros((frame.n, 0))
     kinds = ev["kinds"]
     numeric = [j for j, kd in enumerate(kinds) if kd != "categorical" and j != ev["status"]]
+    categories = [j for j, kd in enumerate(kinds) if kd == "categorical"
+                  and j not in (ev["status"], ev["time"])]
     report = verify_condensation(
         source, (rows, clusters), ev["released"], ev["cluster"], req.k,
         status_col=ev["status"], time_col=ev["time"], survival_times=ev["survival_times"],
-        moment_columns=numeric, moment_values=ev["unrounded"],
-        count_columns=[j for j, kd in enumerate(kinds) if kd == "categorical"
-                       and j != ev["status"]],
+        moment_columns=numeric, moment_values=ev["unrounded"], count_columns=categories,
         check_ranges=True, integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"])
+    report["rare_records"] = check_rare_records(source, ev["released"], req.k,
+                                                categories, list(req.columns))
     report["stored_membership"] = check_membership(db, req.release_id, sizes, member_rids)
-    report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev["released"])
+    report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev["released"],
+                                               generalized)
     return json.loads(json.dumps(report, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
@@ -93,8 +100,22 @@ def verify_stored(db, req, frame, tables):
     if int(stored) != frame.n:
         raise DeidError(VERIFICATION_FAILED, "the release table does not hold one row per source row",
                         hint=HINT)
-    return {"mode": "stored only (moments were checked before commit)", "clusters": int(sizes.size),
-            "min_cluster": int(sizes.min()) if sizes.size else None, "rows": int(frame.n)}
+    report = {"mode": "stored only (moments were checked before commit)",
+              "clusters": int(sizes.size), "min_cluster": int(sizes.min()) if sizes.size else None,
+              "rows": int(frame.n)}
+    categories = logged_categories(db, req.release_id)
+    report["rare_records"] = "not logged (an older release)" if categories is None else \
+        stored_category_counts(db, tables[0], categories, req.k)
+    return report
+
+
+def logged_categories(db, release_id):
+    """The categorical columns the pre-commit verification checked (its logged report)."""
+    logged = db.value("SELECT metrics->'verification'->'rare_records'->'category_columns'"
+                      " FROM deid.release WHERE release_id = $1", [release_id], ["bigint"])
+    if logged is None:
+        return None
+    return json.loads(logged) if isinstance(logged, str) else list(logged)
 
 
 def req_evidence(req):
@@ -182,12 +203,22 @@ def read_membership(db, release_id, snapshot_rids):
     return _snapshot_rows(rids, snapshot_rids), np.repeat(ids, counts)
 
 
-def check_stored(db, req, frame, table, released):
+def _category(req, frame, generalized, j):
+    """(labels, SQL type) of a column released as category labels, else None."""
+    c = req.columns[j]
+    if c in generalized:
+        return list(generalized[c]["labels"]), "text"
+    col = frame.columns[c]
+    return (list(col.dictionary), req.rel.columns[c].type) if col.kind == "category" else None
+
+
+def check_stored(db, req, frame, table, released, generalized=None):
     """The stored table holds exactly the released rows, as a multiset: by the row-hash sum
     (module docstring), else value by value (check_values). Returns how it was compared."""
-    hashes = _digest_columns(db, req, frame, released)
+    generalized = generalized or {}
+    hashes = _digest_columns(db, req, frame, released, generalized)
     if hashes is None:
-        check_values(db, req, frame, table, released)
+        check_values(db, req, frame, table, released, generalized)
         return "values (a numeric column)"
     seed, columns = hashes
     # sum of hash_record_extended(ROW(h, h >> 32), seed) = 31 * sum of hashint8extended(h, seed)
@@ -205,11 +236,11 @@ def check_stored(db, req, frame, table, released):
     stored_sum = (31 * int(row["s1"] or 0) + int(row["s2"] or 0)) % (1 << 64)
     if stored_sum == row_hash.row_hash_sum(columns, seed):
         return "row-hash sum"
-    check_values(db, req, frame, table, released)      # names the column, or the sums were off
+    check_values(db, req, frame, table, released, generalized)      # names the column, or the sums were off
     return "values (the row-hash sums differed)"
 
 
-def _digest_columns(db, req, frame, released):
+def _digest_columns(db, req, frame, released, generalized):
     """(seed, element hashes of every column) of the released rows, or None when a column's
     type is not hashed here (numeric)."""
     if not req.columns:
@@ -217,11 +248,12 @@ def _digest_columns(db, req, frame, released):
     seed = secrets.randbits(63) | 1
     out = []
     for j, c in enumerate(req.columns):
-        col, meta = frame.columns[c], req.rel.columns[c]
+        meta = req.rel.columns[c]
         v = released[:, j]
-        if col.kind == "category":
-            labels = [r["h"] for r in db.query(row_hash.label_hashes_sql(meta.type),
-                                               [list(col.dictionary), seed], ["text[]", "bigint"])]
+        category = _category(req, frame, generalized, j)
+        if category is not None:
+            labels = [r["h"] for r in db.query(row_hash.label_hashes_sql(category[1]),
+                                               [category[0], seed], ["text[]", "bigint"])]
             out.append(row_hash.column_hash(v.astype(np.int64), None, seed, labels))
         elif meta.base_type not in row_hash.HASHED_TYPES:
             return None
@@ -233,17 +265,18 @@ def _digest_columns(db, req, frame, released):
     return seed, out
 
 
-def check_values(db, req, frame, table, released):
+def check_values(db, req, frame, table, released, generalized=None):
     """The stored table, read back in one pass, equals the released rows as a multiset."""
     exprs, expected, tolerance = [], [], []
+    categories = [_category(req, frame, generalized or {}, j) for j in range(len(req.columns))]
     for j, c in enumerate(req.columns):
-        col, meta = frame.columns[c], req.rel.columns[c]
+        meta = req.rel.columns[c]
         q = quote_ident(c)
         v = released[:, j]
-        if col.kind == "category":
+        if categories[j] is not None:
             hashes = [r["h"] for r in db.query(
                 "SELECT hashtext(v) AS h FROM unnest($1::text[]) WITH ORDINALITY d(v, o) ORDER BY o",
-                [list(col.dictionary)], ["text[]"])] if col.dictionary else []
+                [categories[j][0]], ["text[]"])] if categories[j][0] else []
             table_ = np.append(np.asarray(hashes, np.int64), 1 << 32)      # NULL: out of int4
             exprs.append(f"int8send(coalesce(hashtext({q}::text)::int8, {1 << 32}))")
             expected.append(table_[v.astype(np.int64)].astype(np.float64))
@@ -269,8 +302,8 @@ def check_values(db, req, frame, table, released):
                         "rows", detail=f"stored {row['n']}, released {released.shape[0]}", hint=HINT)
     if not exprs:
         return True
-    stored = np.stack([np.frombuffer(row[f"c{j}"] or b"", ">i8" if req.columns and
-                                     frame.columns[req.columns[j]].kind == "category" else ">f8")
+    stored = np.stack([np.frombuffer(row[f"c{j}"] or b"", ">i8" if categories[j] is not None
+                                     else ">f8")
                        .astype(np.float64) for j in range(len(exprs))], axis=1)
     want = np.stack(expected, axis=1)
     inexact = [j for j, t in enumerate(tolerance) if t]
