@@ -37,6 +37,8 @@ from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 
 OTHER = "*"
 MAX_ROUNDS = 32
+CONSTANT_COST = 1e6       # a column constant in the row's cluster moves only as the last resort
+_NONE = object()          # "no label goes last"
 
 
 @dataclass
@@ -57,12 +59,12 @@ def generalize_column(labels, counts, k, levels=None):
     present = counts > 0
     if not (present & (counts < k)).any():
         return Generalized("none", 0, list(labels), np.arange(len(labels), dtype=np.int64))
+    held = np.flatnonzero(present)            # values of no source row get no label of their own
     for level, level_labels in enumerate(levels or (), start=1):
-        names, code = _codes([level_labels[i] for i in range(len(labels))])
-        support = np.bincount(code, weights=counts, minlength=len(names))
-        if support[np.bincount(code[present], minlength=len(names)) > 0].min() >= k:
-            return _with_null_last("hierarchy", level, names, code)
-    merged = present & (counts < k)
+        names, code = _codes([level_labels[i] for i in held])
+        if np.bincount(code, weights=counts[held], minlength=len(names)).min() >= k:
+            return _with_null_last("hierarchy", level, names, _spread(code, held, len(labels)))
+    merged = ~present | (counts < k)
     order = np.lexsort((np.arange(counts.size), counts))       # least frequent first
     for i in order[present[order] & ~merged[order]]:
         if counts[merged].sum() >= k:
@@ -77,10 +79,17 @@ def generalize_column(labels, counts, k, levels=None):
     return _with_null_last("other", 0, names, code)
 
 
-def _codes(values, last=None):
+def _spread(code, held, size):
+    """Codes of the held values, code 0 for the others (values of no source row)."""
+    out = np.zeros(size, dtype=np.int64)
+    out[held] = code
+    return out
+
+
+def _codes(values, last=_NONE):
     """(distinct values in first-seen order, ``last`` at the end; code of every value)."""
-    names = list(dict.fromkeys(v for v in values if v != last))
-    if last is not None and last in values:
+    names = list(dict.fromkeys(v for v in values if last is _NONE or v != last))
+    if last is not _NONE and last in values:
         names.append(last)
     index = {v: i for i, v in enumerate(names)}
     return names, np.array([index[v] for v in values], dtype=np.int64)
@@ -98,16 +107,45 @@ def _with_null_last(mode, level, names, code):
     return Generalized(mode, level, names, code.astype(np.int64))
 
 
+_MULT = np.uint64(0xBF58476D1CE4E5B9)
+_MULT2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(h):
+    """splitmix64's finalizer (in place on a uint64 array)."""
+    h ^= h >> np.uint64(30)
+    h *= _MULT
+    h ^= h >> np.uint64(27)
+    h *= _MULT2
+    h ^= h >> np.uint64(31)
+    return h
+
+
 def _keys(rows):
-    """One opaque key per row (its bytes; -0.0 counts as 0.0)."""
-    a = np.ascontiguousarray(np.asarray(rows, np.float64) + 0.0)
-    return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).ravel()
+    """A 64-bit hash per row of its values' bits (-0.0 counts as 0.0).  Two different rows
+    share a key with probability about 2^-64: a missed copy would then fail the independent
+    verifier (an exact comparison), never pass it."""
+    a = np.asarray(rows, np.float64).reshape(-1, np.shape(rows)[-1]) + 0.0
+    h = np.zeros(a.shape[0], np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(a.shape[1]):
+            h ^= np.ascontiguousarray(a[:, j]).view(np.uint64) + np.uint64(j + 1) * _MULT2
+            _mix(h)
+    return h
 
 
 def rare_keys(source, k):
-    """Keys of the source rows' combinations held by fewer than k rows."""
+    """Sorted keys of the source rows' combinations held by fewer than k rows."""
     keys, counts = np.unique(_keys(source), return_counts=True)
     return keys[counts < k]
+
+
+def _member(keys, sorted_keys):
+    """keys found in sorted_keys."""
+    if sorted_keys.size == 0:
+        return np.zeros(keys.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    return sorted_keys[pos] == keys
 
 
 def avoid_rare_copies(source, source_cluster, released, released_cluster, unrounded, k, *,
@@ -124,10 +162,13 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
     number of rows moved; raises DE001 when a row cannot be moved off every rare source row.
     """
     n, m = source.shape
-    if n == 0 or m == 0:
-        return 0
-    rare = rare_keys(source, k)
-    if rare.size == 0:
+    rare = rare_keys(source, k) if n and m else np.zeros(0, np.uint64)
+
+    def is_rare(rows):
+        return _member(_keys(rows), rare)
+
+    bad = np.flatnonzero(is_rare(released)) if rare.size else np.zeros(0, np.int64)
+    if bad.size == 0:
         return 0
     lo, hi = source.min(axis=0), source.max(axis=0)
     scale = source.std(axis=0)
@@ -139,14 +180,7 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
     swappable = [j for j in range(m) if categorical[j] and not fixed[j]]
     members = _members(released_cluster, n_clusters)
     moved = np.zeros(released.shape[0], dtype=bool)
-
-    def is_rare(rows):
-        return np.isin(_keys(rows), rare)
-
     for _ in range(max_rounds):
-        bad = np.flatnonzero(is_rare(released))
-        if bad.size == 0:
-            return int(moved.sum())
         moved[bad] = True
         cand, valid, cost = _numeric_moves(released[bad], released_cluster[bad], unrounded[bad],
                                            numeric, decimals, relative, float32, lo, hi,
@@ -157,14 +191,17 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
             best = np.where(clean, cost, np.inf).argmin(axis=1)
             done = clean[np.arange(b), best]
             released[bad[done]] = cand[done, best[done]]
-            bad, cand, valid = bad[~done], cand[~done], valid[~done]
+            bad, cand, valid, cost = bad[~done], cand[~done], valid[~done], cost[~done]
         stuck = [i for i in bad.tolist() if not _swap(released, i, released_cluster, members,
                                                       swappable, is_rare)]
         if stuck and cand is not None:            # a random permissible move, tried again
             rows = np.searchsorted(bad, stuck)
-            pick = _random_valid(valid[rows], rng)
+            pick = _random_valid(valid[rows], cost[rows] < CONSTANT_COST, rng)
             ok = pick >= 0
             released[np.asarray(stuck)[ok]] = cand[rows[ok], pick[ok]]
+        bad = np.flatnonzero(is_rare(released))
+        if bad.size == 0:
+            return int(moved.sum())
     if is_rare(released).any():
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         "condensation cannot release rows that differ from every rare source row",
@@ -214,8 +251,9 @@ def _numeric_moves(rows, clusters, unrounded, numeric, decimals, relative, float
                 new = new.astype(np.float32).astype(np.float64)
             c = 2 * t + d
             cand[:, c, j] = new
-            valid[:, c] = (new >= lo[j]) & (new <= hi[j]) & (new != v) & varies[clusters, j]
-            cost[:, c] = np.abs(new - unrounded[:, j]) / scale[j]
+            valid[:, c] = (new >= lo[j]) & (new <= hi[j]) & (new != v)
+            cost[:, c] = np.abs(new - unrounded[:, j]) / scale[j] \
+                + np.where(varies[clusters, j], 0.0, CONSTANT_COST)
     return cand, valid, cost
 
 
@@ -240,9 +278,10 @@ def _swap(released, i, clusters, members, swappable, is_rare):
     return False
 
 
-def _random_valid(valid, rng):
-    """Per row, a random index of a True entry (-1 when there is none)."""
-    noise = rng.random(valid.shape)
+def _random_valid(valid, preferred, rng):
+    """Per row, a random index of a valid entry, a preferred one if there is one (-1 when
+    none is valid)."""
+    noise = rng.random(valid.shape) + preferred
     noise[~valid] = -1.0
     pick = noise.argmax(axis=1)
     pick[~valid.any(axis=1)] = -1
