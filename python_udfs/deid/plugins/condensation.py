@@ -4,11 +4,14 @@ matrix (paper 004). A pure plug-in: no SQL.
     plan_read(req, rid)  -> checks the projection (every column numeric -- int, numeric, float,
                             date -- or categorical -- text, boolean, or a column whose role names
                             a hierarchy) and the survival columns; reads them and the row ids.
-    run(frame, req)      -> ReleasePlan: methods.condensation.condense -- 004 Alg. 2 (step 1
-                            status split, 2a weighted k-means, 2b-2c rebalance to >= k, 2.d.i
-                            moment-exact Alg. 3, 2.d.ii survival times, 2.d.iii permissible
-                            values) or Alg. 1 ('original') -- then ONE release table of the
-                            projected columns in their own types, synthetic rows in the kernel's
+    run(frame, req)      -> ReleasePlan: rare categories generalized (the column's hierarchy,
+                            else one merged label: methods.condensation_rare), then
+                            methods.condensation.condense -- 004 Alg. 2 (step 1 status split,
+                            2a weighted k-means, 2b-2c rebalance to >= k, 2.d.i moment-exact
+                            Alg. 3, 2.d.ii survival times, 2.d.iii permissible values) or
+                            Alg. 1 ('original'), then every released row that copies a source
+                            row shared by fewer than k rows moved -- then ONE release table of
+                            the projected columns in their own types, synthetic rows in the kernel's
                             seeded random order, no row id; the cluster membership (004 Def. 1)
                             for deid.cluster_member; and the in-memory rows for the verifier.
 The independent check of what was stored is verify/condensation.py.

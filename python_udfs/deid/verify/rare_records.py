@@ -11,7 +11,8 @@ Written from the requirement, not from the method (nothing from ``deid.methods``
 2. no released row equals, on all released columns together, a source row whose combination
    of those columns has fewer than k source rows.  Source and released rows are compared in
    the release's representation (categories as released codes, numbers on their grain): the
-   rows of both are sorted together and every run of equal rows counts its source rows.
+   rows of both get one exact id per combination (columns factorized together) and every id
+   counts its source rows.
 
 :func:`stored_category_counts` is what ``deid.verify_release`` can check without the source:
 in the stored release table every value of a categorical column occurs in >= k rows (each
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified, quote_ident
+from .cluster_moments import _unique
 
 HINT = ("The release was rolled back; nothing was written.  The condensation output failed "
         "the rare-record check, which points to a bug in the method: please report it.")
@@ -83,19 +85,29 @@ def check_supports(source, released, k, columns, names):
             _fail(f'column "{names[j]}" releases a value held by fewer than k source rows')
 
 
+def row_ids(rows):
+    """Exact id of every row's combination of values, 0..g-1: each column factorized, the
+    codes combined in mixed radix (re-factorized before the radix would overflow)."""
+    ids = np.zeros(rows.shape[0], np.int64)
+    size = 1
+    for j in range(rows.shape[1]):
+        values, code = _unique(rows[:, j])
+        if size * values.size >= 1 << 62:
+            _, ids = np.unique(ids, return_inverse=True)
+            size = int(ids.max()) + 1
+        ids = ids * values.size + code.reshape(-1)
+        size *= values.size
+    return _unique(ids)[1].reshape(-1)
+
+
 def count_rare_copies(source, released, k):
     """Released rows equal to a source row whose combination has fewer than k source rows."""
     n = source.shape[0]
     if n == 0 or released.shape[0] == 0:
         return 0
-    both = np.concatenate([source, released]) + 0.0
-    order = np.lexsort(both.T[::-1])
-    s = both[order]
-    starts = np.r_[True, (s[1:] != s[:-1]).any(axis=1)]
-    run = np.empty(both.shape[0], np.int64)
-    run[order] = np.cumsum(starts) - 1
-    sources = np.bincount(run[:n], minlength=int(run.max()) + 1)
-    held = sources[run[n:]]
+    ids = row_ids(np.concatenate([source, released]))
+    sources = np.bincount(ids[:n], minlength=int(ids.max()) + 1)
+    held = sources[ids[n:]]
     return int(((held > 0) & (held < k)).sum())
 
 
