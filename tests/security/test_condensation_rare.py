@@ -131,3 +131,20 @@ def test_verify_release_fails_a_stored_rare_value(rare, connect):
         rare.execute("SELECT deid.verify_release(%s)", [name])
     assert sqlstate_of(e) == "DE002", e.value.diag.message_primary
     assert SECRET not in e.value.diag.message_primary
+
+
+def test_verify_release_fails_a_stored_copy_of_the_unique_row(rare, connect):
+    """A copy of the unique row in the release's own terms (its code merged into the label):
+    each stored value is common, so only the logged digest of the stored table shows it."""
+    name = "t_rare_tamper_row"
+    release(connect(ANALYST), UNIQUE, ("age", "zip", "dx"), name)
+    rel = sql.Identifier("deid_release", name)
+    label = rare.execute("SELECT metrics->'categories'->'dx'->>'label' FROM deid.release"
+                         " WHERE name = %s", [name]).fetchone()[0]
+    report = rare.execute("SELECT deid.verify_release(%s)", [name]).fetchone()[0]
+    assert report["report"]["stored_digest"] == "row-hash sum as logged"
+    rare.execute(sql.SQL("UPDATE {t} SET age = 99, zip = 10099 WHERE ctid = (SELECT min(ctid)"
+                         " FROM {t} WHERE dx = %s)").format(t=rel), [label])
+    with pytest.raises(psycopg.Error) as e:
+        rare.execute("SELECT deid.verify_release(%s)", [name])
+    assert sqlstate_of(e) == "DE002", e.value.diag.message_primary

@@ -33,7 +33,11 @@ checked in memory, then the stored catalog and release table are proven to be th
     rounding is the server's), or a sum that differs, is compared value by value instead
     (check_values: the table read back in one aggregate pass, both sides in a canonical row
     order; numeric to 1e-12 relative, float4 after float32 rounding, everything else exactly),
-    which names the first differing column.
+    which names the first differing column;
+  * rare records (verify.rare_records, issue 26): every released categorical value held by
+    >= k source rows, no released row equal to a source row shared by fewer than k rows;
+  * the stored table's row-hash digest under a fresh seed is logged with the report, for
+    deid.verify_release (verify_stored) to compare with later.
 """
 import hashlib
 import json
@@ -80,6 +84,7 @@ def verify(db, req, frame, tables):
     report["stored_membership"] = check_membership(db, req.release_id, sizes, member_rids)
     report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev["released"],
                                                generalized)
+    report["stored_digest"] = stored_digest(db, req.columns, tables[0])
     return json.loads(json.dumps(report, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
@@ -87,7 +92,10 @@ def verify_stored(db, req, frame, tables):
     """Re-verification of a committed release (deid.verify_release: after a restore, or to
     audit), from what is stored only: the stored membership partitions the snapshot's rows into
     clusters of at least k rows (004 Def. 1) and the release table holds one synthetic row per
-    source row. The exact moments need the in-memory synthesis: they were checked before the
+    source row; every value of a categorical column occurs in >= k stored rows (rare records,
+    issue 26); the stored table has the row-hash digest logged when it was verified, so a row
+    changed afterwards (a copied rare source row included) fails. The exact moments and the
+    comparison with the source rows need the snapshot's values: they were checked before the
     release committed and are not re-checked here (the report says so)."""
     rows, clusters = read_membership(db, req.release_id, frame.rid)
     if not np.array_equal(np.bincount(rows, minlength=frame.n), np.ones(frame.n, np.int64)):
@@ -103,19 +111,22 @@ def verify_stored(db, req, frame, tables):
     report = {"mode": "stored only (moments were checked before commit)",
               "clusters": int(sizes.size), "min_cluster": int(sizes.min()) if sizes.size else None,
               "rows": int(frame.n)}
-    categories = logged_categories(db, req.release_id)
+    logged = logged_verification(db, req.release_id)
+    categories = (logged.get("rare_records") or {}).get("category_columns")
     report["rare_records"] = "not logged (an older release)" if categories is None else \
         stored_category_counts(db, tables[0], categories, req.k)
+    report["stored_digest"] = "not logged (an older release)" if "stored_digest" not in logged \
+        else check_stored_digest(db, req, tables[0], logged["stored_digest"])
     return report
 
 
-def logged_categories(db, release_id):
-    """The categorical columns the pre-commit verification checked (its logged report)."""
-    logged = db.value("SELECT metrics->'verification'->'rare_records'->'category_columns'"
-                      " FROM deid.release WHERE release_id = $1", [release_id], ["bigint"])
+def logged_verification(db, release_id):
+    """The report of the verification that ran before the release committed (its log)."""
+    logged = db.value("SELECT metrics->'verification' FROM deid.release WHERE release_id = $1",
+                      [release_id], ["bigint"])
     if logged is None:
-        return None
-    return json.loads(logged) if isinstance(logged, str) else list(logged)
+        return {}
+    return json.loads(logged) if isinstance(logged, str) else dict(logged)
 
 
 def req_evidence(req):
@@ -221,6 +232,19 @@ def check_stored(db, req, frame, table, released, generalized=None):
         check_values(db, req, frame, table, released, generalized)
         return "values (a numeric column)"
     seed, columns = hashes
+    stored_rows, stored_sum = stored_table_sum(db, req.columns, table, seed)
+    if stored_rows != released.shape[0]:
+        raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
+                        "rows", detail=f"stored {stored_rows}, released {released.shape[0]}",
+                        hint=HINT)
+    if stored_sum == row_hash.row_hash_sum(columns, seed):
+        return "row-hash sum"
+    check_values(db, req, frame, table, released, generalized)      # names the column, or the sums were off
+    return "values (the row-hash sums differed)"
+
+
+def stored_table_sum(db, columns, table, seed):
+    """(count(*), the row-hash sum mod 2^64) of a stored table, in one aggregate pass."""
     # sum of hash_record_extended(ROW(h, h >> 32), seed) = 31 * sum of hashint8extended(h, seed)
     # + sum of hashint8extended(h >> 32, seed) (a record hash is 31 * e1 + e2, mod 2^64): two
     # bigint sums (exact, 128-bit accumulators) instead of building a record per row
@@ -228,16 +252,28 @@ def check_stored(db, req, frame, table, released, generalized=None):
                    " sum(hashint8extended(r.h >> 32, $1))::text AS s2"
                    f" FROM {qualified(STORE_SCHEMA, table)} t, LATERAL"
                    " (SELECT hash_record_extended(ROW("
-                   + ", ".join(f"t.{quote_ident(c)}" for c in req.columns) + "), $1) AS h) r",
+                   + ", ".join(f"t.{quote_ident(c)}" for c in columns) + "), $1) AS h) r",
                    [seed], ["bigint"])[0]
-    if int(row["n"]) != released.shape[0]:
-        raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
-                        "rows", detail=f"stored {row['n']}, released {released.shape[0]}", hint=HINT)
-    stored_sum = (31 * int(row["s1"] or 0) + int(row["s2"] or 0)) % (1 << 64)
-    if stored_sum == row_hash.row_hash_sum(columns, seed):
-        return "row-hash sum"
-    check_values(db, req, frame, table, released, generalized)      # names the column, or the sums were off
-    return "values (the row-hash sums differed)"
+    return int(row["n"]), (31 * int(row["s1"] or 0) + int(row["s2"] or 0)) % (1 << 64)
+
+
+def stored_digest(db, columns, table):
+    """What deid.verify_release compares the stored table with later (logged with the
+    verification): its row count and row-hash sum under a fresh seed.  Any later change of a
+    stored row changes them (unless 64-bit sums collide); it detects changes by anyone who
+    cannot also rewrite deid.release, i.e. anyone but deid's owner or a superuser."""
+    seed = secrets.randbits(63) | 1
+    rows, total = stored_table_sum(db, columns, table, seed)
+    return {"seed": str(seed), "sum": str(total), "rows": rows}
+
+
+def check_stored_digest(db, req, table, logged):
+    """deid.verify_release: the stored table still has the digest logged at commit."""
+    rows, total = stored_table_sum(db, req.columns, table, int(logged["seed"]))
+    if rows != int(logged["rows"]) or str(total) != logged["sum"]:
+        raise DeidError(VERIFICATION_FAILED, "the stored release table changed after it was "
+                        "verified", hint="Drop the release and request it again.")
+    return "row-hash sum as logged"
 
 
 def _digest_columns(db, req, frame, released, generalized):
