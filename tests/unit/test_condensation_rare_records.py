@@ -320,3 +320,17 @@ def test_stored_category_counts():
     with pytest.raises(DeidError) as e:
         stored_category_counts(_Db(1), "t", ["dx"], 10)
     assert e.value.sqlstate == "DE002"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_coarsened_times_move_last_when_nothing_else_can(seed):
+    rng = np.random.default_rng(seed)
+    n = 90
+    f = cat_frame({"t": ("int", rng.integers(1, 40, n), None),
+                   "dead": ("int", (np.arange(n) % 3 == 0).astype(np.int64), None)}, n)
+    r = req(("t", "dead"), k=5, seed=seed, **SURV)
+    plan = plugin.run(f, r)
+    rows = released_rows(plan)
+    source = np.stack([f.columns[c].values.astype(float) for c in ("t", "dead")], axis=1)
+    assert count_rare_copies(source, rows, 5) == 0
+    assert rows[:, 1].sum() == source[:, 1].sum()

@@ -20,9 +20,10 @@ the rare values together hold fewer than k rows, the least frequent other values
 :func:`avoid_rare_copies` -- after synthesis, rounding and clipping -- finds the released rows
 equal to a source combination (over all released columns) of fewer than k rows and moves
 each to the nearest clean permissible row: one value of a numeric column that is not constant
-in the row's cluster by one grain of its column (the move closest to the row's unrounded
-synthetic value first), else the row's category swapped with another row of its cluster.  A
-row with no clean move takes a random permissible move and is tried again next round.  The
+in the row's cluster by whole grains of its column (up to r grains in round r; the move
+closest to the row's unrounded synthetic value first), else the row's category swapped with
+another row of its cluster.  A row with no clean move takes a random permissible move and is
+tried again next round.  The
 moment-exact synthetic values (004 Alg. 3, ``synthetic_unrounded``) do not change: a move
 picks another permissible value next to them, as rounding does; every cluster keeps its
 category counts.  Rows still equal to a rare source row after ``max_rounds`` rounds refuse
@@ -37,6 +38,7 @@ from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 
 OTHER = "*"
 MAX_ROUNDS = 32
+CANDIDATE_CELLS = 1 << 22   # values in one batch of candidate rows (bounds the memory)
 CONSTANT_COST = 1e6       # a column constant in the row's cluster moves only as the last resort
 _NONE = object()          # "no label goes last"
 
@@ -149,7 +151,7 @@ def _member(keys, sorted_keys):
 
 
 def avoid_rare_copies(source, source_cluster, released, released_cluster, unrounded, k, *,
-                      decimals, relative, float32, categorical, fixed, rng,
+                      decimals, relative, float32, categorical, fixed, rng, reluctant=None,
                       max_rounds=MAX_ROUNDS):
     """Move the released rows that equal a rare source row (module docstring); in place.
 
@@ -158,7 +160,9 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
     (the synthetic values before rounding).  Per column: ``decimals`` (int, or -1) -- a
     column on the grain 10^-decimals; ``relative`` (float, or 0) -- a float column moved by
     that fraction of its value's magnitude (at least of 1); ``float32`` -- stored as float4;
-    ``categorical``; ``fixed`` -- never moved (vital status, survival time).  Returns the
+    ``categorical``; ``fixed`` -- never moved (the vital status; the survival time under
+    004's original times); ``reluctant`` -- moved only when nothing else is clean, like a
+    column constant in the row's cluster (the survival time otherwise).  Returns the
     number of rows moved; raises DE001 when a row cannot be moved off every rare source row.
     """
     n, m = source.shape
@@ -175,16 +179,20 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
     scale[scale == 0] = 1.0
     n_clusters = int(max(source_cluster.max(), released_cluster.max())) + 1
     varies = _varies(source, source_cluster, n_clusters)
+    if reluctant is not None:
+        varies &= ~np.asarray(reluctant, dtype=bool)
     numeric = [j for j in range(m) if not categorical[j] and not fixed[j]
                and (decimals[j] >= 0 or relative[j] > 0)]
     swappable = [j for j in range(m) if categorical[j] and not fixed[j]]
     members = _members(released_cluster, n_clusters)
     moved = np.zeros(released.shape[0], dtype=bool)
-    for _ in range(max_rounds):
-        moved[bad] = True
+
+    def move(bad, radius):
+        """One round for the rows ``bad``: the cheapest clean numeric move, else a clean
+        category swap, else a random permissible move."""
         cand, valid, cost = _numeric_moves(released[bad], released_cluster[bad], unrounded[bad],
                                            numeric, decimals, relative, float32, lo, hi,
-                                           scale, varies)
+                                           scale, varies, radius)
         if cand is not None:
             b, c = cand.shape[:2]
             clean = valid & ~is_rare(cand.reshape(b * c, m)).reshape(b, c)
@@ -199,6 +207,12 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
             pick = _random_valid(valid[rows], cost[rows] < CONSTANT_COST, rng)
             ok = pick >= 0
             released[np.asarray(stuck)[ok]] = cand[rows[ok], pick[ok]]
+
+    for round_ in range(max_rounds):
+        moved[bad] = True
+        chunk = max(1, CANDIDATE_CELLS // max(1, 2 * (round_ + 1) * len(numeric) * m))
+        for start in range(0, bad.size, chunk):
+            move(bad[start:start + chunk], round_ + 1)
         bad = np.flatnonzero(is_rare(released))
         if bad.size == 0:
             return int(moved.sum())
@@ -230,26 +244,27 @@ def _members(cluster, n_clusters):
 
 
 def _numeric_moves(rows, clusters, unrounded, numeric, decimals, relative, float32, lo, hi,
-                   scale, varies):
-    """Every one-grain move of every movable numeric column of ``rows``: candidates (b, c, m),
-    whether each is permissible (b, c) and its distance to the unrounded values (b, c)."""
+                   scale, varies, radius):
+    """Every move of one movable numeric column of ``rows`` by 1..radius grains either way:
+    candidates (b, c, m), whether each is permissible (b, c) and its distance to the
+    unrounded values (b, c), a column constant in the row's cluster (or reluctant) last."""
     if not numeric:
         return None, None, None
-    b = rows.shape[0]
-    cand = np.repeat(rows[:, None, :], 2 * len(numeric), axis=1)
-    valid = np.zeros((b, 2 * len(numeric)), dtype=bool)
-    cost = np.zeros((b, 2 * len(numeric)))
+    b, width = rows.shape[0], 2 * radius
+    cand = np.repeat(rows[:, None, :], width * len(numeric), axis=1)
+    valid = np.zeros((b, width * len(numeric)), dtype=bool)
+    cost = np.zeros((b, width * len(numeric)))
     for t, j in enumerate(numeric):
         v = rows[:, j]
         step = 10.0 ** -decimals[j] if decimals[j] >= 0 else \
             relative[j] * np.maximum(np.abs(v), 1.0)
-        for d, sign in enumerate((1.0, -1.0)):
-            new = v + sign * step
+        for d, shift in enumerate(np.r_[np.arange(1, radius + 1), -np.arange(1, radius + 1)]):
+            new = v + shift * step
             if decimals[j] >= 0:
                 new = np.round(new, decimals[j])
             if float32[j]:
                 new = new.astype(np.float32).astype(np.float64)
-            c = 2 * t + d
+            c = width * t + d
             cand[:, c, j] = new
             valid[:, c] = (new >= lo[j]) & (new <= hi[j]) & (new != v)
             cost[:, c] = np.abs(new - unrounded[:, j]) / scale[j] \

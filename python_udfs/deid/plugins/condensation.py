@@ -166,15 +166,15 @@ def run(frame, req):
     survival = req.options.get("survival")
     algorithm = req.options.get("algorithm", "improved")
     split = survival is not None and algorithm == "improved"
-    fixed = {index[survival["status"]], index[survival["time"]]} if split else set()
-    generalized = generalize_categories(req, frame, X, kinds, fixed)
+    survival_columns = (index[survival["status"]], index[survival["time"]]) if split else ()
+    generalized = generalize_categories(req, frame, X, kinds, survival_columns)
     weights = {index[c]: w for c, w in req.options.get("weights", {}).items()} or None
     res = condense(X, kinds, req.k, status=index[survival["status"]] if survival else None,
                    time_col=index[survival["time"]] if survival else None, weights=weights,
                    survival_times=req.options.get("survival_times"), algorithm=algorithm,
                    seed=req.seed)
     grains = release_grains(req, kinds)
-    avoid_copies(req, res, X, kinds, grains, fixed)
+    avoid_copies(req, res, X, kinds, grains, survival_columns)
     columns = []
     for j, c in enumerate(req.columns):
         col, meta = frame.columns[c], req.rel.columns[c]
@@ -274,9 +274,11 @@ def release_grains(req, kinds):
     return out
 
 
-def avoid_copies(req, res, X, kinds, grains, fixed):
+def avoid_copies(req, res, X, kinds, grains, split):
     """Round the released rows to their columns' grains (004 Alg. 2 step 2.d.iii), then move
-    every row that equals a source row shared by fewer than k rows (condensation_rare)."""
+    every row that equals a source row shared by fewer than k rows (condensation_rare). The
+    vital status never moves, nor the survival time under 004's original times (their
+    multisets are the method's promise); a coarsened or perturbed time moves last."""
     from ..methods.condensation_rare import avoid_rare_copies
     for j, (decimals, _, float32) in enumerate(grains):
         if kinds[j] != "categorical" and decimals >= 0:
@@ -284,12 +286,15 @@ def avoid_copies(req, res, X, kinds, grains, fixed):
         if float32:
             res.synthetic[:, j] = res.synthetic[:, j].astype(np.float32).astype(np.float64)
     m = len(kinds)
+    status, time_col = split if split else (None, None)
+    fixed = {status, time_col} if res.survival_times == "original" else {status}
     avoid_rare_copies(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id,
                       res.synthetic_unrounded, req.k,
                       decimals=[g[0] for g in grains], relative=[g[1] for g in grains],
                       float32=[g[2] for g in grains],
                       categorical=[kd == "categorical" for kd in kinds],
                       fixed=[j in fixed for j in range(m)],
+                      reluctant=[j == time_col for j in range(m)],
                       rng=np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(9,))))
 
 
