@@ -67,11 +67,9 @@ def generalize_column(labels, counts, k, levels=None):
         if np.bincount(code, weights=counts[held], minlength=len(names)).min() >= k:
             return _with_null_last("hierarchy", level, names, _spread(code, held, len(labels)))
     merged = ~present | (counts < k)
-    order = np.lexsort((np.arange(counts.size), counts))       # least frequent first
-    for i in order[present[order] & ~merged[order]]:
-        if counts[merged].sum() >= k:
-            break
-        merged[i] = True
+    rest = np.flatnonzero(~merged)
+    if counts[merged].sum() < k and rest.size:    # the least frequent other value (>= k rows)
+        merged[rest[np.argmin(counts[rest])]] = True
     taken = {x for x in labels if x is not None}
     other = OTHER
     while other in taken:
