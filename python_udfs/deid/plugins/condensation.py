@@ -4,11 +4,14 @@ matrix (paper 004). A pure plug-in: no SQL.
     plan_read(req, rid)  -> checks the projection (every column numeric -- int, numeric, float,
                             date -- or categorical -- text, boolean, or a column whose role names
                             a hierarchy) and the survival columns; reads them and the row ids.
-    run(frame, req)      -> ReleasePlan: methods.condensation.condense -- 004 Alg. 2 (step 1
-                            status split, 2a weighted k-means, 2b-2c rebalance to >= k, 2.d.i
-                            moment-exact Alg. 3, 2.d.ii survival times, 2.d.iii permissible
-                            values) or Alg. 1 ('original') -- then ONE release table of the
-                            projected columns in their own types, synthetic rows in the kernel's
+    run(frame, req)      -> ReleasePlan: rare categories generalized (the column's hierarchy,
+                            else one merged label: methods.condensation_rare), then
+                            methods.condensation.condense -- 004 Alg. 2 (step 1 status split,
+                            2a weighted k-means, 2b-2c rebalance to >= k, 2.d.i moment-exact
+                            Alg. 3, 2.d.ii survival times, 2.d.iii permissible values) or
+                            Alg. 1 ('original'), then every released row that copies a source
+                            row shared by fewer than k rows moved -- then ONE release table of
+                            the projected columns in their own types, synthetic rows in the kernel's
                             seeded random order, no row id; the cluster membership (004 Def. 1)
                             for deid.cluster_member; and the in-memory rows for the verifier.
 The independent check of what was stored is verify/condensation.py.
@@ -21,11 +24,12 @@ import re
 
 import numpy as np
 
-from .. import method_support as ms
+from .. import hierarchies, method_support as ms
 from ..errors import (DeidError, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                       NULL_VALUE_NOT_ALLOWED)
 from ..options import Option
-from ..plan import Clusters, ReleasePlan, SourceCodes, Synthetic, Table
+from ..frame import value_dictionary
+from ..plan import Clusters, Labels, ReleasePlan, SourceCodes, Synthetic, Table
 
 NAME = "condensation"
 OPTIONS = (
@@ -152,25 +156,31 @@ def source_matrix(req, frame):
 
 
 def run(frame, req):
-    """004 Alg. 2 (or Alg. 1) on the snapshot (rows by row id) -> the release as a ReleasePlan."""
+    """004 Alg. 2 (or Alg. 1) on the snapshot (rows by row id) -> the release as a ReleasePlan.
+    Rare categories are generalized first and released rows that copy a rare source row are
+    moved afterwards (methods.condensation_rare, issue 26)."""
     from ..methods.condensation import condense
     _refuse_nulls(req, frame)
     X, kinds = source_matrix(req, frame)
     index = {c: j for j, c in enumerate(req.columns)}
     survival = req.options.get("survival")
     algorithm = req.options.get("algorithm", "improved")
+    split = survival is not None and algorithm == "improved"
+    survival_columns = (index[survival["status"]], index[survival["time"]]) if split else ()
+    generalized = generalize_categories(req, frame, X, kinds, survival_columns)
     weights = {index[c]: w for c, w in req.options.get("weights", {}).items()} or None
     res = condense(X, kinds, req.k, status=index[survival["status"]] if survival else None,
                    time_col=index[survival["time"]] if survival else None, weights=weights,
                    survival_times=req.options.get("survival_times"), algorithm=algorithm,
                    seed=req.seed)
+    grains = release_grains(req, kinds)
+    avoid_copies(req, res, X, kinds, grains, survival_columns)
     columns = []
     for j, c in enumerate(req.columns):
         col, meta = frame.columns[c], req.rel.columns[c]
-        scale = numeric_scale(meta.type)
-        if scale is not None and not is_categorical(req, c):     # 2.d.iii: the column's grain
-            res.synthetic[:, j] = np.round(res.synthetic[:, j], scale)
-        if col.kind == "category":
+        if j in generalized:
+            columns.append(Labels(c, res.synthetic[:, j].astype(np.int64), generalized[j].labels))
+        elif col.kind == "category":
             codes = res.synthetic[:, j].astype(np.int64)
             columns.append(SourceCodes(c, col, meta, codes, list(col.dictionary), col.values))
         else:
@@ -178,17 +188,114 @@ def run(frame, req):
     order = _by_cluster_then_rid(res.cluster_id, res.n_clusters, frame.rid)
     sizes = res.cluster_size.astype(np.int64)
     member_rids = frame.rid[order]
-    split = survival is not None and algorithm == "improved"
+    metrics = _metrics(req, res, kinds)
+    if generalized:
+        metrics["categories"] = {req.columns[j]: {"mode": g.mode, "level": g.level} if
+                                 g.mode == "hierarchy" else {"mode": g.mode, "label": g.labels[-1]}
+                                 for j, g in generalized.items()}
     return ReleasePlan(
         tables=[Table(req.name, columns)], rows=frame.n, groups=int(res.n_clusters),
         discernibility=float((sizes.astype(float) ** 2).sum() / max(frame.n, 1)),
         clusters=Clusters(sizes, member_rids),
-        metrics=_metrics(req, res, kinds),
+        metrics=metrics,
         evidence={"kinds": kinds, "released": res.synthetic, "membership": (sizes, member_rids),
                   "unrounded": res.synthetic_unrounded, "cluster": res.synthetic_cluster_id,
                   "status": index[survival["status"]] if split else None,
                   "time": index[survival["time"]] if split else None,
-                  "survival_times": res.survival_times})
+                  "survival_times": res.survival_times,
+                  "generalized": {req.columns[j]: {"labels": g.labels,
+                                                   "map": generalized_map(frame, req.columns[j], g)}
+                                  for j, g in generalized.items()}})
+
+
+def generalize_categories(req, frame, X, kinds, fixed):
+    """Every categorical column whose rare values must be generalized ({index: Generalized});
+    X's column then holds the released codes (NULL: the code after the last label)."""
+    from ..methods.condensation_rare import generalize_column
+    out = {}
+    for j, c in enumerate(req.columns):
+        if kinds[j] != "categorical" or j in fixed:
+            continue
+        codes, labels = value_dictionary(frame.columns[c])
+        labels = list(labels) + [None]
+        counts = np.bincount(codes, minlength=len(labels))
+        g = generalize_column(labels, counts, req.k, hierarchy_levels(req, c, labels))
+        if g.mode != "none":
+            X[:, j] = g.code_of[codes]
+            out[j] = g
+    return out
+
+
+def hierarchy_levels(req, c, labels):
+    """The labels of every value at levels 1..top of the column's hierarchy, or None (no
+    hierarchy, or a value it does not generalize: those columns merge rare values instead)."""
+    h = getattr(req, "hierarchies", {}).get(c)
+    if h is None:
+        return None
+    chains = []
+    for v in labels:
+        if v is None:
+            chains.append([None] * (h.levels - 2) + [hierarchies.TOP])
+            continue
+        if h.kind == "member":
+            if v not in h.members[0]:
+                return None
+            chain = h.chain(v, unknown=None)[1:]
+        else:
+            chain = hierarchies.interval_chain(v, *hierarchies.check_interval(h.low, h.high,
+                                                                             h.widths))
+        if chain is None or None in chain:
+            return None
+        chains.append(chain)
+    return [list(level) for level in zip(*chains)]
+
+
+def generalized_map(frame, c, g):
+    """{source value as text (None: NULL): released code} of a generalized column."""
+    _, labels = value_dictionary(frame.columns[c])
+    return {v: int(code) for v, code in zip(list(labels) + [None], g.code_of.tolist())}
+
+
+def release_grains(req, kinds):
+    """Per column: (decimals, relative step, float4): the grain a released value lies on."""
+    out = []
+    for j, c in enumerate(req.columns):
+        meta = req.rel.columns[c]
+        scale = numeric_scale(meta.type)
+        if kinds[j] == "categorical":
+            out.append((-1, 0.0, False))
+        elif scale is not None:
+            out.append((scale, 0.0, False))
+        elif kinds[j] == "int":
+            out.append((0, 0.0, False))
+        else:                                    # float8, float4, numeric: a relative step
+            out.append((-1, 1e-6 if meta.base_type == "float4" else 1e-12,
+                        meta.base_type == "float4"))
+    return out
+
+
+def avoid_copies(req, res, X, kinds, grains, split):
+    """Round the released rows to their columns' grains (004 Alg. 2 step 2.d.iii), then move
+    every row that equals a source row shared by fewer than k rows (condensation_rare). The
+    vital status never moves, nor the survival time under 004's original times (their
+    multisets are the method's promise); a coarsened or perturbed time moves last."""
+    from ..methods.condensation_rare import avoid_rare_copies
+    for j, (decimals, _, float32) in enumerate(grains):
+        if kinds[j] != "categorical" and decimals >= 0:
+            res.synthetic[:, j] = np.round(res.synthetic[:, j], decimals)
+        if float32:
+            res.synthetic[:, j] = res.synthetic[:, j].astype(np.float32).astype(np.float64)
+    m = len(kinds)
+    status, time_col = split if split else (None, None)
+    fixed = {status, time_col} if res.survival_times == "original" else {status}
+    avoid_rare_copies(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id,
+                      res.synthetic_unrounded, req.k,
+                      decimals=[g[0] for g in grains], relative=[g[1] for g in grains],
+                      float32=[g[2] for g in grains],
+                      categorical=[kd == "categorical" for kd in kinds],
+                      fixed=[j in fixed for j in range(m)],
+                      reluctant=[j == time_col for j in range(m)],
+                      rng=np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(9,))))
 
 
 def _by_cluster_then_rid(cluster_id, n_clusters, rid):

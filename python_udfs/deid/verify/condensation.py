@@ -33,7 +33,11 @@ checked in memory, then the stored catalog and release table are proven to be th
     rounding is the server's), or a sum that differs, is compared value by value instead
     (check_values: the table read back in one aggregate pass, both sides in a canonical row
     order; numeric to 1e-12 relative, float4 after float32 rounding, everything else exactly),
-    which names the first differing column.
+    which names the first differing column;
+  * rare records (verify.rare_records, issue 26): every released categorical value held by
+    >= k source rows, no released row equal to a source row shared by fewer than k rows;
+  * the stored table's row-hash digest under a fresh seed is logged with the report, for
+    deid.verify_release (verify_stored) to compare with later.
 """
 import hashlib
 import json
@@ -45,6 +49,7 @@ from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified, quote_ident
 from .anatomy import unpack_arrays
 from .cluster_moments import verify_condensation
+from .rare_records import check_rare_records, mapped_codes, stored_category_counts
 from .rid_set_digest import INT8OID, _elements, _header
 from . import row_hash
 
@@ -60,19 +65,26 @@ def verify(db, req, frame, tables):
     ev = req_evidence(req)
     sizes, member_rids = ev["membership"]
     rows, clusters = membership_rows(sizes, member_rids, frame.rid)
-    source = np.stack([frame.columns[c].values.astype(np.float64) for c in req.columns], axis=1) \
-        if req.columns else np.zeros((frame.n, 0))
+    generalized = ev.get("generalized") or {}
+    source = np.stack([mapped_codes(c, frame.columns[c], generalized[c], req.k)
+                       .astype(np.float64) if c in generalized
+                       else frame.columns[c].values.astype(np.float64) for c in req.columns],
+                      axis=1) if req.columns else np.zeros((frame.n, 0))
     kinds = ev["kinds"]
     numeric = [j for j, kd in enumerate(kinds) if kd != "categorical" and j != ev["status"]]
+    categories = [j for j, kd in enumerate(kinds) if kd == "categorical"
+                  and j not in (ev["status"], ev["time"])]
     report = verify_condensation(
         source, (rows, clusters), ev["released"], ev["cluster"], req.k,
         status_col=ev["status"], time_col=ev["time"], survival_times=ev["survival_times"],
-        moment_columns=numeric, moment_values=ev["unrounded"],
-        count_columns=[j for j, kd in enumerate(kinds) if kd == "categorical"
-                       and j != ev["status"]],
+        moment_columns=numeric, moment_values=ev["unrounded"], count_columns=categories,
         check_ranges=True, integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"])
+    report["rare_records"] = check_rare_records(source, ev["released"], req.k,
+                                                categories, list(req.columns))
     report["stored_membership"] = check_membership(db, req.release_id, sizes, member_rids)
-    report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev["released"])
+    report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev["released"],
+                                               generalized)
+    report["stored_digest"] = stored_digest(db, req.columns, tables[0])
     return json.loads(json.dumps(report, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
@@ -80,7 +92,10 @@ def verify_stored(db, req, frame, tables):
     """Re-verification of a committed release (deid.verify_release: after a restore, or to
     audit), from what is stored only: the stored membership partitions the snapshot's rows into
     clusters of at least k rows (004 Def. 1) and the release table holds one synthetic row per
-    source row. The exact moments need the in-memory synthesis: they were checked before the
+    source row; every value of a categorical column occurs in >= k stored rows (rare records,
+    issue 26); the stored table has the row-hash digest logged when it was verified, so a row
+    changed afterwards (a copied rare source row included) fails. The exact moments and the
+    comparison with the source rows need the snapshot's values: they were checked before the
     release committed and are not re-checked here (the report says so)."""
     rows, clusters = read_membership(db, req.release_id, frame.rid)
     if not np.array_equal(np.bincount(rows, minlength=frame.n), np.ones(frame.n, np.int64)):
@@ -93,8 +108,25 @@ def verify_stored(db, req, frame, tables):
     if int(stored) != frame.n:
         raise DeidError(VERIFICATION_FAILED, "the release table does not hold one row per source row",
                         hint=HINT)
-    return {"mode": "stored only (moments were checked before commit)", "clusters": int(sizes.size),
-            "min_cluster": int(sizes.min()) if sizes.size else None, "rows": int(frame.n)}
+    report = {"mode": "stored only (moments were checked before commit)",
+              "clusters": int(sizes.size), "min_cluster": int(sizes.min()) if sizes.size else None,
+              "rows": int(frame.n)}
+    logged = logged_verification(db, req.release_id)
+    categories = (logged.get("rare_records") or {}).get("category_columns")
+    report["rare_records"] = "not logged (an older release)" if categories is None else \
+        stored_category_counts(db, tables[0], categories, req.k)
+    report["stored_digest"] = "not logged (an older release)" if "stored_digest" not in logged \
+        else check_stored_digest(db, req, tables[0], logged["stored_digest"])
+    return report
+
+
+def logged_verification(db, release_id):
+    """The report of the verification that ran before the release committed (its log)."""
+    logged = db.value("SELECT metrics->'verification' FROM deid.release WHERE release_id = $1",
+                      [release_id], ["bigint"])
+    if logged is None:
+        return {}
+    return json.loads(logged) if isinstance(logged, str) else dict(logged)
 
 
 def req_evidence(req):
@@ -182,14 +214,37 @@ def read_membership(db, release_id, snapshot_rids):
     return _snapshot_rows(rids, snapshot_rids), np.repeat(ids, counts)
 
 
-def check_stored(db, req, frame, table, released):
+def _category(req, frame, generalized, j):
+    """(labels, SQL type) of a column released as category labels, else None."""
+    c = req.columns[j]
+    if c in generalized:
+        return list(generalized[c]["labels"]), "text"
+    col = frame.columns[c]
+    return (list(col.dictionary), req.rel.columns[c].type) if col.kind == "category" else None
+
+
+def check_stored(db, req, frame, table, released, generalized=None):
     """The stored table holds exactly the released rows, as a multiset: by the row-hash sum
     (module docstring), else value by value (check_values). Returns how it was compared."""
-    hashes = _digest_columns(db, req, frame, released)
+    generalized = generalized or {}
+    hashes = _digest_columns(db, req, frame, released, generalized)
     if hashes is None:
-        check_values(db, req, frame, table, released)
+        check_values(db, req, frame, table, released, generalized)
         return "values (a numeric column)"
     seed, columns = hashes
+    stored_rows, stored_sum = stored_table_sum(db, req.columns, table, seed)
+    if stored_rows != released.shape[0]:
+        raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
+                        "rows", detail=f"stored {stored_rows}, released {released.shape[0]}",
+                        hint=HINT)
+    if stored_sum == row_hash.row_hash_sum(columns, seed):
+        return "row-hash sum"
+    check_values(db, req, frame, table, released, generalized)      # names the column, or the sums were off
+    return "values (the row-hash sums differed)"
+
+
+def stored_table_sum(db, columns, table, seed):
+    """(count(*), the row-hash sum mod 2^64) of a stored table, in one aggregate pass."""
     # sum of hash_record_extended(ROW(h, h >> 32), seed) = 31 * sum of hashint8extended(h, seed)
     # + sum of hashint8extended(h >> 32, seed) (a record hash is 31 * e1 + e2, mod 2^64): two
     # bigint sums (exact, 128-bit accumulators) instead of building a record per row
@@ -197,19 +252,31 @@ def check_stored(db, req, frame, table, released):
                    " sum(hashint8extended(r.h >> 32, $1))::text AS s2"
                    f" FROM {qualified(STORE_SCHEMA, table)} t, LATERAL"
                    " (SELECT hash_record_extended(ROW("
-                   + ", ".join(f"t.{quote_ident(c)}" for c in req.columns) + "), $1) AS h) r",
+                   + ", ".join(f"t.{quote_ident(c)}" for c in columns) + "), $1) AS h) r",
                    [seed], ["bigint"])[0]
-    if int(row["n"]) != released.shape[0]:
-        raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
-                        "rows", detail=f"stored {row['n']}, released {released.shape[0]}", hint=HINT)
-    stored_sum = (31 * int(row["s1"] or 0) + int(row["s2"] or 0)) % (1 << 64)
-    if stored_sum == row_hash.row_hash_sum(columns, seed):
-        return "row-hash sum"
-    check_values(db, req, frame, table, released)      # names the column, or the sums were off
-    return "values (the row-hash sums differed)"
+    return int(row["n"]), (31 * int(row["s1"] or 0) + int(row["s2"] or 0)) % (1 << 64)
 
 
-def _digest_columns(db, req, frame, released):
+def stored_digest(db, columns, table):
+    """What deid.verify_release compares the stored table with later (logged with the
+    verification): its row count and row-hash sum under a fresh seed.  Any later change of a
+    stored row changes them (unless 64-bit sums collide); it detects changes by anyone who
+    cannot also rewrite deid.release, i.e. anyone but deid's owner or a superuser."""
+    seed = secrets.randbits(63) | 1
+    rows, total = stored_table_sum(db, columns, table, seed)
+    return {"seed": str(seed), "sum": str(total), "rows": rows}
+
+
+def check_stored_digest(db, req, table, logged):
+    """deid.verify_release: the stored table still has the digest logged at commit."""
+    rows, total = stored_table_sum(db, req.columns, table, int(logged["seed"]))
+    if rows != int(logged["rows"]) or str(total) != logged["sum"]:
+        raise DeidError(VERIFICATION_FAILED, "the stored release table changed after it was "
+                        "verified", hint="Drop the release and request it again.")
+    return "row-hash sum as logged"
+
+
+def _digest_columns(db, req, frame, released, generalized):
     """(seed, element hashes of every column) of the released rows, or None when a column's
     type is not hashed here (numeric)."""
     if not req.columns:
@@ -217,11 +284,12 @@ def _digest_columns(db, req, frame, released):
     seed = secrets.randbits(63) | 1
     out = []
     for j, c in enumerate(req.columns):
-        col, meta = frame.columns[c], req.rel.columns[c]
+        meta = req.rel.columns[c]
         v = released[:, j]
-        if col.kind == "category":
-            labels = [r["h"] for r in db.query(row_hash.label_hashes_sql(meta.type),
-                                               [list(col.dictionary), seed], ["text[]", "bigint"])]
+        category = _category(req, frame, generalized, j)
+        if category is not None:
+            labels = [r["h"] for r in db.query(row_hash.label_hashes_sql(category[1]),
+                                               [category[0], seed], ["text[]", "bigint"])]
             out.append(row_hash.column_hash(v.astype(np.int64), None, seed, labels))
         elif meta.base_type not in row_hash.HASHED_TYPES:
             return None
@@ -233,17 +301,18 @@ def _digest_columns(db, req, frame, released):
     return seed, out
 
 
-def check_values(db, req, frame, table, released):
+def check_values(db, req, frame, table, released, generalized=None):
     """The stored table, read back in one pass, equals the released rows as a multiset."""
     exprs, expected, tolerance = [], [], []
+    categories = [_category(req, frame, generalized or {}, j) for j in range(len(req.columns))]
     for j, c in enumerate(req.columns):
-        col, meta = frame.columns[c], req.rel.columns[c]
+        meta = req.rel.columns[c]
         q = quote_ident(c)
         v = released[:, j]
-        if col.kind == "category":
+        if categories[j] is not None:
             hashes = [r["h"] for r in db.query(
                 "SELECT hashtext(v) AS h FROM unnest($1::text[]) WITH ORDINALITY d(v, o) ORDER BY o",
-                [list(col.dictionary)], ["text[]"])] if col.dictionary else []
+                [categories[j][0]], ["text[]"])] if categories[j][0] else []
             table_ = np.append(np.asarray(hashes, np.int64), 1 << 32)      # NULL: out of int4
             exprs.append(f"int8send(coalesce(hashtext({q}::text)::int8, {1 << 32}))")
             expected.append(table_[v.astype(np.int64)].astype(np.float64))
@@ -269,8 +338,8 @@ def check_values(db, req, frame, table, released):
                         "rows", detail=f"stored {row['n']}, released {released.shape[0]}", hint=HINT)
     if not exprs:
         return True
-    stored = np.stack([np.frombuffer(row[f"c{j}"] or b"", ">i8" if req.columns and
-                                     frame.columns[req.columns[j]].kind == "category" else ">f8")
+    stored = np.stack([np.frombuffer(row[f"c{j}"] or b"", ">i8" if categories[j] is not None
+                                     else ">f8")
                        .astype(np.float64) for j in range(len(exprs))], axis=1)
     want = np.stack(expected, axis=1)
     inexact = [j for j, t in enumerate(tolerance) if t]
