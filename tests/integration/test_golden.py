@@ -22,8 +22,8 @@ def run_psql(url, script, label, keep_lines=True, timeout=300):
     as `label`, without PostgreSQL's source locations (which change between minor versions).
     keep_lines=False also drops psql's "psql:<script>:<line>: " prefix of errors, for a script
     composed of parts whose line numbers move with unrelated edits."""
-    out = subprocess.run(["psql", "-X", "-a", "-q", "-v", "ON_ERROR_STOP=0", "-f", str(script), url],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    out = subprocess.run(["psql", "-X", "-a", "-q", "-v", "ON_ERROR_STOP=0", "-f", str(script),
+                          url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          timeout=timeout).stdout
     out = out.replace(str(script), label)
     if not keep_lines:
