@@ -1,0 +1,73 @@
+"""Every ```sql block of docs/tutorial.md and docs/methods/*.md runs, in order, against the
+demo's data, and its output is compared with tests/golden/docs/<page>.out (pg_regress style,
+the golden mechanism of test_golden.py; DEID_GOLDEN_UPDATE=1 rewrites the files).
+
+The pages run in one psql session as the superuser, inside one transaction that is rolled
+back at the end (so the tests after this one find the database as the session fixture left
+it): a fresh extension, then registry.patients as `make demo` generates it (scripts/demo.sql's
+own call of registry.generate_patients), then the tutorial, then each method page. Errors do
+not abort the session (ON_ERROR_ROLLBACK): a page that fails shows the error in its diff.
+Only ```sql blocks run; other fences (```text, ```sh) are not SQL of the demo."""
+import pathlib
+import re
+
+import pytest
+
+from test_golden import GOLDEN, assert_golden, run_psql
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PAGES = ["tutorial"] + sorted(f"methods/{p.stem}" for p in (DOCS / "methods").glob("*.md"))
+MARK = "@@page "
+_SQL_BLOCK = re.compile(r"^```sql[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_GENERATE = re.compile(r"SELECT registry\.generate_patients\(\d+, [0-9.]+\)")
+
+
+def sql_blocks(page):
+    """The ```sql blocks of a doc page, in order."""
+    return _SQL_BLOCK.findall((DOCS / f"{page}.md").read_text())
+
+
+def script():
+    """The psql script: set-up (not echoed), then each page's blocks echoed after a marker."""
+    demo = (ROOT / "scripts" / "demo.sql").read_text()
+    generate = _GENERATE.search(demo).group(0)       # the demo's size and seed
+    parts = ["\\set ON_ERROR_ROLLBACK on", "\\set SHOW_CONTEXT never", "\\pset footer off",
+             "SET client_min_messages = warning;", "SET lc_messages = 'C';",
+             "BEGIN;", "SET LOCAL deid.drop_with_releases = on;",
+             "DROP EXTENSION IF EXISTS deid CASCADE;", "CREATE EXTENSION deid CASCADE;",
+             "DROP SCHEMA IF EXISTS registry CASCADE;",
+             (ROOT / "scripts" / "sample_patients.sql").read_text(), generate + ";"]
+    for page in PAGES:
+        parts += [f"\\echo {MARK}{page}", "\\set ECHO all"]
+        parts += [block.rstrip("\n") for block in sql_blocks(page)]
+        parts += ["\\set ECHO none"]
+    parts += ["ROLLBACK;"]
+    # the set-up runs without echo: psql -a echoes from the start, so switch it off first
+    return "\\set ECHO none\n" + "\n".join(parts) + "\n"
+
+
+@pytest.fixture(scope="module")
+def outputs(admin, url, tmp_path_factory):
+    path = tmp_path_factory.mktemp("docs") / "docs.sql"
+    path.write_text(script())
+    out = run_psql(url, path, "docs.sql", keep_lines=False)
+    pages, current = {}, None
+    for line in out.splitlines(True):
+        if line.startswith(MARK):
+            current = line[len(MARK):].strip()
+            pages[current] = []
+        elif current is not None and line.rstrip("\n") != "\\set ECHO none":
+            pages[current].append(line)
+    return {page: "".join(lines) for page, lines in pages.items()}
+
+
+def test_pages_have_sql():
+    for page in PAGES:
+        assert sql_blocks(page), f"docs/{page}.md has no ```sql block"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_doc_page(outputs, page):
+    assert page in outputs, f"docs/{page}.md did not run (see the other pages' output)"
+    assert_golden(GOLDEN / "docs" / f"{page}.out", outputs[page], f"docs/{page}.md's SQL output")
