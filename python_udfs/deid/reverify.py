@@ -16,6 +16,7 @@ import numpy as np
 
 from . import access, registry, release
 from .errors import DeidError, VERIFICATION_FAILED
+from .verify import table_digest
 from .verify.anatomy import read_rid_sets
 
 
@@ -68,8 +69,28 @@ def verify_release(db, name, caller):
                         hint="Restore the whole database (pg_dump/pg_restore keep deid_release).")
     frame = _Frame(_snapshot_rids(db, req, tables, r["n"]))
     report = registry.method(r["method"]).verifier.verify(db, req, frame, tables)
+    digests, warnings = _digests(db, r["release_id"], tables)
     return json.dumps({"release": name, "method": r["method"], "verified": True,
-                       "report": report}, sort_keys=True)
+                       "report": report, "digests": digests, "warnings": warnings},
+                      sort_keys=True)
+
+
+def _digests(db, release_id, tables):
+    """Every stored table against the digest its log row recorded (verify/table_digest.py).
+
+    A release logged before digests were recorded (deid 1.1.0) has none: it is re-verified on
+    what the verifier re-derives from the stored tables alone, and the report says so in a
+    warning rather than failing. A failure would condemn every such release for what it lacks,
+    not for anything found wrong, and none could ever pass (the log is append-only, and adopting
+    today's digests would bless whatever is stored now); the log row itself is append-only, so
+    only a role that may rewrite deid's catalog (deid's owner, a superuser) can remove a
+    release's digests -- and such a role could as well record new ones."""
+    recorded = table_digest.recorded_digests(db, release_id)
+    if recorded is None:
+        return ({"recorded": False},
+                ["no digest recorded: this release was logged before deid recorded digests of "
+                 "its tables; only the checks re-derived from the stored tables were made"])
+    return table_digest.check(db, release_id, tables, recorded), []
 
 
 def _roles(db, params, source):

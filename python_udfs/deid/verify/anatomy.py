@@ -14,7 +14,8 @@ Where the RID sets come from.  During a request the checks run on the RID sets i
 byte-for-byte those arrays: the server digests the stored rows (SHA-256 per chunk) in one
 aggregate pass and the verifier compares with the same digests of the arrays -- instead of
 transferring and unpacking every stored RID.  deid.verify_release (no snapshot, no arrays:
-``frame.stored_only``) reads the stored RID sets back in full (read_rid_sets) and checks them.
+``frame.stored_only``) reads the stored RID sets back in full (read_rid_sets) and checks them,
+and the QIT's groups and the count tables against them (count_tables.py).
 """
 import json
 
@@ -25,6 +26,7 @@ from ..sqltext import qualified
 from . import check_kl, check_partition
 from .sizes import check_group_counts
 from .arrays import _runs
+from .count_tables import check_tables
 from .readers import Coded
 from .rid_set_digest import check_stored, stored_digests
 
@@ -47,6 +49,7 @@ def verify(db, req, frame, tables):
         if getattr(frame, "stored_only", False):
             g, a, v, n, flat = read_rid_sets(db, req.release_id)
             first_rids = flat[np.repeat(a == sas[0], n)]
+            out["tables"] = check_tables(db, req, tables, sas, g, a, v, n)
         else:
             sets = (getattr(req, "evidence", None) or {}).get("rid_sets")
             if sets is None:
