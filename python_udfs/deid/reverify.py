@@ -6,7 +6,11 @@ and the snapshot it read. Afterwards the snapshot is gone, so the request is reb
 log row (k, l, columns, options, and the column roles the request used -- logged since the
 catalog follows DDL; older rows fall back to the source's current roles) and the snapshot's
 row ids from the stored RID sets of the first sensitive attribute (001 Theorem 3), checked
-against the logged row count. The verifier then runs unchanged; a failure is its own DE002.
+against the logged row count. The verifier then runs unchanged (for anatomy it re-derives the
+QIT's groups and the count tables from the stored RID sets: verify/count_tables.py); a failure
+is its own DE002. Then every table the release stored, and its rows in deid's artefact
+catalogs, are compared with the digests its log row recorded when it committed
+(verify/table_digest.py): a changed, moved, added or removed row of any of them is DE002.
 Nothing a caller controls is read: only deid's catalog and deid_release's own tables.
 """
 import json

@@ -333,3 +333,42 @@ def test_digests_survive_a_changed_session(released):
         for name in ids:
             assert verify(conn, name)["verified"] is True
         raise psycopg.Rollback()
+
+
+# In the request's own backend: the count table is changed after the writer stored it and
+# before the verifier reads it ($1: the release id, unused).
+PATCH = """
+DO $patch$
+import sys
+sys.path.insert(0, PYTHON_DIR)
+from deid import catalog_log
+write = catalog_log.write_artefacts
+def tampered(db, release_id, plan):
+    write(db, release_id, plan)
+    plpy.execute(plpy.prepare(TAMPER, ["bigint"]), [release_id])
+catalog_log.write_artefacts = tampered
+$patch$ LANGUAGE plpython3u
+"""
+
+
+@pytest.mark.parametrize("case", ["raise a count", "rename a value, raise its count",
+                                  "move a count to another group", "delete a row"])
+def test_request_fails_when_a_count_table_is_not_its_rid_sets(url, released, case):
+    """Before commit too: the anatomy verifier checks the count tables it did not compute
+    against the RID sets it checked (a writer that stored a wrong count fails the request)."""
+    conn, _ = released
+    python_dir = conn.execute(
+        "SELECT c.setting || '/deid/python-' || e.extversion FROM pg_config c, pg_extension e"
+        " WHERE c.name = 'SHAREDIR' AND e.extname = 'deid'").fetchone()[0]
+    tamper = sql.SQL(statement("tmp_ana", "_diagnosis", case)).format(
+        t=sql.Identifier("deid_release", "tmp_req_diagnosis"), c=sql.Identifier("diagnosis"))
+    source, method, k, l, columns, _ = RELEASES["tmp_ana"]
+    with psycopg.connect(url, autocommit=True) as patched:
+        patched.execute(PATCH.replace("PYTHON_DIR", repr(python_dir))
+                        .replace("TAMPER", repr(tamper.as_string(patched))))
+        with pytest.raises(psycopg.Error) as e:
+            patched.execute("SELECT * FROM deid.anonymize_request(%s, %s, k => %s, l => %s,"
+                            " columns => %s, release => 'tmp_req')", [source, method, k, l, columns])
+    assert e.value.diag.sqlstate == "DE002", e.value.diag.message_primary
+    assert "tmp_req_diagnosis" in e.value.diag.message_primary
+    assert not conn.execute("SELECT 1 FROM deid.release WHERE name = 'tmp_req'").fetchone()

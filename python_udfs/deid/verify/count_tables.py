@@ -1,8 +1,9 @@
-"""An anatomy release's stored tables against its stored RID sets (001 Def. 3, Theorem 3), for
-deid.verify_release (issue 26: a QIT row moved to another group, and a count table with a value
-renamed and its count raised, verified).
+"""An anatomy release's stored tables against its RID sets (001 Def. 3, Theorem 3), before commit
+and in deid.verify_release (issue 26: a QIT row moved to another group, and a count table with a
+value renamed and its count raised, verified).
 
-The RID sets (deid.rid_set, read back by verify.anatomy.read_rid_sets) determine the tables:
+The RID sets (in memory during a request, proven equal to deid.rid_set's rows; deid.rid_set read
+back by deid.verify_release) determine the tables:
   * the QIT (or the one generalized table) holds, per group, exactly as many rows as the group's
     RID sets of a sensitive attribute hold RIDs (001 Def. 3: the QIT has one row per source
     row, in its group) -- a row moved to another group changes two groups' sizes;
@@ -25,36 +26,41 @@ HINT = ("The stored release differs from its RID sets: restore it (its tables an
         "catalog) from a backup taken after it was made, or drop it and request it again.")
 
 
-def check_tables(db, req, tables, sas, groups, attrs, values, counts):
-    """Check the QIT's group sizes and every count table (or the generalized table) against
-    the RID sets given flat as read_rid_sets returns them. Returns a small report."""
+def check_tables(db, req, tables, sas, entries, group_ids, sizes):
+    """The QIT's (or the generalized table's) groups -- `group_ids` with their `sizes`, from
+    group_sizes -- and every count table against the RID sets: `entries` maps each sensitive
+    attribute to its entries' (groups, value keys, RID counts) (value keys: label_keys).
+    Returns a small report."""
     generalized = req.options.get("output", "anatomy") == "generalized"
-    first = attrs == sas[0]
-    check_group_sizes(db, tables[0], groups[first], counts[first])
+    groups, _, counts = entries[sas[0]]
+    ids, inverse = np.unique(groups, return_inverse=True)
+    want = _pairs(ids, np.bincount(inverse, weights=counts, minlength=ids.size).astype(np.int64))
+    if not np.array_equal(_pairs(group_ids, sizes), want):
+        _fail(f"{tables[0]} does not hold its groups' rows: a row was moved, added or removed",
+              detail=f"{len(group_ids)} groups stored, {len(ids)} in the RID sets", hint=HINT)
     for s in sas:
         table = tables[0] if generalized else f"{req.name}_{s}"
         if table not in tables:
             _fail(f"the release has no count table of attribute {s!r}", hint=HINT)
-        mine = attrs == s
-        check_triples(db, req.release_id, table, s, not generalized,
-                      (groups[mine], values[mine], counts[mine]))
-    return {"group_sizes": "QIT = RID sets", "count_tables": len(sas)}
+        check_triples(db, req.release_id, table, s, not generalized, entries[s])
+    return {"groups": "as their RID sets", "count_tables": len(sas)}
 
 
-def check_group_sizes(db, table, groups, counts):
-    """The table's rows per group_id equal the RID sets' RIDs per group."""
+def group_sizes(db, table):
+    """(group ids, rows per group) of a stored table with a group_id column (one GROUP BY)."""
     row = db.query(f"SELECT string_agg(int4send(group_id), ''::bytea) AS g,"
                    f" string_agg(int8send(n), ''::bytea) AS n FROM (SELECT group_id, count(*) AS n"
                    f" FROM {qualified(STORE_SCHEMA, table)} GROUP BY group_id) s")[0]
-    got = _pairs(_ints(row["g"], ">i4"), _ints(row["n"], ">i8"))
-    ids, inverse = np.unique(groups, return_inverse=True)
-    want = _pairs(ids, np.bincount(inverse, weights=counts, minlength=ids.size).astype(np.int64))
-    if not np.array_equal(got, want):
-        differ = np.setxor1d(got[:, 0], want[:, 0]) if got.shape != want.shape else \
-            got[np.any(got != want, axis=1), 0]
-        _fail(f"{table} does not hold its groups' rows: a row was moved, added or removed",
-              detail=f"{len(differ)} group(s) differ from the RID sets, the first {int(differ[0])}"
-              if len(differ) else None, hint=HINT)
+    return _ints(row["g"], ">i4"), _ints(row["n"], ">i8")
+
+
+def label_keys(db, dictionary, codes):
+    """The value key (as read_rid_sets keys the stored labels: hashtext, NULL -2^31) of each
+    code into `dictionary` (a code past its end, or a None label, is NULL)."""
+    keys = np.asarray([r["h"] for r in db.query(
+        f"SELECT coalesce(hashtext(v), {NULL_KEY}) AS h FROM unnest($1::text[]) WITH ORDINALITY"
+        " d(v, o) ORDER BY o", [list(dictionary)], ["text[]"])] + [NULL_KEY], np.int64)
+    return keys[np.minimum(np.asarray(codes, np.int64), len(dictionary))]
 
 
 def check_triples(db, release_id, table, attribute, stored_counts, want):
