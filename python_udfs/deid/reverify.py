@@ -6,11 +6,11 @@ and the snapshot it read. Afterwards the snapshot is gone, so the request is reb
 log row (k, l, columns, options, and the column roles the request used -- logged since the
 catalog follows DDL; older rows fall back to the source's current roles) and the snapshot's
 row ids from the stored RID sets of the first sensitive attribute (001 Theorem 3), checked
-against the logged row count. The verifier then runs unchanged (for anatomy it re-derives the
-QIT's groups and the count tables from the stored RID sets: verify/count_tables.py); a failure
-is its own DE002. Then every table the release stored, and its rows in deid's artefact
-catalogs, are compared with the digests its log row recorded when it committed
-(verify/table_digest.py): a changed, moved, added or removed row of any of them is DE002.
+against the logged row count. First every table the release stored, and its rows in deid's
+artefact catalogs, are compared with the digests its log row recorded when it committed
+(verify/table_digest.py): a changed, moved, added or removed row or a changed column of any of
+them is DE002. Then the verifier runs unchanged (for anatomy it re-derives the QIT's groups and
+the count tables from the stored RID sets: verify/count_tables.py); a failure is its own DE002.
 Nothing a caller controls is read: only deid's catalog and deid_release's own tables.
 """
 import json
@@ -71,9 +71,11 @@ def verify_release(db, name, caller):
     if missing:
         raise DeidError(VERIFICATION_FAILED, f'release "{name}" lacks its table {missing[0]}',
                         hint="Restore the whole database (pg_dump/pg_restore keep deid_release).")
+    # first what was stored against its digests (a table changed in any way is named as
+    # such, before a re-derivation reads it), then the re-derivation
+    digests, warnings = _digests(db, r["release_id"], tables)
     frame = _Frame(_snapshot_rids(db, req, tables, r["n"]))
     report = registry.method(r["method"]).verifier.verify(db, req, frame, tables)
-    digests, warnings = _digests(db, r["release_id"], tables)
     return json.dumps({"release": name, "method": r["method"], "verified": True,
                        "report": report, "digests": digests, "warnings": warnings},
                       sort_keys=True)

@@ -15,7 +15,6 @@ import psycopg
 import pytest
 from psycopg import sql
 
-
 from fixtures.paper003 import FIG1, FIG3B
 
 CATALOGS = ("deid.rid_set", "deid.equivalence_class", "deid.cluster_member")
@@ -24,7 +23,10 @@ AA_ROWS = "\n".join(";".join([c, c.split(".")[0], c[0] + "xx", "*"]) for c in LE
 
 # release -> (source, method, k, l, columns, options)
 RELEASES = {
-    "tmp_ana": ("tamper.pat", "anatomy", 5, 2, "{age,sex,zip,diagnosis,treatment}", {}),
+    # the insensitive columns go into the QIT in their own types (their text depends on the
+    # session's settings: test_digests_survive_a_changed_session)
+    "tmp_ana": ("tamper.pat", "anatomy", 5, 2,
+                "{age,sex,zip,diagnosis,treatment,seen,span,ratio,blob,born}", {}),
     "tmp_anag": ("tamper.pat", "anatomy", 5, 2, "{age,sex,zip,diagnosis,treatment}",
                  {"output": "generalized"}),
     "tmp_gen": ("tamper.gen", "generalization", 5, None, "{n,c0,k0}", {}),
@@ -55,11 +57,12 @@ COUNT_TABLE = {
 
 # (release, kind) -> {case: statement}; kind: the table's suffix after the release name
 # ('' for a release's one table) or the artefact catalog. {t}: the stored table, {rid}: the
-# release id, {c} / {cl}: the column COLUMN names for the kind (identifier / literal). DELETE and INSERT of a row are added
-# for every release table (ROW_CASES).
+# release id, {c} / {cl}: the column COLUMN names for the kind (identifier / literal). DELETE
+# and INSERT of a row are added for every release table (ROW_CASES).
 CASES = {
     ("tmp_ana", "_qit"): {
         "update one value": "UPDATE {t} SET zip = zip || 'x' WHERE" + FIRST,
+        "update one date": "UPDATE {t} SET born = born + 1 WHERE" + FIRST,
         # issue 26 item 8: a QIT row moved to another group
         "move one row to another group": MOVE,
         "swap two rows' groups": SWAP_GROUPS,
@@ -173,12 +176,16 @@ def released(admin):
     admin.execute("SELECT deid.drop_hierarchy(name) FROM deid.hierarchies"
                   " WHERE name IN ('tamper_aa', 'tamper_v')")
     admin.execute("CREATE SCHEMA tamper")
-    admin.execute("CREATE TABLE tamper.pat AS SELECT patient_id, age, sex, zip, diagnosis, treatment"
+    admin.execute("CREATE TABLE tamper.pat AS SELECT patient_id, age, sex, zip, diagnosis, treatment,"
+                  " timestamptz '2024-03-01 12:00+00' - patient_id * interval '1 hour' AS seen,"
+                  " patient_id * interval '1 minute' AS span, patient_id / 7.0::float8 AS ratio,"
+                  " int4send(patient_id::int) AS blob, birth_date AS born"
                   " FROM registry.patients ORDER BY patient_id LIMIT 400")
     admin.execute("ALTER TABLE tamper.pat ADD PRIMARY KEY (patient_id)")
     for col, role in [("age", "quasi_identifier"), ("sex", "quasi_identifier"),
                       ("zip", "quasi_identifier"), ("diagnosis", "sensitive"),
-                      ("treatment", "sensitive")]:
+                      ("treatment", "sensitive"), ("seen", "insensitive"), ("span", "insensitive"),
+                      ("ratio", "insensitive"), ("blob", "insensitive"), ("born", "insensitive")]:
         admin.execute("SELECT deid.set_role('tamper.pat', %s, %s)", [col, role])
     admin.execute("CREATE TABLE tamper.gen AS SELECT i AS id, 'v' || (i % 2) AS n,"
                   " 'v' || (i / 2 % 2) AS c0, 'v' || (i / 4 % 3) AS k0 FROM generate_series(0, 199) i")
@@ -372,3 +379,25 @@ def test_request_fails_when_a_count_table_is_not_its_rid_sets(url, released, cas
     assert e.value.diag.sqlstate == "DE002", e.value.diag.message_primary
     assert "tmp_req_diagnosis" in e.value.diag.message_primary
     assert not conn.execute("SELECT 1 FROM deid.release WHERE name = 'tmp_req'").fetchone()
+
+
+@pytest.mark.parametrize("release, column", [("tmp_ana", "zip"), ("tmp_gen", "k0"),
+                                             ("tmp_aa", "codes")])
+def test_a_changed_column_fails_verification(released, release, column):
+    """A release table whose column was renamed or retyped (same values) differs from its
+    digest: the digest records the table's columns too."""
+    conn, ids = released
+    table = next(t for k, t in stored_tables(conn, release, ids[release]).items()
+                 if "." not in k and column in t + "".join(
+                     r[0] for r in conn.execute("SELECT attname FROM pg_attribute WHERE attrelid ="
+                                                " %s::regclass", [f"deid_release.{t}"])))
+    for ddl in ["ALTER TABLE {t} RENAME COLUMN {c} TO renamed",
+                "ALTER TABLE {t} ALTER COLUMN {c} TYPE varchar(400)"]:
+        stmt = sql.SQL(ddl).format(t=sql.Identifier("deid_release", table), c=sql.Identifier(column))
+        with conn.transaction():
+            conn.execute("DROP VIEW " + sql.Identifier("release", table).as_string(conn))
+            conn.execute(stmt)
+            with pytest.raises(psycopg.Error) as e:
+                verify(conn, release)
+            raise psycopg.Rollback()
+        assert e.value.diag.sqlstate == "DE002", e.value.diag.message_primary

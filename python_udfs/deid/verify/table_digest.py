@@ -106,7 +106,8 @@ def check(db, release_id, tables, recorded):
               detail=f"recorded {sorted(was)}, stored {sorted(now)}", hint=HINT)
     for name in sorted(now):
         if now[name] != was[name]:
-            what = "columns" if now[name].get("shape") != was[name].get("shape") else "rows"
+            what = ("columns" if now[name].get("shape") != was[name].get("shape") else
+                    "rows" if now[name]["rows"] != was[name]["rows"] else "rows' contents")
             _fail(f"the stored table {name} differs from its digest recorded when the release "
                   f"was verified (its {what})", detail=f"recorded {was[name]['rows']} rows, "
                   f"stored {now[name]['rows']}", hint=HINT)
