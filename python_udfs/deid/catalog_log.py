@@ -3,7 +3,6 @@
 (deid.rid_set), the equivalence classes (deid.equivalence_class), and the one membership
 catalog deid.cluster_member: the clusters of a condensation release (004 Def. 1) and 003's
 record -> cluster membership of a disassociated release, both as sorted ids per cluster."""
-import contextlib
 import json
 
 import numpy as np
@@ -13,6 +12,7 @@ from .errors import DeidError, DUPLICATE_TABLE
 from .release import STORE_SCHEMA, VIEW_SCHEMA
 from .plan import SourceClasses
 from .sqltext import qualified, quote_ident
+from .verify import table_digest
 
 RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an entry boundary)
 
@@ -34,9 +34,12 @@ def publish(db, req, tables):
 
 def log(db, req, relations, plan, verification, seconds):
     """The release's row in the append-only log (its seed, who asked and how it was allowed,
-    the method's metrics, the verifier's report and the phase timings)."""
+    the method's metrics, the verifier's report, the phase timings and the digests of what it
+    stored, verified just now: deid.verify_release compares them, verify/table_digest.py)."""
     metrics = dict(plan.metrics, rows=plan.rows, groups=plan.groups,
                    discernibility=plan.discernibility, verification=verification, seconds=seconds)
+    metrics["digests"] = table_digest.digests(db, req.release_id,
+                                              [r.split(".", 1)[1] for r in relations])
     grant = {k: v for k, v in req.grant.items() if k != "reader_function"}
     params = {"k": req.k, "l": req.l, "columns": req.columns, "selection": req.selection_text,
               "options": req.options, "authorized_via": grant,
@@ -247,18 +250,6 @@ PARALLEL_GROUP_BY = (("parallel_setup_cost", "0"), ("parallel_tuple_cost", "0"),
                      ("max_parallel_workers_per_gather", "2"))
 
 
-@contextlib.contextmanager
 def parallel_query(db, settings=PARALLEL_GROUP_BY):
-    names = [n for n, _ in settings]
-    old = db.value("SELECT array_agg(current_setting(n) ORDER BY o) FROM unnest($1::text[])"
-                   " WITH ORDINALITY AS s(n, o)", [names], ["text[]"])
-    _set_local(db, names, [v for _, v in settings])
-    try:
-        yield
-    finally:
-        _set_local(db, names, old)
-
-
-def _set_local(db, names, values):
-    db.execute("SELECT set_config(n, v, true) FROM unnest($1::text[], $2::text[]) AS s(n, v)",
-               [names, list(values)], ["text[]", "text[]"])
+    """Context manager: `settings` for this transaction while it runs, then set back."""
+    return table_digest.pinned(db, settings)

@@ -6,7 +6,11 @@ and the snapshot it read. Afterwards the snapshot is gone, so the request is reb
 log row (k, l, columns, options, and the column roles the request used -- logged since the
 catalog follows DDL; older rows fall back to the source's current roles) and the snapshot's
 row ids from the stored RID sets of the first sensitive attribute (001 Theorem 3), checked
-against the logged row count. The verifier then runs unchanged; a failure is its own DE002.
+against the logged row count. First every table the release stored, and its rows in deid's
+artefact catalogs, are compared with the digests its log row recorded when it committed
+(verify/table_digest.py): a changed, moved, added or removed row or a changed column of any of
+them is DE002. Then the verifier runs unchanged (for anatomy it re-derives the QIT's groups and
+the count tables from the stored RID sets: verify/count_tables.py); a failure is its own DE002.
 Nothing a caller controls is read: only deid's catalog and deid_release's own tables.
 """
 import json
@@ -16,6 +20,7 @@ import numpy as np
 
 from . import access, registry, release
 from .errors import DeidError, VERIFICATION_FAILED
+from .verify import table_digest
 from .verify.anatomy import read_rid_sets
 
 
@@ -68,10 +73,32 @@ def verify_release(db, name, caller):
     if missing:
         raise DeidError(VERIFICATION_FAILED, f'release "{name}" lacks its table {missing[0]}',
                         hint="Restore the whole database (pg_dump/pg_restore keep deid_release).")
+    # first what was stored against its digests (a table changed in any way is named as
+    # such, before a re-derivation reads it), then the re-derivation
+    digests, warnings = _digests(db, r["release_id"], tables)
     frame = _Frame(_snapshot_rids(db, req, tables, r["n"]))
     report = registry.method(r["method"]).verifier.verify(db, req, frame, tables)
     return json.dumps({"release": name, "method": r["method"], "verified": True,
-                       "report": report}, sort_keys=True)
+                       "report": report, "digests": digests, "warnings": warnings},
+                      sort_keys=True)
+
+
+def _digests(db, release_id, tables):
+    """Every stored table against the digest its log row recorded (verify/table_digest.py).
+
+    A release logged before digests were recorded (deid 1.1.0) has none: it is re-verified on
+    what the verifier re-derives from the stored tables alone, and the report says so in a
+    warning rather than failing. A failure would condemn every such release for what it lacks,
+    not for anything found wrong, and none could ever pass (the log is append-only, and adopting
+    today's digests would bless whatever is stored now); the log row itself is append-only, so
+    only a role that may rewrite deid's catalog (deid's owner, a superuser) can remove a
+    release's digests -- and such a role could as well record new ones."""
+    recorded = table_digest.recorded_digests(db, release_id)
+    if recorded is None:
+        return ({"recorded": False},
+                ["no digest recorded: this release was logged before deid recorded digests of "
+                 "its tables; only the checks re-derived from the stored tables were made"])
+    return table_digest.check(db, release_id, tables, recorded), []
 
 
 def _roles(db, params, source):

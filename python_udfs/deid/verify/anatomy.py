@@ -6,7 +6,9 @@ Checks with this package's own code (nothing from deid.methods):
   * that the RID sets of the first sensitive attribute partition the snapshot's rows
     exactly (001 Def. 1): verify.partition;
   * every QIT group has >= K rows and the QIT holds every row of the snapshot (a GROUP BY on
-    the stored QIT).
+    the stored QIT);
+  * the QIT's groups hold as many rows as their RID sets, and every count table (or the
+    generalized table) holds exactly the RID sets' (group, value, count): count_tables.py.
 The snapshot's row ids come from the read, not from the method.
 
 Where the RID sets come from.  During a request the checks run on the RID sets in memory
@@ -21,14 +23,13 @@ import json
 import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
-from ..sqltext import qualified
 from . import check_kl, check_partition
 from .sizes import check_group_counts
 from .arrays import _runs
+from .count_tables import check_tables, group_sizes, label_keys
 from .readers import Coded
 from .rid_set_digest import check_stored, stored_digests
 
-STORE_SCHEMA = "deid_release"
 READS_SNAPSHOT_VALUES = False    # of the snapshot, only its row ids (the pipeline may drop the rest)
 PACKED_HINT = ("deid.rid_set packs 4 bytes per value in group_ids and rid_counts (big-endian int4)"
                " and 8 per RID in rids (big-endian int8): a row of another shape was changed after"
@@ -47,6 +48,7 @@ def verify(db, req, frame, tables):
         if getattr(frame, "stored_only", False):
             g, a, v, n, flat = read_rid_sets(db, req.release_id)
             first_rids = flat[np.repeat(a == sas[0], n)]
+            entries = {s: (g[a == s], v[a == s], n[a == s]) for s in sas}
         else:
             sets = (getattr(req, "evidence", None) or {}).get("rid_sets")
             if sets is None:
@@ -59,20 +61,22 @@ def verify(db, req, frame, tables):
             if first_rids is None:
                 raise DeidError(VERIFICATION_FAILED, f"no RID sets of attribute {sas[0]!r}",
                                 hint=VERIFY_HINT)
+            entries = {name: (group, label_keys(db, dictionary, code), count)
+                       for name, group, code, dictionary, count, _ in by_attribute}
             del by_attribute
             g, a, v, n, flat = memory_rid_sets(sets)
         out["kl"] = check_kl(g, a, v, flat, req.k,
                              req.l if req.options.get("model", "kl") == "kl" else None,
                              column_l, rid_counts=n)
         out["partition"] = check_partition(first_rids, all_rids)
-    counts = db.query(f"SELECT string_agg(int8send(c), ''::bytea) AS c FROM (SELECT count(*) AS c"
-                      f" FROM {qualified(STORE_SCHEMA, tables[0])} GROUP BY group_id) s")[0]["c"]
-    sizes = np.frombuffer(counts or b"", ">i8").astype(np.int64)
+    group_ids, sizes = group_sizes(db, tables[0])
     out["sizes"] = check_group_counts(sizes, req.k)
     if int(sizes.sum()) != len(all_rids):
         raise DeidError(VERIFICATION_FAILED, "the release table does not hold every row of the snapshot",
                         detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
                         hint=VERIFY_HINT)
+    if sas:
+        out["tables"] = check_tables(db, req, tables, sas, entries, group_ids, sizes)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
