@@ -17,7 +17,8 @@ from psycopg import sql
 
 from fixtures.paper003 import FIG1, FIG3B
 
-CATALOGS = ("deid.rid_set", "deid.equivalence_class", "deid.cluster_member")
+CATALOGS = ("deid.rid_set", "deid.equivalence_class", "deid.cluster_member",
+            "deid.release_selection")
 LEAVES = sorted({c for r in FIG1 for c in r})
 AA_ROWS = "\n".join(";".join([c, c.split(".")[0], c[0] + "xx", "*"]) for c in LEAVES)
 
@@ -151,6 +152,14 @@ for _r in ("tmp_cond", "tmp_dis", "tmp_aa"):
 for _r in ("tmp_anag", "tmp_gen"):
     CASES[(_r, "deid.equivalence_class")] = CASES[("tmp_ana", "deid.equivalence_class")]
 CASES[("tmp_anag", "deid.rid_set")] = CASES[("tmp_ana", "deid.rid_set")]
+SELECTION = {
+    # the overlap control's record of the rows a release selected
+    "change a row id": "UPDATE deid.release_selection SET rids = overlay(rids placing"
+                       " int8send(-1) from 1 for 8) WHERE release_id = {rid}",
+    "delete the row": "DELETE FROM deid.release_selection WHERE release_id = {rid}",
+}
+for _r in RELEASES:
+    CASES[(_r, "deid.release_selection")] = SELECTION
 
 ROW_CASES = {
     "delete a row": "DELETE FROM {t} WHERE" + FIRST,

@@ -56,6 +56,7 @@ CATALOGS = {
                     " sha256(c.rid_counts), sha256(c.rids))::text",
     "deid.equivalence_class": "ROW(c.class_id, c.cardinality, c.generalized, c.source)::text",
     "deid.cluster_member": "ROW(c.cluster_id, c.rids)::text",
+    "deid.release_selection": "ROW(c.row_id, c.n, sha256(c.rids))::text",
 }
 
 HINT = ("The release changed after it was verified: restore it (its tables and deid's catalog) "
