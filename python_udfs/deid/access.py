@@ -55,7 +55,8 @@ def authorize_request(db, caller, rel, columns, k, l=None):
     if can_select(db, caller, rel, columns):
         return {"via": "select", "reader": caller}
     rows = db.query(
-        "SELECT p.grantee::text AS grantee, p.min_k, p.min_l, p.granted_by::text AS granted_by"
+        "SELECT p.grantee::text AS grantee, p.min_k, p.min_l, p.granted_by::text AS granted_by,"
+        "       p.per_source_k"
         "  FROM deid.policy p"
         " WHERE p.relation = $2 AND pg_catalog.pg_has_role($1, p.grantee, 'MEMBER')"
         " ORDER BY p.min_k, p.min_l NULLS FIRST", [caller, rel.oid], ["name", "oid"])
@@ -74,7 +75,8 @@ def authorize_request(db, caller, rel, columns, k, l=None):
     grant = ok[0]
     reader = grantor_reader(db, grant["granted_by"], rel, columns)
     return {"via": "policy", "grantee": grant["grantee"], "min_k": grant["min_k"],
-            "min_l": grant["min_l"], "reader": grant["granted_by"], "reader_function": reader}
+            "min_l": grant["min_l"], "per_source_k": bool(grant["per_source_k"]),
+            "reader": grant["granted_by"], "reader_function": reader}
 
 
 def grantor_reader(db, grantor, rel, columns):
@@ -94,23 +96,31 @@ def grantor_reader(db, grantor, rel, columns):
 
 
 def may_grant_policy(db, caller, rel, columns):
-    """allow_requests: the relation's owner or a deid_admin, who may read every column."""
-    owner = db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'USAGE')"
+    """allow_requests: only an owner of the relation (a member of its owning role), who may
+    read every column. Being a deid_admin is not enough: a policy reads the source with its
+    grantor's rights, so only a role that answers for the relation lends them."""
+    owner = db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'MEMBER')"
                      " FROM pg_catalog.pg_class c WHERE c.oid = $2", [caller, rel.oid], ["name", "oid"])
-    if not (owner or is_admin(db, caller)) or not can_select(db, caller, rel, columns):
+    if not owner or not can_select(db, caller, rel, columns):
         raise DeidError(INSUFFICIENT_PRIVILEGE,
-                        f"only the owner of {rel.display} or a deid_admin who may read all of it can "
-                        "allow requests on it",
-                        hint="A policy reads the source with its grantor's rights: ask the data owner.")
+                        f"only an owner of {rel.display} who may read all of it can allow "
+                        "requests on it",
+                        hint="A policy reads the source with its grantor's rights: the relation's "
+                             "owner (or a member of the owning role) runs deid.allow_requests.")
 
 
-def translate_read_error(e, rel, role):
+def translate_read_error(e, rel, role, requester=False):
     """An error PostgreSQL raised while `role` read `rel` (privilege, RLS, a cast) as a
-    DeidError with a hint; anything else unchanged."""
+    DeidError with a hint; anything else unchanged. For a policy-based `requester` the message
+    names nothing inside the grantor's source (PostgreSQL's names the relation it refused)."""
     state = getattr(e, "sqlstate", None)
     if state == INSUFFICIENT_PRIVILEGE:
+        if requester:
+            return DeidError(INSUFFICIENT_PRIVILEGE,
+                             f"permission denied while reading {rel.display} as the policy's grantor",
+                             hint="Ask the role that granted the policy: it needs SELECT on the "
+                                  "columns read, and on whatever the relation reads.")
         return DeidError(INSUFFICIENT_PRIVILEGE, f"permission denied while reading {rel.display}",
                          hint=f'deid reads as role "{role}": it needs SELECT on the columns read '
                               "(and on whatever the relation reads, for a view).")
     return e
-
