@@ -81,12 +81,18 @@ def authorize_request(db, caller, rel, columns, k, l=None):
 
 def grantor_reader(db, grantor, rel, columns):
     """The grantor's reader, re-checked at request time: it still exists exactly as deid made
-    it, and the grantor may still read every column the request reads."""
+    it, the grantor is still an owner of the relation, and may still read every column the
+    request reads."""
     fn = db.value("SELECT deid._grantor_reader($1)::text", [grantor], ["name"])
     if fn is None:
         raise DeidError(INSUFFICIENT_PRIVILEGE, f"the policy on {rel.display} has no valid reader",
                         detail=f'the reader function of role "{grantor}" is missing or was changed',
                         hint="The role that granted the policy runs deid.allow_requests(...) again.")
+    if not owns(db, grantor, rel):
+        raise DeidError(INSUFFICIENT_PRIVILEGE,
+                        f"the role that granted the policy on {rel.display} is not an owner of it",
+                        hint="Only an owner of the relation lends its rights to a policy: an "
+                             "owner runs deid.allow_requests(...) again.")
     if not can_select(db, grantor, rel, columns):
         raise DeidError(INSUFFICIENT_PRIVILEGE,
                         f"the role that granted the policy on {rel.display} may no longer read it",
@@ -95,13 +101,18 @@ def grantor_reader(db, grantor, rel, columns):
     return fn
 
 
+def owns(db, role, rel):
+    """`role` is an owner of `rel`: a member of its owning role (a superuser is one of every)."""
+    return bool(db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'MEMBER')"
+                         " FROM pg_catalog.pg_class c WHERE c.oid = $2", [role, rel.oid],
+                         ["name", "oid"]))
+
+
 def may_grant_policy(db, caller, rel, columns):
     """allow_requests: only an owner of the relation (a member of its owning role), who may
     read every column. Being a deid_admin is not enough: a policy reads the source with its
     grantor's rights, so only a role that answers for the relation lends them."""
-    owner = db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'MEMBER')"
-                     " FROM pg_catalog.pg_class c WHERE c.oid = $2", [caller, rel.oid], ["name", "oid"])
-    if not owner or not can_select(db, caller, rel, columns):
+    if not owns(db, caller, rel) or not can_select(db, caller, rel, columns):
         raise DeidError(INSUFFICIENT_PRIVILEGE,
                         f"only an owner of {rel.display} who may read all of it can allow "
                         "requests on it",

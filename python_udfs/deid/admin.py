@@ -2,8 +2,8 @@
 import re
 
 from . import access, catalog, code_trust, hierarchies
-from .errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT, INVALID_PARAMETER_VALUE,
-                     UNDEFINED_OBJECT)
+from .errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT,
+                     INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE, UNDEFINED_OBJECT)
 from .sqltext import quote_ident, quote_literal
 
 
@@ -207,3 +207,26 @@ def allow_requests(db, grantee, relid, min_k, min_l, per_source_k, caller):
                ["text", "oid", "int", "int", "name", "boolean"])
     return f"{grantee} may request releases of {rel.display} with k >= {min_k}" + \
         (f", l >= {min_l}" if min_l else "") + (", k per source" if per_source_k else "")
+
+
+def revoke_requests(db, grantee, relid, caller):
+    """Remove a policy: its grantor, an owner of the relation or a deid_admin may (a policy
+    only lends rights; taking it away lends none)."""
+    access.caller_role(db, caller)
+    catalog.require(grantee, "role", "Name the role whose policy goes.")
+    rel = catalog.relation(db, relid)
+    grantor = db.value("SELECT p.granted_by::text FROM deid.policy p JOIN pg_catalog.pg_roles r"
+                       " ON r.oid = p.grantee WHERE p.relation = $1 AND r.rolname = $2",
+                       [rel.oid, grantee], ["oid", "name"])
+    if grantor is None:
+        raise DeidError(UNDEFINED_OBJECT, f'role "{grantee}" has no policy on {rel.display}',
+                        hint=f"SELECT grantee, min_k, granted_by FROM deid.policy WHERE relation = "
+                             f"{quote_literal(rel.display)}::regclass; lists them.")
+    if grantor != caller and not access.owns(db, caller, rel) and not access.is_admin(db, caller):
+        raise DeidError(INSUFFICIENT_PRIVILEGE,
+                        f"only the grantor, an owner of {rel.display} or a deid_admin may revoke "
+                        "its policies",
+                        hint=f'Ask role "{grantor}" (the grantor) or the owner of {rel.display}.')
+    db.execute("DELETE FROM deid.policy p USING pg_catalog.pg_roles r WHERE r.oid = p.grantee"
+               " AND p.relation = $1 AND r.rolname = $2", [rel.oid, grantee], ["oid", "name"])
+    return f"{grantee} may no longer request releases of {rel.display}"

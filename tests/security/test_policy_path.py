@@ -139,6 +139,34 @@ def test_owner_allow_requests_records_the_caller(world, connect):
                          " WHERE relation = 'own.t'::regclass").fetchone() == (OWNER, False)
 
 
+def test_policy_of_a_grantor_who_is_no_owner_is_refused_at_request_time(world, connect):
+    """A policy an admin who is no owner granted (deid 1.0.0 let a deid_admin grant) lends that
+    admin's rights: it no longer works, and says so without naming what is inside."""
+    _table(world, "own.p")
+    _classify(world, "own.p")
+    world.execute(sql.SQL("GRANT SELECT ON own.p TO {}").format(sql.Identifier(ROGUE_ADMIN)))
+    _policy_row(world, RESEARCHER, "own.p", 2, ROGUE_ADMIN)
+    e = _refused(connect(RESEARCHER), REQUEST, ["own.p", "t_pol_noowner"])
+    assert "not an owner" in str(e.value)
+
+
+def test_revoke_requests(world, connect):
+    """With no DML on deid.policy, a policy goes through deid.revoke_requests: its grantor, an
+    owner or a deid_admin; not the grantee or anyone else."""
+    owner = connect(OWNER)
+    _table(owner, "own.t")
+    for revoker in (OWNER, ROGUE_ADMIN):
+        owner.execute("SELECT deid.allow_requests(%s, 'own.t', 2)", [RESEARCHER])
+        for other in (RESEARCHER, ATTACKER):
+            _refused(connect(other), "SELECT deid.revoke_requests(%s, 'own.t')", [RESEARCHER])
+        connect(revoker).execute("SELECT deid.revoke_requests(%s, 'own.t')", [RESEARCHER])
+        assert not world.execute("SELECT 1 FROM deid.policy WHERE relation = 'own.t'::regclass"
+                                 ).fetchone()
+    with pytest.raises(psycopg.Error) as e:
+        owner.execute("SELECT deid.revoke_requests(%s, 'own.t')", [RESEARCHER])
+    assert sqlstate_of(e) == "42704" and hint_of(e)
+
+
 # ----------------- (b) a superuser's honest grant on a plain role's view: no superuser
 VIEW_WITH_PROBE = "CREATE OR REPLACE VIEW att.v AS SELECT id, att.probe(a) AS a, b FROM att.t"
 
