@@ -259,6 +259,74 @@ def test_measurements_of_another_roles_view_are_refused(world, connect, measure)
     _probe_never_ran_as_other(world, rogue, ROGUE_ADMIN)
 
 
+TABLE_SQL = ("CREATE TABLE att.tt (id int PRIMARY KEY, a int, b text);"
+             "INSERT INTO att.tt SELECT i, i % 2, 'x' || (i % 2) FROM generate_series(1, 40) i;")
+# Every way a relation of the attacker's makes a reader run the attacker's code; the bait is
+# att.bait (columns id, a, b), read by a deid_admin checking a hierarchy on column a.
+ROUTES = {
+    "view": TABLE_SQL + "CREATE VIEW att.bait AS SELECT id, att.probe(a) AS a, b FROM att.tt",
+    "nested_view": TABLE_SQL + "CREATE VIEW att.inner AS SELECT id, att.probe(a) AS a, b"
+                   " FROM att.tt; CREATE VIEW att.bait AS SELECT * FROM att.inner",
+    "operator": "CREATE FUNCTION att.op(int, int) RETURNS boolean LANGUAGE sql AS"
+                " $$ SELECT att.probe($1) IS NOT NULL $$;"
+                "CREATE OPERATOR att.=== (LEFTARG = int, RIGHTARG = int, FUNCTION = att.op);"
+                + TABLE_SQL + "CREATE VIEW att.bait AS SELECT id, a, b FROM att.tt"
+                " WHERE a OPERATOR(att.===) a",
+    "aggregate": "CREATE FUNCTION att.sf(int, int) RETURNS int LANGUAGE sql AS"
+                 " $$ SELECT coalesce($1, 0) + att.probe($2) $$;"
+                 "CREATE AGGREGATE att.agg(int) (SFUNC = att.sf, STYPE = int);"
+                 + TABLE_SQL + "CREATE VIEW att.bait AS SELECT id, (SELECT att.agg(x)"
+                 " FROM (VALUES (a)) v(x)) AS a, b FROM att.tt",
+    "set_returning": TABLE_SQL + "CREATE FUNCTION att.rows() RETURNS SETOF att.tt LANGUAGE sql"
+                     " AS $$ SELECT * FROM att.tt WHERE att.probe(1) = 1 $$;"
+                     "CREATE VIEW att.bait AS SELECT * FROM att.rows()",
+    "domain_cast_in_view": "CREATE DOMAIN att.d AS int CHECK (att.probe_bool(VALUE));"
+                           + TABLE_SQL + "CREATE VIEW att.bait AS SELECT id, a::att.d AS a, b"
+                           " FROM att.tt",
+    "cast": "CREATE TYPE att.ct AS (v int);"
+            "CREATE FUNCTION att.ct_text(att.ct) RETURNS text LANGUAGE sql AS"
+            " $$ SELECT 'v' || att.probe(($1).v) $$;"
+            "CREATE CAST (att.ct AS text) WITH FUNCTION att.ct_text(att.ct);"
+            "CREATE TABLE att.bait (id int PRIMARY KEY, a att.ct, b text);"
+            "INSERT INTO att.bait SELECT i, ROW(i % 2)::att.ct, 'x' FROM generate_series(1, 40) i",
+    "rls_policy": TABLE_SQL + "ALTER TABLE att.tt ENABLE ROW LEVEL SECURITY;"
+                  "CREATE POLICY p ON att.tt USING (att.probe_bool(a));"
+                  "CREATE VIEW att.bait WITH (security_invoker = true) AS SELECT * FROM att.tt",
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_every_route_into_an_admins_hierarchy_check_is_refused(world, connect, route):
+    world.execute("SELECT deid.drop_hierarchy('t_pol_r') FROM deid.hierarchy WHERE name = 't_pol_r'")
+    world.execute("SELECT deid.load_hierarchy('t_pol_r', $h$0;*\n1;*\n(0);*\n(1);*\nv0;*\nv1;*$h$)")
+    try:
+        attacker = Probe(connect(ATTACKER))
+        attacker.conn.execute(ROUTES[route])
+        attacker.conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA att TO {}").format(
+            sql.Identifier(ROGUE_ADMIN)))
+        rogue = Probe(connect(ROGUE_ADMIN))
+        _refused(rogue.conn, "SELECT deid.set_role('att.bait', 'a', 'quasi_identifier',"
+                             " hierarchy => 't_pol_r')")
+        assert not rogue.ran_as, f"the attacker's code ran as {rogue.ran_as}"
+        _probe_never_ran_as_other(world, rogue, ROGUE_ADMIN)
+    finally:
+        world.execute("DELETE FROM deid.column_role WHERE relation::text ~ '^(att|own)\\.'")
+        world.execute("SELECT deid.drop_hierarchy('t_pol_r')")
+
+
+def test_materialized_view_runs_no_query_when_read(world, connect):
+    """A materialized view's functions ran when it was refreshed, not when it is read: no
+    refusal, and the probe does not run."""
+    attacker = Probe(connect(ATTACKER))
+    attacker.conn.execute(TABLE_SQL + "CREATE MATERIALIZED VIEW att.m AS"
+                          " SELECT id, att.probe(a) AS a, b FROM att.tt")
+    attacker.conn.execute(sql.SQL("GRANT SELECT ON att.m TO {}").format(sql.Identifier(ROGUE_ADMIN)))
+    rogue = Probe(connect(ROGUE_ADMIN))
+    assert rogue.conn.execute("SELECT deid.k_anonymity('att.m'::regclass, '{a}')"
+                              ).fetchone()[0] == ROWS // 2
+    assert not rogue.ran_as
+
+
 # --------------- (d) a row-security policy calling another role's function, read by a grantor
 def test_rls_policy_calling_another_roles_function_is_refused(world, connect):
     owner = Probe(connect(OWNER))
