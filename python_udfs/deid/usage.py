@@ -7,7 +7,8 @@ TEXTS = {
   hierarchy binds a generalization hierarchy (every value of the column must be in it);
   source names the source system the column comes from (k is enforced per source).
   The hierarchy check reads the column as you: refused if that read would run code of a role
-  you do not trust (a view's or policy's functions, a cast). Needs deid_admin. Read back: SELECT * FROM deid.roles;
+  you do not trust (a view's or policy's functions, a cast).
+  Needs deid_admin. Read back: SELECT * FROM deid.roles;
   e.g. SELECT deid.set_role('registry.patients', 'age', 'quasi_identifier', hierarchy => 'age_5y');""",
     "unset_role": """deid.unset_role(relation regclass, column name) -> text
   Remove the role of one column: it is unclassified again (a request that names it fails).

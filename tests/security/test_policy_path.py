@@ -123,9 +123,8 @@ def test_admin_who_is_not_the_owner_cannot_allow_requests(world, connect):
         e = _refused(connect(ROGUE_ADMIN),
                      "SELECT deid.allow_requests('deid_t_researcher', 'registry.patients', 5)")
         assert "owner" in str(e.value)
-        assert not world.execute("SELECT 1 FROM deid.policy WHERE grantee = %s::regrole"
-                                 " AND relation = 'registry.patients'::regclass",
-                                 [RESEARCHER]).fetchone()
+        assert not world.execute("SELECT 1 FROM deid.policy WHERE granted_by = %s",
+                                 [ROGUE_ADMIN]).fetchone()
     finally:
         world.execute(sql.SQL("REVOKE SELECT ON registry.patients FROM {}").format(
             sql.Identifier(ROGUE_ADMIN)))
@@ -312,6 +311,18 @@ def test_every_route_into_an_admins_hierarchy_check_is_refused(world, connect, r
     finally:
         world.execute("DELETE FROM deid.column_role WHERE relation::text ~ '^(att|own)\\.'")
         world.execute("SELECT deid.drop_hierarchy('t_pol_r')")
+
+
+def test_utility_from_of_another_roles_view_is_refused(world, connect):
+    """deid.utility_from reads the caller's relation as the caller, like the measurements."""
+    attacker = Probe(connect(ATTACKER))
+    attacker.conn.execute(ROUTES["view"])
+    attacker.conn.execute(sql.SQL("GRANT SELECT ON att.bait TO {}").format(
+        sql.Identifier(ROGUE_ADMIN)))
+    rogue = Probe(connect(ROGUE_ADMIN))
+    _refused(rogue.conn, "SELECT deid.utility_from('att.bait', 'a', 'b')")
+    assert not rogue.ran_as
+    assert attacker.conn.execute("SELECT deid.utility_from('att.bait', 'a', 'b')").fetchone()[0]
 
 
 def test_materialized_view_runs_no_query_when_read(world, connect):
