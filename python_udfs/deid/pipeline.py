@@ -135,6 +135,9 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
                 db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
             except DeidError as e:      # PostgreSQL's refusal names a relation inside the source
                 raise access.translate_read_error(e, rel, grant["reader"], requester=True) from None
+        # the requester chooses when the grantor reads: code swapped in between the check and
+        # the read fails the request, and the transaction takes back whatever it did
+        code_trust.check_read(db, grant["reader"], rel, read, requester=True)
     return token
 
 

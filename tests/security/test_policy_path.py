@@ -13,6 +13,9 @@ Real login roles: a deid_admin who is not a superuser (deid_t_rogue_admin), a pl
 policy-only requester (deid_t_researcher). The probe function reports the role it runs as and
 tries to make the session user a superuser.
 """
+import threading
+import time
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -434,6 +437,40 @@ def test_builtins_security_invoker_views_and_definer_functions_work(world, conne
     ok = researcher.execute(REQUEST, ["own.v", "t_pol_g"]).fetchone()
     assert ok[-1] is True
     world.execute("SELECT deid.drop_release('t_pol_g')")
+
+
+def test_code_changed_while_the_grantor_reads_fails_the_request(world, connect):
+    """The requester picks the moment the grantor reads. A function that passed the check (a
+    SECURITY DEFINER function runs as its owner) and turns into the reader's code while the
+    read runs fails the request after the read: nothing is released, and the transaction takes
+    back whatever the read did."""
+    world.execute("CREATE FUNCTION att.slow(x int) RETURNS int LANGUAGE sql SECURITY DEFINER"
+                  " AS $$ SELECT x FROM pg_sleep(0.05) $$")
+    world.execute(sql.SQL("ALTER FUNCTION att.slow(int) OWNER TO {}").format(
+        sql.Identifier(ATTACKER)))
+    owner = connect(OWNER)
+    _table(owner, "own.t")
+    owner.execute("CREATE VIEW own.v AS SELECT id, att.slow(a) AS a, b FROM own.t")
+    _classify(world, "own.v")
+    owner.execute("SELECT deid.allow_requests(%s, 'own.v', 2)", [RESEARCHER])
+    researcher = connect(RESEARCHER)
+    outcome = {}
+
+    def request():
+        try:
+            researcher.execute(REQUEST, ["own.v", "t_pol_race"]).fetchall()
+            outcome["state"] = None
+        except psycopg.Error as e:
+            outcome["state"], outcome["message"] = e.diag.sqlstate, str(e)
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    time.sleep(0.6)                # the read takes 40 x 0.05 s
+    connect(ATTACKER).execute("ALTER FUNCTION att.slow(int) SECURITY INVOKER")
+    worker.join()
+    assert outcome["state"] == "42501", outcome
+    assert "att.slow" not in outcome["message"]
+    assert not world.execute("SELECT 1 FROM deid.release WHERE name = 't_pol_race'").fetchone()
 
 
 # --------------------------- (h) the grantor's view reads a table the grantor may not read
