@@ -4,8 +4,10 @@ deid's SECURITY DEFINER implementations run as deid_owner (NOLOGIN, not a superu
 read a caller's relation: measurements run as the caller end to end; a request's snapshot is
 read as the caller (who holds SELECT) or, for a policy-based request, as the policy's grantor
 through the grantor's reader (deid._grantor_reader). So PostgreSQL's privileges, column
-privileges, row-level security and security_invoker views apply as defined, and whatever code
-a caller's view, type, cast, operator, domain or policy holds runs with the reader's rights.
+privileges, row-level security and security_invoker views apply as defined. Whatever code a
+view, cast, operator, domain or row-security policy holds runs with the reader's rights, so
+before any read code_trust refuses code the reader does not own. Only an owner of a relation
+grants a policy on it (and still is one at every request); only deid writes deid.policy.
 
 The public wrappers pass ``current_user`` to the definers, which accept it only if the session
 may act as that role (pg_has_role(session_user, caller, 'MEMBER')): passing another name gains

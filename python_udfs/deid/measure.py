@@ -3,7 +3,8 @@
 deid.k_anonymity, deid.equivalence_classes and deid.l_diversity. They reveal
 facts about raw rows, so they run as the caller end to end (SECURITY INVOKER): PostgreSQL
 checks the caller's privileges, column privileges, row-level security and security_invoker
-views on every read, and what a view or type runs, runs with the caller's rights.
+views on every read, and what a view or type runs, runs with the caller's rights -- so it
+must be the caller's own or trusted code (code_trust, checked before the read).
 """
 import numpy as np
 
