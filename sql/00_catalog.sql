@@ -97,8 +97,11 @@ CREATE TABLE deid.policy (
     relation    regclass NOT NULL,
     min_k       int NOT NULL CHECK (min_k >= 1),
     min_l       int CHECK (min_l >= 1),
-    granted_by  name NOT NULL DEFAULT current_user,
+    granted_by  name NOT NULL DEFAULT current_user,   -- the caller of allow_requests (an owner)
     granted_at  timestamptz NOT NULL DEFAULT now(),
+    -- generalization: k per source system (002) instead of k over all released
+    -- quasi-identifiers jointly (the default for a requester without SELECT)
+    per_source_k boolean NOT NULL DEFAULT false,
     PRIMARY KEY (grantee, relation)
 );
 COMMENT ON TABLE deid.policy IS
@@ -301,7 +304,10 @@ SELECT h.name, h.kind, h.levels,
 REVOKE ALL ON ALL TABLES IN SCHEMA deid FROM PUBLIC;
 GRANT SELECT ON deid.roles, deid.hierarchies, deid.hierarchy, deid.hierarchy_level,
                 deid.hierarchy_member TO deid_admin;
-GRANT SELECT, INSERT, UPDATE, DELETE ON deid.column_role, deid.policy TO deid_admin;
+-- Who reads as whom (policy) and what a column is (column_role) change only through deid's
+-- functions (SECURITY DEFINER, deid_owner): no other role writes these rows.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON deid.column_role, deid.policy FROM deid_admin;
+GRANT SELECT ON deid.column_role, deid.policy TO deid_admin;
 GRANT SELECT ON deid.release, deid.rid_set, deid.rid_sets, deid.equivalence_class TO deid_admin;
 GRANT deid_reader TO deid_admin;
 REVOKE ALL ON deid.release_selection FROM PUBLIC;

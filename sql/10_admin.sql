@@ -66,11 +66,22 @@ return entry('admin.drop_hierarchy', name, caller)
 $$;
 #@WRAP deid.drop_hierarchy(name text) RETURNS text => deid._drop_hierarchy(name, current_user)
 
-CREATE FUNCTION deid._allow_requests(grantee name, relid oid, min_k int, min_l int, caller name)
+CREATE FUNCTION deid._allow_requests(grantee name, relid oid, min_k int, min_l int,
+                                     per_source_k boolean, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('admin.allow_requests', grantee, relid, min_k, min_l, caller)
+return entry('admin.allow_requests', grantee, relid, min_k, min_l, per_source_k, caller)
 $$;
-#@WRAP deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL) RETURNS text => deid._allow_requests(role, relation::oid, min_k, min_l, current_user)
-COMMENT ON FUNCTION deid.allow_requests(name, regclass, int, int) IS
-  'Let a role request releases of a relation it cannot read, with k >= min_k (and l >= min_l); the source is then read as the granting role. See deid.usage(''allow_requests'').';
+#@WRAP deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL, per_source_k boolean DEFAULT false) RETURNS text => deid._allow_requests(role, relation::oid, min_k, min_l, coalesce(per_source_k, false), current_user)
+COMMENT ON FUNCTION deid.allow_requests(name, regclass, int, int, boolean) IS
+  'Let a role request releases of a relation it cannot read, with k >= min_k (and l >= min_l); only an owner of the relation grants, and the source is then read as the granting role. See deid.usage(''allow_requests'').';
+
+-- revoke_requests: remove a policy (its grantor, an owner of the relation, or a deid_admin).
+CREATE FUNCTION deid._revoke_requests(grantee name, relid oid, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('admin.revoke_requests', grantee, relid, caller)
+$$;
+#@WRAP deid.revoke_requests(role name, relation regclass) RETURNS text => deid._revoke_requests(role, relation::oid, current_user)
+COMMENT ON FUNCTION deid.revoke_requests(name, regclass) IS
+  'Remove the policy that lets a role request releases of a relation. See deid.usage(''revoke_requests'').';

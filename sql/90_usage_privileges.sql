@@ -23,7 +23,7 @@ DECLARE
                                'request_begin', 'request_finish', 'raise', 'relation', 'jsonb',
                                'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
                                'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
-                               'utility_policy', 'utility_from',
+                               'utility_policy', 'utility_from', 'revoke_requests',
                                'verify_release'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN

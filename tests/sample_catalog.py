@@ -1,6 +1,6 @@
 """A database filled as a DBA's would be: roles, hierarchies, a policy granted by an admin who is
-no superuser (its reader is owned by that admin), one release of each method, a dropped release
-and an analyst's own view over a release. Shared by the dump/restore test
+no superuser but owns the table (its reader is owned by that admin), one release of each
+method, a dropped release and an analyst's own view over a release. Shared by the dump/restore test
 (tests/integration/test_dump_restore.py) and the upgrade test (tests/upgrade/test_update.py)."""
 import json
 import os
@@ -74,6 +74,8 @@ def fill(conn, url, methods, prefix):
                         [f"{prefix}_gone"])
         analyst.execute("SELECT deid.drop_release(%s)", [f"{prefix}_gone"])
     # a policy granted by an admin that is no superuser: its reader is owned by that admin
+    # (only an owner of the relation grants a policy: the admin owns the table)
+    conn.execute("ALTER TABLE registry.patients OWNER TO deid_t_admin")
     with psycopg.connect(db_url(url, conn.info.dbname), user="deid_t_admin",
                          autocommit=True) as grantor:
         grantor.execute("SELECT deid.allow_requests('deid_t_researcher', 'registry.patients', 20, 2)")

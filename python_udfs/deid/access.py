@@ -4,8 +4,10 @@ deid's SECURITY DEFINER implementations run as deid_owner (NOLOGIN, not a superu
 read a caller's relation: measurements run as the caller end to end; a request's snapshot is
 read as the caller (who holds SELECT) or, for a policy-based request, as the policy's grantor
 through the grantor's reader (deid._grantor_reader). So PostgreSQL's privileges, column
-privileges, row-level security and security_invoker views apply as defined, and whatever code
-a caller's view, type, cast, operator, domain or policy holds runs with the reader's rights.
+privileges, row-level security and security_invoker views apply as defined. Whatever code a
+view, cast, operator, domain or row-security policy holds runs with the reader's rights, so
+before any read code_trust refuses code the reader does not own. Only an owner of a relation
+grants a policy on it (and still is one at every request); only deid writes deid.policy.
 
 The public wrappers pass ``current_user`` to the definers, which accept it only if the session
 may act as that role (pg_has_role(session_user, caller, 'MEMBER')): passing another name gains
@@ -55,7 +57,8 @@ def authorize_request(db, caller, rel, columns, k, l=None):
     if can_select(db, caller, rel, columns):
         return {"via": "select", "reader": caller}
     rows = db.query(
-        "SELECT p.grantee::text AS grantee, p.min_k, p.min_l, p.granted_by::text AS granted_by"
+        "SELECT p.grantee::text AS grantee, p.min_k, p.min_l, p.granted_by::text AS granted_by,"
+        "       p.per_source_k"
         "  FROM deid.policy p"
         " WHERE p.relation = $2 AND pg_catalog.pg_has_role($1, p.grantee, 'MEMBER')"
         " ORDER BY p.min_k, p.min_l NULLS FIRST", [caller, rel.oid], ["name", "oid"])
@@ -74,17 +77,24 @@ def authorize_request(db, caller, rel, columns, k, l=None):
     grant = ok[0]
     reader = grantor_reader(db, grant["granted_by"], rel, columns)
     return {"via": "policy", "grantee": grant["grantee"], "min_k": grant["min_k"],
-            "min_l": grant["min_l"], "reader": grant["granted_by"], "reader_function": reader}
+            "min_l": grant["min_l"], "per_source_k": bool(grant["per_source_k"]),
+            "reader": grant["granted_by"], "reader_function": reader}
 
 
 def grantor_reader(db, grantor, rel, columns):
     """The grantor's reader, re-checked at request time: it still exists exactly as deid made
-    it, and the grantor may still read every column the request reads."""
+    it, the grantor is still an owner of the relation, and may still read every column the
+    request reads."""
     fn = db.value("SELECT deid._grantor_reader($1)::text", [grantor], ["name"])
     if fn is None:
         raise DeidError(INSUFFICIENT_PRIVILEGE, f"the policy on {rel.display} has no valid reader",
                         detail=f'the reader function of role "{grantor}" is missing or was changed',
                         hint="The role that granted the policy runs deid.allow_requests(...) again.")
+    if not owns(db, grantor, rel):
+        raise DeidError(INSUFFICIENT_PRIVILEGE,
+                        f"the role that granted the policy on {rel.display} is not an owner of it",
+                        hint="Only an owner of the relation lends its rights to a policy: an "
+                             "owner runs deid.allow_requests(...) again.")
     if not can_select(db, grantor, rel, columns):
         raise DeidError(INSUFFICIENT_PRIVILEGE,
                         f"the role that granted the policy on {rel.display} may no longer read it",
@@ -93,24 +103,37 @@ def grantor_reader(db, grantor, rel, columns):
     return fn
 
 
+def owns(db, role, rel):
+    """`role` is an owner of `rel`: a member of its owning role (a superuser is one of every)."""
+    return bool(db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'MEMBER')"
+                         " FROM pg_catalog.pg_class c WHERE c.oid = $2", [role, rel.oid],
+                         ["name", "oid"]))
+
+
 def may_grant_policy(db, caller, rel, columns):
-    """allow_requests: the relation's owner or a deid_admin, who may read every column."""
-    owner = db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'USAGE')"
-                     " FROM pg_catalog.pg_class c WHERE c.oid = $2", [caller, rel.oid], ["name", "oid"])
-    if not (owner or is_admin(db, caller)) or not can_select(db, caller, rel, columns):
+    """allow_requests: only an owner of the relation (a member of its owning role), who may
+    read every column. Being a deid_admin is not enough: a policy reads the source with its
+    grantor's rights, so only a role that answers for the relation lends them."""
+    if not owns(db, caller, rel) or not can_select(db, caller, rel, columns):
         raise DeidError(INSUFFICIENT_PRIVILEGE,
-                        f"only the owner of {rel.display} or a deid_admin who may read all of it can "
-                        "allow requests on it",
-                        hint="A policy reads the source with its grantor's rights: ask the data owner.")
+                        f"only an owner of {rel.display} who may read all of it can allow "
+                        "requests on it",
+                        hint="A policy reads the source with its grantor's rights: the relation's "
+                             "owner (or a member of the owning role) runs deid.allow_requests.")
 
 
-def translate_read_error(e, rel, role):
+def translate_read_error(e, rel, role, requester=False):
     """An error PostgreSQL raised while `role` read `rel` (privilege, RLS, a cast) as a
-    DeidError with a hint; anything else unchanged."""
+    DeidError with a hint; anything else unchanged. For a policy-based `requester` the message
+    names nothing inside the grantor's source (PostgreSQL's names the relation it refused)."""
     state = getattr(e, "sqlstate", None)
     if state == INSUFFICIENT_PRIVILEGE:
+        if requester:
+            return DeidError(INSUFFICIENT_PRIVILEGE,
+                             f"permission denied while reading {rel.display} as the policy's grantor",
+                             hint="Ask the role that granted the policy: it needs SELECT on the "
+                                  "columns read, and on whatever the relation reads.")
         return DeidError(INSUFFICIENT_PRIVILEGE, f"permission denied while reading {rel.display}",
                          hint=f'deid reads as role "{role}": it needs SELECT on the columns read '
                               "(and on whatever the relation reads, for a view).")
     return e
-

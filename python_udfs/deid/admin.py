@@ -1,9 +1,9 @@
 """Administration: column roles, hierarchies and request policies."""
 import re
 
-from . import access, catalog, hierarchies
-from .errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT, INVALID_PARAMETER_VALUE,
-                     UNDEFINED_OBJECT)
+from . import access, catalog, code_trust, hierarchies
+from .errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT,
+                     INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE, UNDEFINED_OBJECT)
 from .sqltext import quote_ident, quote_literal
 
 
@@ -70,7 +70,9 @@ def clear_roles(db, relid, caller):
 
 
 def check_binding(db, rel, col, h):
-    """Every value of the column must be in the hierarchy it is bound to."""
+    """Every value of the column must be in the hierarchy it is bound to. Read as the role now
+    current (the caller): refused first if that read would run code the caller does not own."""
+    code_trust.check_read(db, access.current_user(db), rel, [col.name])
     q = quote_ident(col.name)
     if h.kind == "member":
         leaves = h.leaves
@@ -173,10 +175,13 @@ def drop_hierarchy(db, name, caller):
     return f"hierarchy {name} dropped"
 
 
-def allow_requests(db, grantee, relid, min_k, min_l, caller):
+def allow_requests(db, grantee, relid, min_k, min_l, per_source_k, caller):
     """A policy: `grantee` may request releases of the relation without SELECT on it. The
-    caller becomes the policy's grantor: requests under it read the source as the caller,
-    through a reader function deid installs for (and owned by) the caller."""
+    caller -- an owner of the relation -- becomes the policy's grantor: requests under it read
+    the source as the caller, through a reader function deid installs for (and owned by) the
+    caller; so the source may run no code the caller does not own (code_trust; checked again
+    at every request). `per_source_k`: a generalization release may hold k per source system
+    (002) rather than over all released quasi-identifiers jointly."""
     access.caller_role(db, caller)
     catalog.require(grantee, "role", "Name the role that may request releases.")
     rel = catalog.relation(db, relid)
@@ -190,12 +195,38 @@ def allow_requests(db, grantee, relid, min_k, min_l, caller):
         raise DeidError(UNDEFINED_OBJECT, f'role "{grantee}" does not exist',
                         hint="CREATE ROLE it first, or name an existing role.")
     access.may_grant_policy(db, caller, rel, list(rel.columns))
+    code_trust.check_read(db, caller, rel, list(rel.columns))
+    per_source_k = bool(per_source_k)
     db.execute("SELECT deid._install_reader($1)", [caller], ["name"])
-    db.execute("INSERT INTO deid.policy (grantee, relation, min_k, min_l, granted_by)"
-               " VALUES ($1::regrole, $2, $3, $4, $5) ON CONFLICT (grantee, relation) DO UPDATE"
+    db.execute("INSERT INTO deid.policy (grantee, relation, min_k, min_l, granted_by, per_source_k)"
+               " VALUES ($1::regrole, $2, $3, $4, $5, $6) ON CONFLICT (grantee, relation) DO UPDATE"
                " SET min_k = EXCLUDED.min_k, min_l = EXCLUDED.min_l,"
-               "     granted_by = EXCLUDED.granted_by, granted_at = now()",
-               [quote_ident(grantee), rel.oid, min_k, min_l, caller],
-               ["text", "oid", "int", "int", "name"])
+               "     granted_by = EXCLUDED.granted_by, granted_at = now(),"
+               "     per_source_k = EXCLUDED.per_source_k",
+               [quote_ident(grantee), rel.oid, min_k, min_l, caller, per_source_k],
+               ["text", "oid", "int", "int", "name", "boolean"])
     return f"{grantee} may request releases of {rel.display} with k >= {min_k}" + \
-        (f", l >= {min_l}" if min_l else "")
+        (f", l >= {min_l}" if min_l else "") + (", k per source" if per_source_k else "")
+
+
+def revoke_requests(db, grantee, relid, caller):
+    """Remove a policy: its grantor, an owner of the relation or a deid_admin may (a policy
+    only lends rights; taking it away lends none)."""
+    access.caller_role(db, caller)
+    catalog.require(grantee, "role", "Name the role whose policy goes.")
+    rel = catalog.relation(db, relid)
+    grantor = db.value("SELECT p.granted_by::text FROM deid.policy p JOIN pg_catalog.pg_roles r"
+                       " ON r.oid = p.grantee WHERE p.relation = $1 AND r.rolname = $2",
+                       [rel.oid, grantee], ["oid", "name"])
+    if grantor is None:
+        raise DeidError(UNDEFINED_OBJECT, f'role "{grantee}" has no policy on {rel.display}',
+                        hint=f"SELECT grantee, min_k, granted_by FROM deid.policy WHERE relation = "
+                             f"{quote_literal(rel.display)}::regclass; lists them.")
+    if grantor != caller and not access.owns(db, caller, rel) and not access.is_admin(db, caller):
+        raise DeidError(INSUFFICIENT_PRIVILEGE,
+                        f"only the grantor, an owner of {rel.display} or a deid_admin may revoke "
+                        "its policies",
+                        hint=f'Ask role "{grantor}" (the grantor) or the owner of {rel.display}.')
+    db.execute("DELETE FROM deid.policy p USING pg_catalog.pg_roles r WHERE r.oid = p.grantee"
+               " AND p.relation = $1 AND r.rolname = $2", [rel.oid, grantee], ["oid", "name"])
+    return f"{grantee} may no longer request releases of {rel.display}"

@@ -3,11 +3,12 @@
 deid.k_anonymity, deid.equivalence_classes and deid.l_diversity. They reveal
 facts about raw rows, so they run as the caller end to end (SECURITY INVOKER): PostgreSQL
 checks the caller's privileges, column privileges, row-level security and security_invoker
-views on every read, and what a view or type runs, runs with the caller's rights.
+views on every read, and what a view or type runs, runs with the caller's rights -- so it
+must be the caller's own or trusted code (code_trust, checked before the read).
 """
 import numpy as np
 
-from . import catalog, datapath
+from . import access, catalog, code_trust, datapath
 from .errors import DeidError, INVALID_PARAMETER_VALUE
 from .sqltext import quote_ident
 
@@ -17,6 +18,13 @@ EXACT_MAX_ROWS = 40   # classes up to this size get the exact minimum-deletion L
 def relation(db, relid):
     """The relation and the column roles the caller may see (it cannot read the catalog)."""
     return catalog.relation(db, relid, roles=catalog.ROLES_FROM_HELPER)
+
+
+def trusted_read(db, rel, columns):
+    """Refuse before reading `columns` of `rel` as the caller when that read would run code
+    the caller does not own (code_trust)."""
+    code_trust.check_read(db, access.current_user(db), rel, columns)
+    return columns
 
 
 def columns_for_role(rel, given, role, what):
@@ -55,7 +63,8 @@ def _class_sql(rel, qis):
 
 def k_anonymity(db, relid, quasi_identifiers):
     rel = relation(db, relid)
-    qis = columns_for_role(rel, quasi_identifiers, "quasi_identifier", "quasi_identifiers")
+    qis = trusted_read(db, rel, columns_for_role(rel, quasi_identifiers, "quasi_identifier",
+                                                 "quasi_identifiers"))
     cols, _ = _class_sql(rel, qis)
     return db.value(f"SELECT min(c) FROM (SELECT count(*) AS c FROM {rel.qualified} t"
                     f" GROUP BY {cols}) s")
@@ -63,7 +72,8 @@ def k_anonymity(db, relid, quasi_identifiers):
 
 def equivalence_classes(db, relid, quasi_identifiers):
     rel = relation(db, relid)
-    qis = columns_for_role(rel, quasi_identifiers, "quasi_identifier", "quasi_identifiers")
+    qis = trusted_read(db, rel, columns_for_role(rel, quasi_identifiers, "quasi_identifier",
+                                                 "quasi_identifiers"))
     cols, keys = _class_sql(rel, qis)
     rows = db.query(
         f"SELECT row_number() OVER (ORDER BY count(*), {cols}) AS class_id, count(*) AS size,"
@@ -94,7 +104,7 @@ def l_diversity(db, relid, quasi_identifiers, sensitive, exact):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f"column {sorted(overlap)[0]} is both quasi-identifier and sensitive",
                         hint="A column has one role.")
-    frame = datapath.read(db, rel, qis + sas)
+    frame = datapath.read(db, rel, trusted_read(db, rel, qis + sas))
     if frame.n == 0:
         return []
     group, sizes = classes_of(frame, qis)

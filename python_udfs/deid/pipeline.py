@@ -27,8 +27,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from . import (access, catalog, catalog_log, datapath, heap, options as opts_schema, overlap,
-               registry, release, writer)
+from . import (access, catalog, catalog_log, code_trust, datapath, heap, options as opts_schema,
+               overlap, registry, release, writer)
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
                      INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED)
 from .frame import Frame
@@ -92,8 +92,10 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     plugin.validate(k, l, opts)
     sel = parse_selection(db, rel, selection)
     cols, rid = read_columns(db, plugin, rel, columns, opts)
-    grant = access.authorize_request(db, caller, rel, cols + [rid] + sorted(sel.columns if sel else []),
-                                     k, l)
+    read = cols + [rid] + sorted(sel.columns if sel else [])
+    grant = access.authorize_request(db, caller, rel, read, k, l)
+    # the code this read runs runs as the reader: refuse before reading what it does not own
+    code_trust.check_read(db, grant["reader"], rel, read, requester=grant["via"] == "policy")
     if grant["via"] == "policy" and sel is not None:
         released = {c for c in cols if rel.columns[c].role == "quasi_identifier"}
         outside = sorted(set(sel.columns) - released)
@@ -129,7 +131,13 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     _PENDING[token] = Pending(req, entry, spec, grant["reader"], old)
     if grant["via"] == "policy":
         with _redacted(req, reading=True):
-            db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
+            try:
+                db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
+            except DeidError as e:      # PostgreSQL's refusal names a relation inside the source
+                raise access.translate_read_error(e, rel, grant["reader"], requester=True) from None
+        # the requester chooses when the grantor reads: code swapped in between the check and
+        # the read fails the request, and the transaction takes back whatever it did
+        code_trust.check_read(db, grant["reader"], rel, read, requester=True)
     return token
 
 

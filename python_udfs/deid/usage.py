@@ -6,6 +6,8 @@ TEXTS = {
   Classify a column. role: identifier | quasi_identifier | sensitive | insensitive.
   hierarchy binds a generalization hierarchy (every value of the column must be in it);
   source names the source system the column comes from (k is enforced per source).
+  The hierarchy check reads the column as you: refused if that read would run code of a role
+  you do not trust (a view's or policy's functions, a cast).
   Needs deid_admin. Read back: SELECT * FROM deid.roles;
   e.g. SELECT deid.set_role('registry.patients', 'age', 'quasi_identifier', hierarchy => 'age_5y');""",
     "unset_role": """deid.unset_role(relation regclass, column name) -> text
@@ -26,10 +28,21 @@ TEXTS = {
   Each width must be a multiple of the one before. Needs deid_admin.""",
     "drop_hierarchy": """deid.drop_hierarchy(name text) -> text
   Remove a hierarchy that no column role uses. Needs deid_admin.""",
-    "allow_requests": """deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL) -> text
+    "allow_requests": """deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL,
+                    per_source_k boolean DEFAULT false) -> text
   Let `role` request releases of `relation` without SELECT on it, for k >= min_k (and l >= min_l).
-  Only the relation's owner, or a deid_admin, who may read every column, can do this; requests
-  under the policy read the relation as its grantor (the caller). Rows: deid.policy.""",
+  Only an owner of the relation (its owning role or a member of it) who may read every column
+  can do this (being a deid_admin is not enough); requests under the policy read the relation
+  as its grantor (the caller), so it may run no code the grantor does not own: a view's
+  functions and operators, row-security policies and the casts of the columns read must belong
+  to the grantor, to a role that may act as it, or to a superuser (checked now and at every
+  request). per_source_k => true lets a generalization release hold k per source system (002);
+  by default k holds over all released quasi-identifiers jointly. Rows: deid.policy (written
+  only by deid). Remove with deid.revoke_requests(role, relation).
+  e.g. SELECT deid.allow_requests('research', 'registry.patients', min_k => 10);""",
+    "revoke_requests": """deid.revoke_requests(role name, relation regclass) -> text
+  Remove the policy of `role` on `relation`. Its grantor, an owner of the relation or a
+  deid_admin may. e.g. SELECT deid.revoke_requests('research', 'registry.patients');""",
     "k_anonymity": """deid.k_anonymity(relation regclass, quasi_identifiers text[] DEFAULT NULL) -> bigint
   The smallest equivalence-class size over the quasi-identifiers (NULL: the columns whose
   role is quasi_identifier). NULL for an empty relation. Caller needs SELECT on the columns.""",

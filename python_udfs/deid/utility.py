@@ -13,7 +13,7 @@ Identifiers reach SQL only through quote_ident and a regclass; values only as pa
 """
 import json
 
-from . import access, catalog
+from . import access, catalog, code_trust
 from .errors import (DeidError, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE,
                      NULL_VALUE_NOT_ALLOWED, UNDEFINED_COLUMN)
 from .plugins.disassociation import DISJOINT_HINT
@@ -58,6 +58,9 @@ def utility_from(db, relid, constraint_column, code_column):
             raise DeidError(INSUFFICIENT_PRIVILEGE, "permission denied to read the utility "
                             "policy's relation", hint="utility_from reads as you: you need "
                             "SELECT on its constraint and code columns.")
+    # read as the caller: refused first if that read would run code the caller does not own
+    code_trust.check_read(db, access.current_user(db), catalog.relation(
+        db, relid, roles=catalog.ROLES_FROM_HELPER), [constraint_column, code_column])
     rel = db.value("SELECT $1::pg_catalog.regclass::text", [relid], ["oid"])
     c, v = quote_ident(constraint_column), quote_ident(code_column)
     rows = db.query(f"SELECT DISTINCT {c}::text AS c, {v}::text AS v FROM {rel}"

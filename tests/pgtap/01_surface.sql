@@ -30,7 +30,7 @@ SELECT columns_are('deid', 'cluster_member', ARRAY['release_id', 'cluster_id', '
 SELECT has_function('deid', 'set_role', ARRAY['regclass', 'name', 'text', 'text', 'text']);
 SELECT has_function('deid', 'load_hierarchy', ARRAY['text', 'text', 'double precision[]']);
 SELECT has_function('deid', 'interval_hierarchy', ARRAY['text', 'numeric', 'numeric', 'integer[]', 'double precision[]']);
-SELECT has_function('deid', 'allow_requests', ARRAY['name', 'regclass', 'integer', 'integer']);
+SELECT has_function('deid', 'allow_requests', ARRAY['name', 'regclass', 'integer', 'integer', 'boolean']);
 SELECT has_function('deid', 'k_anonymity', ARRAY['regclass', 'text[]']);
 SELECT has_function('deid', 'equivalence_classes', ARRAY['regclass', 'text[]']);
 SELECT has_function('deid', 'l_diversity', ARRAY['regclass', 'text[]', 'text[]', 'boolean']);
