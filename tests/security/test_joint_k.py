@@ -119,10 +119,6 @@ def test_a_policy_request_that_cannot_reach_joint_k_is_refused(joint, connect):
 
 
 def test_a_policy_that_allows_per_source_k(joint, connect):
-    names = joint.execute("SELECT proargnames FROM pg_proc WHERE proname = 'allow_requests'"
-                          " AND pronamespace = 'deid'::regnamespace").fetchall()
-    if not any("per_source_k" in (n[0] or []) for n in names):
-        pytest.skip("deid.allow_requests has no per_source_k argument yet")
     joint.execute("SELECT deid.allow_requests(%s, %s, %s, per_source_k => true)",
                   [RESEARCHER, TABLE, MIN_K])
     try:
