@@ -89,10 +89,15 @@ def parse_member_rows(text):
 
 def _num(x, what):
     try:
-        return Decimal(str(x))
+        d = Decimal(str(x))
     except (InvalidOperation, ValueError):
         raise DeidError(INVALID_PARAMETER_VALUE, f"{what} is not a number: {x!r}",
                         hint="Write numbers as in SQL, e.g. 0.5.")
+    if not d.is_finite():              # numeric 'NaN' and '(-)Infinity': no band holds them
+        raise DeidError(INVALID_PARAMETER_VALUE, f"{what} must be a finite number, not {x}",
+                        hint="The bands cover [low, high) with finite bounds and widths: "
+                             "e.g. low => 0, high => 120.")
+    return d
 
 
 def check_interval(low, high, widths):

@@ -276,7 +276,7 @@ def _unsatisfiable(k, source, nsources, attrs, smallest, total):
             PRIVACY_MODEL_UNSATISFIABLE,
             f"k-anonymity (k={k}) cannot be reached{where}: too few rows match the request",
             detail=f"{total} row(s) match",
-            hint="Widen the selection or lower k.")
+            hint="Widen the selection or lower k.", data_dependent=True)
     names = ", ".join(f"{h.name} (limit {h.cap} of {h.top})" for h in blocking)
     return DeidError(
         PRIVACY_MODEL_UNSATISFIABLE,
@@ -286,7 +286,7 @@ def _unsatisfiable(k, source, nsources, attrs, smallest, total):
         + " (a column pinned by an equality in the selection cannot rise above the selected value), "
         "drop such columns from the request, widen the selection, or lower k.",
         detail=f"smallest class: {smallest} row(s); levels at the limit: "
-        + ", ".join(f"{h.name}={h.cap}" for h in attrs))
+        + ", ".join(f"{h.name}={h.cap}" for h in attrs), data_dependent=True)
 
 
 def _finish(codes, counts, attributes, levels, steps, final, stats):

@@ -388,7 +388,8 @@ def _check_table(X, kinds, k):
         _invalid("the table must be a 2-D array", "pass one column per projected attribute")
     if not np.isfinite(X).all():
         raise DeidError(NULL_VALUE_NOT_ALLOWED, "the table contains NULL/NaN/infinite values",
-                        hint="say how to treat NULLs (the 'nulls' option) or filter them out")
+                        hint="say how to treat NULLs (the 'nulls' option) or filter them out",
+                        data_dependent=True)
     kinds = [str(kd) for kd in kinds] if kinds is not None else []
     if len(kinds) != X.shape[1] or any(kd not in KINDS for kd in kinds):
         _invalid("kinds must name a supported kind for every column",
@@ -508,7 +509,7 @@ def _subsets(X, status, k):
     """[(status value or -1, rows)]: 004 Alg. 2 step 1, or the whole table."""
     n = X.shape[0]
     too_few = DeidError(PRIVACY_MODEL_UNSATISFIABLE, f"the table has fewer than k = {k} rows",
-                        hint="lower k or release more rows")
+                        hint="lower k or release more rows", data_dependent=True)
     if status is None:
         if n < k:
             raise too_few
@@ -520,7 +521,8 @@ def _subsets(X, status, k):
             raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                             f"a vital-status subset has fewer than k = {k} rows",
                             hint="004 Alg. 2 condenses each status apart: lower k, release "
-                                 "more rows, or condense without survival columns")
+                                 "more rows, or condense without survival columns",
+                            data_dependent=True)
         if rows.size:
             out.append((value, rows.astype(np.int64)))
     if not out:
