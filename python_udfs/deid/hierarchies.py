@@ -27,7 +27,7 @@ def check_info_loss(info_loss, levels):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f"info_loss has {len(loss)} values for {levels} levels", hint=hint)
     if loss[0] != 0 or loss[-1] != 1 or any(b < a for a, b in zip(loss, loss[1:])) \
-            or any(x < 0 or x > 1 for x in loss):
+            or any(not 0 <= x <= 1 for x in loss):         # NaN too
         raise DeidError(INVALID_PARAMETER_VALUE,
                         "info_loss must start at 0, end at 1 and never decrease", hint=hint)
     return loss

@@ -12,7 +12,7 @@ into a ReleasePlan (plan.py) without SQL; writer.py writes the plan's tables, ca
 its artefacts, the views and the log row; the method's verifier checks what was stored.
 Each phase reports itself as a NOTICE (when client_min_messages lets it through) with its
 seconds and no count, and its seconds go into the log; for a caller without SELECT the notices
-wait until the release is verified (which phase a refusal came in tells nothing).
+wait until the release is verified and logged (which phase a refusal came in tells nothing).
 
 The snapshot passes from the reading part to deid_owner's part in this backend's memory
 (``_PENDING``), keyed by a random token: only deid's own Python puts rows there, so no SQL
@@ -177,9 +177,9 @@ def finish(db, token, caller):
         trim()
         verification = p.method.verifier.verify(db, req, p.frame, tables)
         clock.phase("verify")
-        clock.flush()
         relations = catalog_log.publish(db, req, tables)
         catalog_log.log(db, req, relations, plan, verification, clock.seconds())
+        clock.flush()
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 
 
@@ -211,7 +211,7 @@ def _write(db, req, plan, trim=_no_trim):
 class _Clock:
     """Phase timings of a request (the log keeps them) and its progress NOTICEs: seconds, no
     count (a count before the release is verified may be one below k); for a caller without
-    SELECT held back until flush(), after verification."""
+    SELECT held back until flush(), once the release is verified and logged."""
 
     def __init__(self, db, pending):
         self.db, self.t = db, time.perf_counter()

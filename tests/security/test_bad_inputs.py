@@ -117,6 +117,8 @@ CASES = [
     ("interval_low_nan", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 'NaN', 100, '{5}')", "22023"),
     ("interval_high_infinite", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 0, 'Infinity', '{5}')", "22023"),
     ("interval_low_infinite", "admin", "SELECT deid.interval_hierarchy('t_bad_x', '-Infinity', 0, '{5}')", "22023"),
+    ("interval_info_loss_nan", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 0, 100, '{5}', '{0,NaN,1}')", "22023"),
+    ("hierarchy_info_loss_nan", "admin", "SELECT deid.load_hierarchy('t_bad_y', E'a;x;*', '{0,NaN,1}')", "22023"),
     ("interval_widths", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 0, 100, '{5,7}')", "22023"),
     ("hierarchy_exists", "admin", "SELECT deid.load_hierarchy('t_bad_sex', 'F;*')", "42710"),
     ("hierarchy_two_parents", "admin", "SELECT deid.load_hierarchy('t_bad_y', E'a;x;*\\na;y;*')", "22023"),

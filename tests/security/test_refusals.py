@@ -83,18 +83,22 @@ ORACLE = {
 }
 
 
-@pytest.mark.parametrize("method", sorted(ORACLE))
-def test_living_and_dead_are_refused_alike(refuse, connect, method):
-    """The issue's oracle: selection 'age = 99' over {age, death_date}."""
-    conn = connect(RESEARCHER)
+def living_and_dead(admin, conn, method):
+    """The refusals of the issue's oracle, selection 'age = 99' over {age, death_date}, for the
+    patient alive (death_date NULL) and dead (one row, fewer than k)."""
     case = dict(ORACLE[method], selection="age = 99")
     try:
-        set_death(refuse, False)
+        set_death(admin, False)
         living = refusal(conn, **case)
-        set_death(refuse, True)
-        dead = refusal(conn, **case)
+        set_death(admin, True)
+        return living, refusal(conn, **case)
     finally:
-        set_death(refuse, False)
+        set_death(admin, False)
+
+
+@pytest.mark.parametrize("method", sorted(ORACLE))
+def test_living_and_dead_are_refused_alike(refuse, connect, method):
+    living, dead = living_and_dead(refuse, connect(RESEARCHER), method)
     assert living == dead, (living, dead)
     assert living[0] == "DE001" and living[2] and living[3] is None
     assert "death_date" not in " ".join(living[1:3])
@@ -102,15 +106,7 @@ def test_living_and_dead_are_refused_alike(refuse, connect, method):
 
 @pytest.mark.parametrize("method", sorted(ORACLE))
 def test_a_requester_with_select_keeps_the_reasons(refuse, connect, method):
-    conn = connect(ANALYST)
-    case = dict(ORACLE[method], selection="age = 99")
-    try:
-        set_death(refuse, False)
-        living = refusal(conn, **case)
-        set_death(refuse, True)
-        dead = refusal(conn, **case)
-    finally:
-        set_death(refuse, False)
+    living, dead = living_and_dead(refuse, connect(ANALYST), method)
     assert living[0] == "22004" and "death_date" in living[1], living
     assert dead[0] == "DE001" and dead != living, dead
 

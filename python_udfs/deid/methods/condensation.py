@@ -368,8 +368,8 @@ def _cluster_stats(X, kinds, cluster_id, n_clusters, sizes):
 # validation (messages carry no data value and no row count below k)
 # ---------------------------------------------------------------------------------------------
 
-def _invalid(message, hint):
-    raise DeidError(INVALID_PARAMETER_VALUE, message, hint=hint)
+def _invalid(message, hint, data_dependent=None):
+    raise DeidError(INVALID_PARAMETER_VALUE, message, hint=hint, data_dependent=data_dependent)
 
 
 def _is_int(v, least):
@@ -466,7 +466,7 @@ def _attribute_weights(weights, m, status, time_col, survival, algorithm):
     total = sum(given.values())
     if total > 1.0 + 1e-9:
         _invalid("the weights add up to more than 1",
-                 "the other attributes share 1 minus the given weights")
+                 "the other attributes share 1 minus the given weights", data_dependent=False)
     rest = [j for j in range(m) if j != status and j not in given]
     out = np.zeros(m)
     out[rest] = max(0.0, 1.0 - total) / max(len(rest), 1)

@@ -79,7 +79,8 @@ def run(frame, req):
         "codes", np.r_[0, np.cumsum(lengths[perm])].astype(np.int64), r.nodes[take], tree.labels)])
     if len(table.name.encode()) > 63:
         raise DeidError(INVALID_PARAMETER_VALUE, "a release table name is too long",
-                        hint="Choose a shorter release name (at most 50 characters).")
+                        hint="Choose a shorter release name (at most 50 characters).",
+                        data_dependent=False)
     group = _groups(r.offsets, r.nodes)
     sizes = np.bincount(group)
     used = np.unique(r.label[leaves])

@@ -173,7 +173,8 @@ def run(frame, req):
     for t in (cluster, record_chunk, item_chunk, shared_chunk):
         if len(t.name.encode()) > 63:
             raise DeidError(INVALID_PARAMETER_VALUE, "a release table name is too long",
-                            hint="Choose a shorter release name (at most 50 characters).")
+                            hint="Choose a shorter release name (at most 50 characters).",
+                            data_dependent=False)
     return ReleasePlan(
         tables=[cluster, record_chunk, item_chunk, shared_chunk], rows=frame.n,
         groups=int(sizes.size), discernibility=float(metrics.discernibility(sizes)),
