@@ -25,45 +25,75 @@ BEGIN
 END $$;
 
 -- COPY one of deid's private files (binary, or text format when its name ends in ".text";
--- written by datapath.copy_fields under
--- base/pgsql_tmp, mode 0600) into one of deid's own tables. Owned by deid_loader, the only
--- holder of pg_read_server_files. Before it reads a byte it checks that nothing of a caller can
--- run during the COPY: the target is a plain table of deid_owner in schema deid or
--- deid_release, without triggers, rules, row security or defaults, every column of a type in
--- pg_catalog; the path is one of deid's temporary files.
+-- written by datapath.copy_fields under base/pgsql_tmp, mode 0600) into one of deid's own
+-- tables. Owned by deid_loader, the only holder of pg_read_server_files. Before it reads a
+-- byte it checks that nothing of a caller can run during the COPY: the target is a plain table
+-- of deid_owner in schema deid or deid_release, without triggers, rules, row security or
+-- defaults, every column of a type in pg_catalog; and that the file is one of deid's own: a
+-- name of deid's temporary files, in a normalized absolute path whose directory resolves to
+-- the server's own temporary directory (<data directory>/base/pgsql_tmp: the backend's working
+-- directory, as datapath._temp_path writes it), opened without following a link (O_NOFOLLOW,
+-- relative to that directory), a regular file of the server's user with one link and no
+-- access for others. PL/pgSQL cannot see links, hence PL/Python (created by the installing
+-- superuser, given to deid_loader). The COPY reads the file it opened (/proc/self/fd/<n>: the
+-- same backend), so nothing can swap it between the checks and the read.
 CREATE FUNCTION deid._copy_in(target regclass, columns text[], path text)
-RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 -- deid writes text as UTF-8 bytes, and COPY (binary: the receive functions; text: the input)
 -- converts text from the client encoding: pin it for the COPY, whatever the caller's session uses.
 SET client_encoding = 'UTF8' AS $$
-DECLARE
-    n bigint;
-BEGIN
-    IF NOT EXISTS (
-            SELECT 1 FROM pg_class c
-             WHERE c.oid = target AND c.relkind = 'r' AND c.relowner = 'deid_owner'::regrole
-               AND c.relnamespace IN ('deid'::regnamespace, 'deid_release'::regnamespace)
-               AND NOT c.relhastriggers AND NOT c.relhasrules AND NOT c.relrowsecurity)
-       OR EXISTS (
-            SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-             WHERE a.attrelid = target AND a.attnum > 0 AND NOT a.attisdropped
-               AND (t.typnamespace <> 'pg_catalog'::regnamespace OR a.atthasdef))
-       OR path IS NULL
-       OR path !~ '^/[^\n]*/base/pgsql_tmp/pgsql_tmpdeid[0-9]+\.[0-9]+(\.text)?$'
-       OR path ~ '/\.\./' THEN
-        RAISE EXCEPTION 'deid._copy_in refuses this target or path'
-              USING ERRCODE = 'insufficient_privilege',
-                    HINT = 'Only deid''s own data path copies its own files into its own tables.';
-    END IF;
-    -- the file's name tells its format: deid's text-format images end in ".text" (one of
-    -- two fixed words goes into the statement, never text of the path)
-    EXECUTE format('COPY %s (%s) FROM %L WITH (FORMAT %s)', target,
-                   (SELECT string_agg(quote_ident(c), ', ' ORDER BY o)
-                      FROM unnest(columns) WITH ORDINALITY AS u(c, o)), path,
-                   CASE WHEN path LIKE '%.text' THEN 'text' ELSE 'binary' END);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
-END $$;
+import os
+import re
+import stat
+
+
+def refuse():
+    plpy.error("deid._copy_in refuses this target or path", sqlstate="42501",
+               hint="Only deid's own data path copies its own files into its own tables.")
+
+
+ours = plpy.execute(plpy.prepare("""
+    SELECT EXISTS (SELECT 1 FROM pg_class c
+                    WHERE c.oid = $1 AND c.relkind = 'r' AND c.relowner = 'deid_owner'::regrole
+                      AND c.relnamespace IN ('deid'::regnamespace, 'deid_release'::regnamespace)
+                      AND NOT c.relhastriggers AND NOT c.relhasrules AND NOT c.relrowsecurity)
+       AND NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                        WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+                          AND (t.typnamespace <> 'pg_catalog'::regnamespace OR a.atthasdef))
+       AS ok""", ["regclass"]), [target])[0]["ok"]
+if (not ours or path is None or os.path.normpath(path) != path
+        or not re.fullmatch(r"/[^\n]*/base/pgsql_tmp/pgsql_tmpdeid[0-9]+\.[0-9]+(\.text)?", path)):
+    refuse()
+tmp = os.path.realpath(os.path.join(os.getcwd(), "base", "pgsql_tmp"))
+if os.path.realpath(os.path.dirname(path)) != tmp:
+    refuse()
+try:
+    directory = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(os.path.basename(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     dir_fd=directory)
+    finally:
+        os.close(directory)
+except OSError:
+    refuse()
+try:
+    st = os.fstat(fd)
+    if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid()
+            or st.st_mode & 0o077):
+        refuse()
+    opened = f"/proc/self/fd/{fd}"
+    statement = plpy.execute(plpy.prepare(
+        "SELECT format('COPY %s (%s) FROM %L WITH (FORMAT %s)', $1,"
+        " (SELECT string_agg(quote_ident(c), ', ' ORDER BY o)"
+        "    FROM unnest($2) WITH ORDINALITY AS u(c, o)), $3, $4) AS s",
+        ["regclass", "text[]", "text", "text"]),
+        [target, columns, opened if os.path.isdir("/proc/self/fd") else path,
+         # the file's name tells its format: one of two fixed words, never text of the path
+         "text" if path.endswith(".text") else "binary"])[0]["s"]
+    return plpy.execute(statement).nrows()
+finally:
+    os.close(fd)
+$$;
 
 -- The reader of a policy's grantor: a policy-based request reads its source as the role that
 -- granted the policy (README, "What a policy grants"). deid.allow_requests installs one per

@@ -25,6 +25,7 @@ class Column:
     hierarchy: str = None
     source: str = None
     declared_type: str = None   # the column's own type as declared (may be a domain or user type)
+    as_text: bool = False       # of a type not built in: read, selected on and released as text
 
 
 @dataclass
@@ -48,6 +49,10 @@ class Relation:
         if name is None or name == "":
             raise DeidError(NULL_VALUE_NOT_ALLOWED, f"{purpose} name must not be NULL or empty",
                             hint="Name an existing column of " + self.display + ".")
+        if not isinstance(name, str):      # an element of a multi-dimensional array: a list
+            raise DeidError(INVALID_PARAMETER_VALUE, f"a {purpose} name must be text",
+                            hint="Pass a one-dimensional array of column names, e.g. "
+                                 "'{age,sex}'.")
         col = self.columns.get(name)
         if col is None:
             raise DeidError(UNDEFINED_COLUMN,
@@ -109,7 +114,7 @@ def relation(db, oid, roles=ROLES_FROM_TABLE):
     for c in db.query(_COLUMNS, [oid], ["oid"]):
         typ, base = (c["base"], c["base_name"]) if c["builtin"] else ("text", "text")
         rel.columns[c["attname"]] = Column(c["attname"], typ, base, c["attnotnull"],
-                                           declared_type=c["declared"])
+                                           declared_type=c["declared"], as_text=not c["builtin"])
     for r in db.query(roles, [oid], ["oid"]):
         col = rel.columns.get(r["column_name"])
         if col is not None:

@@ -181,7 +181,8 @@ def read(db, rel, columns, rid_column=None, selection=None):
     if row.get("null_rids"):
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
                         hint=f'Every row needs an id: filter the NULLs out with selection => '
-                             f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.')
+                             f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.',
+                        data_dependent=True)
     layout = readpass.layout(dtypes)
     packed = np.frombuffer(row["c"], layout)
     if len(packed) != n:
@@ -446,10 +447,12 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     if packed["null_records"]:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'"{rid_column}" is NULL in some rows',
                         hint=f'Every record needs an id: filter the NULLs out with selection => '
-                             f'\'"{rid_column}" IS NOT NULL\', or in a view over {rel.display}.')
+                             f'\'"{rid_column}" IS NOT NULL\', or in a view over {rel.display}.',
+                        data_dependent=True)
     if packed["nulls"]:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'"{item_column}" holds NULL items',
-                        hint=f"Filter them out in a view over {rel.display}, or in the selection.")
+                        hint=f"Filter them out in a view over {rel.display}, or in the selection.",
+                        data_dependent=True)
     dictionary = db.query(f"SELECT v, hashtext(v) AS h FROM ({distinct}) d ORDER BY v",
                           list(params), types)
     labels, label_hashes = [r["v"] for r in dictionary], [r["h"] for r in dictionary]

@@ -27,7 +27,7 @@ def check_info_loss(info_loss, levels):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f"info_loss has {len(loss)} values for {levels} levels", hint=hint)
     if loss[0] != 0 or loss[-1] != 1 or any(b < a for a, b in zip(loss, loss[1:])) \
-            or any(x < 0 or x > 1 for x in loss):
+            or any(not 0 <= x <= 1 for x in loss):         # NaN too
         raise DeidError(INVALID_PARAMETER_VALUE,
                         "info_loss must start at 0, end at 1 and never decrease", hint=hint)
     return loss
@@ -89,10 +89,15 @@ def parse_member_rows(text):
 
 def _num(x, what):
     try:
-        return Decimal(str(x))
+        d = Decimal(str(x))
     except (InvalidOperation, ValueError):
         raise DeidError(INVALID_PARAMETER_VALUE, f"{what} is not a number: {x!r}",
                         hint="Write numbers as in SQL, e.g. 0.5.")
+    if not d.is_finite():              # numeric 'NaN' and '(-)Infinity': no band holds them
+        raise DeidError(INVALID_PARAMETER_VALUE, f"{what} must be a finite number, not {x}",
+                        hint="The bands cover [low, high) with finite bounds and widths: "
+                             "e.g. low => 0, high => 120.")
+    return d
 
 
 def check_interval(low, high, widths):

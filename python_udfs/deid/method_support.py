@@ -29,7 +29,7 @@ def refuse_null_qis(frame, qis, options):
                             detail=f"{n} selected row(s)",
                             hint='Filter them out with selection => \'... AND '
                                  f'{q} IS NOT NULL\', or pass options => \'{{"nulls": "value"}}\' '
-                                 "to treat NULL as a value of its own.")
+                                 "to treat NULL as a value of its own.", data_dependent=True)
 
 
 def hierarchy_rank(h, dictionary):

@@ -10,8 +10,9 @@ That is the path of every request: request -> read -> method -> plan -> write ->
 A method is a plug-in of the registry (registry.py): it plans the read and turns the snapshot
 into a ReleasePlan (plan.py) without SQL; writer.py writes the plan's tables, catalog_log.py
 its artefacts, the views and the log row; the method's verifier checks what was stored.
-Each phase reports itself as a NOTICE (when client_min_messages lets it through) and its
-seconds go into the log.
+Each phase reports itself as a NOTICE (when client_min_messages lets it through) with its
+seconds and no count, and its seconds go into the log; for a caller without SELECT the notices
+wait until the release is verified and logged (which phase a refusal came in tells nothing).
 
 The snapshot passes from the reading part to deid_owner's part in this backend's memory
 (``_PENDING``), keyed by a random token: only deid's own Python puts rows there, so no SQL
@@ -19,7 +20,9 @@ caller can hand deid rows of its own making, and deid_owner never reads a caller
 A failed request leaves nothing: the whole call is one transaction.
 
 For a caller without SELECT (a policy-based request), errors carry no raw value and no count
-below k: messages and hints never hold data, and the detail (which may) is dropped.
+below k: messages and hints never hold data, and the detail (which may) is dropped; and every
+refusal that may depend on the data is one and the same error (errors.uniform_refusal), so
+neither its reason nor the order of a method's checks tells the data apart.
 """
 import contextlib
 import random
@@ -30,7 +33,8 @@ from dataclasses import dataclass
 from . import (access, catalog, catalog_log, code_trust, datapath, heap, options as opts_schema,
                overlap, registry, release, writer)
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
-                     INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED)
+                     INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED, for_policy,
+                     uniform_refusal)
 from .frame import Frame
 from .plan import Table
 
@@ -160,10 +164,10 @@ def finish(db, token, caller):
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no snapshot was read for this request",
                         hint="Call deid.anonymize_request(...).")
     req, clock = p.req, _Clock(db, p)
-    with _redacted(req):
-        clock.phase("read", rows=p.frame.n)
+    with _redacted(req, after_read=True):
+        clock.phase("read")
         plan = p.method.plugin.run(p.frame, req)
-        clock.phase("method", groups=plan.groups)
+        clock.phase("method")
         if not getattr(p.method.verifier, "READS_SNAPSHOT_VALUES", True):
             # the verifier reads only the row ids: each column's values now live only as
             # long as the plan's tables that write them
@@ -175,15 +179,16 @@ def finish(db, token, caller):
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
         tables = _write(db, req, plan, trim)
-        clock.phase("write", tables=len(tables))
+        clock.phase("write")
         req.evidence = plan.evidence
         plan.drop_written()      # verify's arrays do not stack on the written ones
         trim()
         verification = p.method.verifier.verify(db, req, p.frame, tables)
-        clock.phase("verify", rows=p.frame.n)
+        clock.phase("verify")
         relations = catalog_log.publish(db, req, tables)
         overlap.control(db, req, p.spec, p.frame.rid)     # refuse a near-duplicate selection
         catalog_log.log(db, req, relations, plan, verification, clock.seconds())
+        clock.flush()
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 
 
@@ -213,41 +218,57 @@ def _write(db, req, plan, trim=_no_trim):
 
 
 class _Clock:
-    """Phase timings of a request (the log keeps them) and its progress NOTICEs."""
+    """Phase timings of a request (the log keeps them) and its progress NOTICEs: seconds, no
+    count (a count before the release is verified may be one below k); for a caller without
+    SELECT held back until flush(), once the release is verified and logged."""
 
     def __init__(self, db, pending):
         self.db, self.t = db, time.perf_counter()
         self.sql0 = db.sql_seconds
         self.times = {"read": pending.read_seconds}
         self.read_sql = pending.read_sql_seconds
+        self.held = [] if pending.req.grant["via"] != "select" else None
 
-    def phase(self, name, **counts):
+    def phase(self, name):
         now = time.perf_counter()
         if name != "read":
             self.times[name], self.t = now - self.t, now
-        self.db.notice(f"deid: {name} done in {self.times[name]:.2f} s ("
-                       + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")")
+        message = f"deid: {name} done in {self.times[name]:.2f} s"
+        if self.held is None:
+            self.db.notice(message)
+        else:
+            self.held.append(message)
+
+    def flush(self):
+        for message in self.held or ():
+            self.db.notice(message)
+        self.held = None
 
     def seconds(self):
         return dict(self.times, in_sql=self.db.sql_seconds - self.sql0 + self.read_sql)
 
 
 @contextlib.contextmanager
-def _redacted(req, reading=False):
-    """Errors for a caller without SELECT keep their SQLSTATE, message and hint (which never
-    hold data) and lose their detail (which may); an error PostgreSQL raised while reading
-    becomes a message of deid's own."""
+def _redacted(req, reading=False, after_read=None):
+    """For a caller without SELECT: an error that may depend on the data (errors.for_policy:
+    marked so, or raised once the read began and not a condition of the system) becomes the
+    one uniform refusal; any other keeps its SQLSTATE, message and hint (which never hold
+    data) and loses its detail (which may); and an error PostgreSQL raised while reading
+    becomes a message of deid's own. `after_read` defaults to `reading`."""
+    if req.grant["via"] == "select":
+        yield
+        return
     try:
         yield
-    except DeidError as e:
-        if req.grant["via"] != "select":
-            e.detail = None
-        raise
     except Exception as e:
         state = getattr(e, "sqlstate", None)
-        if req.grant["via"] == "select" or state is None:
+        if for_policy(state, getattr(e, "data_dependent", None),
+                      reading if after_read is None else after_read):
+            raise uniform_refusal() from None
+        if isinstance(e, DeidError):
+            e.detail = None
             raise
-        if reading:
+        if reading and state is not None:
             raise DeidError(state, f"reading {req.rel.display} as the policy's grantor failed",
                             hint="Ask the role that granted the policy to check the source "
                                  "(its rights, its views) and the request.") from None
@@ -260,7 +281,8 @@ def parse_selection(db, rel, text):
     if text is None:
         return None
     from .request import cast_type, parse_selection as parse
-    sel = parse(text, {n: c.type for n, c in rel.columns.items()})
+    sel = parse(text, {n: c.type for n, c in rel.columns.items()},
+                {n for n, c in rel.columns.items() if c.as_text})
     for column, value in sel.literals():
         target = cast_type(column, rel.columns[column].type)
         try:

@@ -38,6 +38,9 @@ Decisions beyond the paper (documented deviations / choices):
   -> ``character varying``, ``numeric(6,2)`` -> ``numeric``, ``character(3)`` -> ``bpchar``,
   ``bit(3)`` -> ``bit varying``), because an explicit cast to a length- or scale-limited type
   silently truncates or rounds the value and would change which rows match.
+* A column of a type that is not built in (an enum, a composite) is read and released as its
+  text, and compared as its text (``(col)::text = $n::text``); its text order is not the type's
+  own, so <, >, <=, >= and BETWEEN on it are refused (0A000).
 * 002 sec. 5.2 step 1: a selection on a generalized value (``PT = '1'``) matches its leaves.  That
   rewrite is the caller's ``expand`` hook in :meth:`Selection.render`.
 """
@@ -138,10 +141,10 @@ _NUMBER_RE = re.compile(r"^(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 class Selection:
     """A validated selection predicate (002 sec. 4.4: sigma_(alpha_i op cri)*)."""
 
-    __slots__ = ("_root", "_types", "columns", "text")
+    __slots__ = ("_root", "_types", "_as_text", "columns", "text")
 
-    def __init__(self, root, types: dict, text: str):
-        self._root = root
+    def __init__(self, root, types: dict, text: str, as_text=frozenset()):
+        self._root, self._as_text = root, as_text     # as_text: compared as their text
         self._types = types  # referenced column -> cast type (typmod removed)
         self.columns = frozenset(types)
         self.text = text
@@ -166,6 +169,14 @@ class Selection:
             params.append(value)
             return f"${start + len(params) - 1}::{self._types[column]}"
 
+        def ref(column, ordered=False):
+            if column not in self._as_text:
+                return quote_ident(column)
+            if ordered:
+                raise DeidError(FEATURE_NOT_SUPPORTED, f"column {column!r} is compared as text: "
+                                "it has no order in a selection", hint="Use =, <>, IN or IS NULL.")
+            return f"({quote_ident(column)})::text"
+
         def expanded(column, values):
             if expand is None:
                 return list(values)
@@ -183,7 +194,7 @@ class Selection:
             return out
 
         def in_list(column, values, negated):
-            col = quote_ident(column)
+            col = ref(column)
             if not values:
                 return f"({col} IS NOT NULL)" if negated else "FALSE"
             if len(values) == 1:
@@ -195,15 +206,16 @@ class Selection:
             if isinstance(node, _Cmp):
                 if node.op in ("=", "<>") and expand is not None:
                     return in_list(node.column, expanded(node.column, [node.value]), node.op == "<>")
-                return f"{quote_ident(node.column)} {node.op} {bind(node.column, node.value)}"
+                return (f"{ref(node.column, node.op not in ('=', '<>'))} {node.op} "
+                        f"{bind(node.column, node.value)}")
             if isinstance(node, _InList):
                 return in_list(node.column, expanded(node.column, node.values), node.negated)
             if isinstance(node, _Between):
                 kw = "NOT BETWEEN" if node.negated else "BETWEEN"
-                return (f"{quote_ident(node.column)} {kw} {bind(node.column, node.low)} "
+                return (f"{ref(node.column, True)} {kw} {bind(node.column, node.low)} "
                         f"AND {bind(node.column, node.high)}")
             if isinstance(node, _IsNull):
-                return f"{quote_ident(node.column)} IS {'NOT NULL' if node.negated else 'NULL'}"
+                return f"{ref(node.column)} IS {'NOT NULL' if node.negated else 'NULL'}"
             if isinstance(node, _BoolColumn):
                 return quote_ident(node.column)
             if isinstance(node, _And):
@@ -273,11 +285,6 @@ _TYPE_TOKEN_RE = re.compile(
 
 
 def cast_type(column: str, pg_type) -> str:
-    """The type a selection literal on `column` is cast to (see _cast_type)."""
-    return _cast_type(column, pg_type)
-
-
-def _cast_type(column: str, pg_type) -> str:
     """The type to cast a bound literal to: ``pg_type`` (format_type output) without typmods."""
     if not isinstance(pg_type, str) or not pg_type.strip():
         raise DeidError(FEATURE_NOT_SUPPORTED, f"column {column!r} has no usable type: {pg_type!r}")
@@ -374,7 +381,7 @@ class _Parser:
             raise DeidError(UNDEFINED_COLUMN, f"column {name!r} does not exist or may not be used "
                             "in this selection", hint=hint)
         if name not in self.types:
-            self.types[name] = _cast_type(name, self.columns[name])
+            self.types[name] = cast_type(name, self.columns[name])
         return name
 
     @staticmethod
@@ -522,12 +529,12 @@ class _Parser:
                             f"{_snippet(node)}", hint=_GRAMMAR_HINT)
 
 
-def parse_selection(text: str, columns: dict[str, str]) -> Selection:
+def parse_selection(text: str, columns: dict[str, str], as_text=frozenset()) -> Selection:
     """Parse and validate a selection (002 sec. 4.4) against the allowed ``columns``.
 
     ``columns`` maps each column the requester may reference to its PostgreSQL type name as
-    ``format_type()`` prints it.  Raises :class:`DeidError` (22023, 42601, 0A000 or 42703) naming
-    the offending part of the text.
+    ``format_type()`` prints it; ``as_text`` names those compared as their text.  Raises
+    :class:`DeidError` (22023, 42601, 0A000 or 42703) naming the offending part of the text.
     """
     if text is None or not isinstance(text, str) or not text.strip():
         raise DeidError(INVALID_PARAMETER_VALUE, "selection is empty",
@@ -582,7 +589,7 @@ def parse_selection(text: str, columns: dict[str, str]) -> Selection:
     except RecursionError:
         raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
                             hint="Write long OR chains as col IN (...) and flatten parentheses.")
-    return Selection(root, p.types, text)
+    return Selection(root, p.types, text, frozenset(as_text) & frozenset(p.types))
 
 
 def _first_line(e) -> str:

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 TABLE = "public.t_bad"
+SETS = "public.t_bad_sets"       # sets of codes: NULL (ids 1-10) or empty (ids 11-20)
 ROWS = 61
 SECRETS = ("zz_secret_value", "Person 1")
 R = "SELECT * FROM deid.anonymize_request"     # the front door, abbreviated
@@ -36,6 +37,11 @@ CASES = [
     ("identifier_column", "analyst", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{age,name}}')", "22023"),
     ("unclassified_column", "analyst", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{age,misc}}')", "22023"),
     ("duplicate_column", "analyst", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{age,age,dx}}')", "22023"),
+    ("columns_two_dimensional", "analyst", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{{{age,sex}},{{dx,zip}}}}')", "22023"),
+    ("no_codes", "analyst", f"{R}('{SETS}', 'disassociation', k => 3, columns => '{{codes}}')", "DE001"),
+    ("null_codes", "analyst", f"{R}('{SETS}', 'disassociation', k => 3, columns => '{{codes}}', selection => 'id <= 10')", "DE001"),
+    ("empty_codes", "analyst", f"{R}('{SETS}', 'disassociation', k => 3, columns => '{{codes}}', selection => 'id > 10')", "DE001"),
+    ("empty_codes_generalization", "analyst", f"{R}('{SETS}', 'disassociation', k => 3, columns => '{{codes}}', selection => 'id > 10', options => '{{\"model\": \"generalization\", \"hierarchy\": \"t_bad_sex\"}}')", "DE001"),
     ("empty_columns", "analyst", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{}}')", "22004"),
     ("no_quasi_identifier", "analyst", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{dx}}')", "22023"),
     ("l_without_sensitive", "analyst", f"{R}('{TABLE}', 'anatomy', k => 5, l => 2, columns => '{{age,sex}}')", "22023"),
@@ -91,9 +97,11 @@ CASES = [
     ("policy_below_minimum", "researcher", f"{R}('{TABLE}', 'anatomy', k => 3, columns => '{{age,sex,dx}}')", "42501"),
     ("policy_select_sensitive", "researcher", f"{A}, selection => 'dx = ''D1''')", "42501"),
     ("policy_select_identifier", "researcher", f"{A}, selection => 'name = ''Person 1''')", "42501"),
-    ("policy_null_quasi_identifier", "researcher", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{age,zip,dx}}')", "22004"),
+    # (the reasons that depend on the data are one refusal for them: tests/security/test_refusals.py)
+    ("policy_null_quasi_identifier", "researcher", f"{R}('{TABLE}', 'anatomy', k => 5, columns => '{{age,zip,dx}}')", "DE001"),
     ("policy_fewer_rows_than_k", "researcher", f"{R}('{TABLE}', 'anatomy', k => 6, columns => '{{age,sex,dx}}', selection => 'age = 30')", "DE001"),
-    ("policy_value_not_in_hierarchy", "researcher", f"{R}('{TABLE}', 'generalization', k => 5, columns => '{{race,sex}}')", "22023"),
+    ("policy_value_not_in_hierarchy", "researcher", f"{R}('{TABLE}', 'generalization', k => 5, columns => '{{race,sex}}')", "DE001"),
+    ("policy_null_codes", "researcher", f"{R}('{SETS}', 'disassociation', k => 3, columns => '{{codes}}')", "DE001"),
     ("reader_without_policy", "reader", f"{A})", "42501"),
     # ---- administration
     ("set_role_not_admin", "analyst", f"SELECT deid.set_role('{TABLE}', 'age', 'sensitive')", "42501"),
@@ -105,6 +113,12 @@ CASES = [
     ("set_role_without_select", "rogue", f"SELECT deid.set_role('{TABLE}', 'sex', 'quasi_identifier', 't_bad_sex')", "42501"),
     ("interval_on_text", "admin", f"SELECT deid.set_role('{TABLE}', 'sex', 'quasi_identifier', 't_bad_age')", "22023"),
     ("interval_low_ge_high", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 10, 5, '{5}')", "22023"),
+    ("interval_high_nan", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 0, 'NaN', '{5}')", "22023"),
+    ("interval_low_nan", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 'NaN', 100, '{5}')", "22023"),
+    ("interval_high_infinite", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 0, 'Infinity', '{5}')", "22023"),
+    ("interval_low_infinite", "admin", "SELECT deid.interval_hierarchy('t_bad_x', '-Infinity', 0, '{5}')", "22023"),
+    ("interval_info_loss_nan", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 0, 100, '{5}', '{0,NaN,1}')", "22023"),
+    ("hierarchy_info_loss_nan", "admin", "SELECT deid.load_hierarchy('t_bad_y', E'a;x;*', '{0,NaN,1}')", "22023"),
     ("interval_widths", "admin", "SELECT deid.interval_hierarchy('t_bad_x', 0, 100, '{5,7}')", "22023"),
     ("hierarchy_exists", "admin", "SELECT deid.load_hierarchy('t_bad_sex', 'F;*')", "42710"),
     ("hierarchy_two_parents", "admin", "SELECT deid.load_hierarchy('t_bad_y', E'a;x;*\\na;y;*')", "22023"),
@@ -156,14 +170,23 @@ def bad(admin):
     admin.execute(f"UPDATE {TABLE} SET race = 'zz_secret_value' WHERE id = 7")
     admin.execute(f"GRANT SELECT ON {TABLE} TO deid_t_analyst")
     admin.execute(f"SELECT deid.allow_requests('deid_t_researcher', '{TABLE}', 5)")
+    admin.execute(f"DROP TABLE IF EXISTS {SETS}")
+    admin.execute(f"CREATE TABLE {SETS} (id int PRIMARY KEY, codes text[])")
+    admin.execute(f"INSERT INTO {SETS} SELECT i, CASE WHEN i > 10 THEN '{{}}'::text[] END"
+                  " FROM generate_series(1, 20) i")
+    admin.execute(f"SELECT deid.set_role('{SETS}', 'codes', 'quasi_identifier')")
+    admin.execute(f"GRANT SELECT ON {SETS} TO deid_t_analyst")
+    admin.execute(f"SELECT deid.allow_requests('deid_t_researcher', '{SETS}', 3)")
     admin.execute("SELECT deid.drop_release(name) FROM deid.release WHERE status = 'committed'"
                   " AND name LIKE 't_bad%'")
     with psycopg.connect(admin.info.dsn, user="deid_t_analyst", autocommit=True) as c:
         c.execute(f"{A}, release => 't_bad_kept')").fetchall()
     yield admin
     admin.execute("SELECT deid.drop_release('t_bad_kept')")
-    admin.execute(f"DELETE FROM deid.policy WHERE relation = '{TABLE}'::regclass")
-    admin.execute(f"DELETE FROM deid.column_role WHERE relation = '{TABLE}'::regclass")
+    for rel in (TABLE, SETS):
+        admin.execute(f"DELETE FROM deid.policy WHERE relation = '{rel}'::regclass")
+        admin.execute(f"DELETE FROM deid.column_role WHERE relation = '{rel}'::regclass")
+    admin.execute(f"DROP TABLE {SETS}")
 
 
 def state(admin):
@@ -207,3 +230,58 @@ def test_bad_input(bad, connect, case):
         # the counts of this table below k: NULL zips (3), rows of age 30 (5)
         assert not re.search(r"(?<![\w.=])(3|5|61)(?![\w.])", d.message_primary + d.message_hint), \
             f"{name}: {text}"
+
+
+ENUM_TABLE = "public.t_bad_enum"
+
+
+@pytest.fixture
+def enum_table(bad):
+    """A quasi-identifier of an enum type (issue 26, item 9: its selection failed with 42883)."""
+    bad.execute(f"DROP TABLE IF EXISTS {ENUM_TABLE}")
+    bad.execute("DROP TYPE IF EXISTS public.t_bad_stage")
+    bad.execute("CREATE TYPE public.t_bad_stage AS ENUM ('low', 'medium', 'high')")
+    bad.execute(f"CREATE TABLE {ENUM_TABLE} (id int PRIMARY KEY, stage public.t_bad_stage, dx text)")
+    bad.execute(f"INSERT INTO {ENUM_TABLE} SELECT i, (ARRAY['low', 'medium', 'high'])[1 + i % 3]"
+                "::public.t_bad_stage, 'D' || (i % 4) FROM generate_series(1, 60) i")
+    bad.execute("SELECT deid.drop_hierarchy('t_bad_stage') FROM deid.hierarchy"
+                " WHERE name = 't_bad_stage'")
+    bad.execute("SELECT deid.load_hierarchy('t_bad_stage', E'low;*\\nmedium;*\\nhigh;*')")
+    bad.execute("SELECT deid.set_role(%s, 'stage', 'quasi_identifier', 't_bad_stage')", [ENUM_TABLE])
+    bad.execute("SELECT deid.set_role(%s, 'dx', 'sensitive')", [ENUM_TABLE])
+    bad.execute(f"GRANT SELECT ON {ENUM_TABLE} TO deid_t_analyst")
+    bad.execute(f"SELECT deid.allow_requests('deid_t_researcher', '{ENUM_TABLE}', 5)")
+    yield ENUM_TABLE
+    bad.execute("SELECT deid.drop_release(name) FROM deid.release WHERE status = 'committed'"
+                " AND name LIKE 't_bad_enum%'")
+    for catalog in ("policy", "column_role"):
+        bad.execute(f"DELETE FROM deid.{catalog} WHERE relation = '{ENUM_TABLE}'::regclass")
+    bad.execute(f"DROP TABLE {ENUM_TABLE}")
+    bad.execute("SELECT deid.drop_hierarchy('t_bad_stage')")
+    bad.execute("DROP TYPE public.t_bad_stage")
+
+
+@pytest.mark.parametrize("method", ["anatomy", "generalization"])
+@pytest.mark.parametrize("who", ["analyst", "researcher"])
+@pytest.mark.parametrize("selection, rows", [("stage = 'medium'", 20),
+                                             ("stage IN ('low', 'high')", 40),
+                                             ("stage <> 'low' AND stage IS NOT NULL", 40)])
+def test_a_selection_on_an_enum_column(enum_table, connect, method, who, selection, rows):
+    """Compared as its text, as it is read and released."""
+    conn = connect(ROLES[who])
+    columns = "{stage,dx}" if method == "anatomy" else "{stage}"
+    got = conn.execute(
+        "SELECT rows FROM deid.anonymize_request(%s, %s, k => 5, columns => %s, selection => %s,"
+        " release => 't_bad_enum_rel')", [enum_table, method, columns, selection]).fetchone()[0]
+    assert got == rows
+    conn.execute("SELECT deid.drop_release('t_bad_enum_rel')")
+
+
+@pytest.mark.parametrize("selection", ["stage > 'low'", "stage BETWEEN 'low' AND 'medium'"])
+def test_an_enum_column_is_not_ordered_as_text(enum_table, connect, selection):
+    """Its text order is not the enum's order: refused, rather than a silently other selection."""
+    with pytest.raises(psycopg.Error) as e:
+        connect("deid_t_analyst").execute(
+            "SELECT * FROM deid.anonymize_request(%s, 'anatomy', k => 5, columns => '{stage,dx}',"
+            " selection => %s, release => 't_bad_enum_rel')", [enum_table, selection]).fetchall()
+    assert e.value.diag.sqlstate == "0A000" and e.value.diag.message_hint, str(e.value)

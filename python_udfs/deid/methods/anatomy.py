@@ -77,7 +77,8 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         f"the request selects fewer rows than K = {K}",
                         detail=f"{n} row(s) selected",
-                        hint="Lower K, or widen the selection to release more rows.")
+                        hint="Lower K, or widen the selection to release more rows.",
+                        data_dependent=True)
     dense, sizes = diversity.dense_columns(codes)
     if L is not None:
         _check_reachable(dense, sizes, L, caps, model)
@@ -95,7 +96,8 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
                     " (Exponential-L needs every combination of the other sensitive values "
                     "to have L values of each attribute)" if model == "exponential_l" else
                     " or relax column_l; the greedy check of 001 Figs. 6-7 is sound but not "
-                    "complete, so a table may be L-diverse without being certified"))
+                    "complete, so a table may be L-diverse without being certified"),
+                data_dependent=True)
         # every row's sensitive codes packed into one integer, carried by the partition with
         # the rows: each candidate child's codes arrive in node order (no gather by row id)
         packed = sum(_field_bits(sizes)) <= PACK_MAX_BITS
@@ -268,4 +270,5 @@ def _check_reachable(dense, sizes, L, caps, model):
                         f"L = {L} exceeds the distinct values of a sensitive attribute; "
                         f"no group can be {L}-diverse",
                         detail=f"sensitive attribute {which} has {bound} distinct value(s)",
-                        hint="Lower L, or release a sensitive attribute with more distinct values.")
+                        hint="Lower L, or release a sensitive attribute with more distinct values.",
+                        data_dependent=True)

@@ -280,7 +280,7 @@ def _unsatisfiable(k, source, nsources, attrs, smallest, total, joint=False):
             PRIVACY_MODEL_UNSATISFIABLE,
             f"k-anonymity (k={k}) cannot be reached{where}: too few rows match the request",
             detail=f"{total} row(s) match",
-            hint="Widen the selection or lower k.")
+            hint="Widen the selection or lower k.", data_dependent=True)
     names = ", ".join(f"{h.name} (limit {h.cap} of {h.top})" for h in blocking)
     return DeidError(
         PRIVACY_MODEL_UNSATISFIABLE,
@@ -292,7 +292,7 @@ def _unsatisfiable(k, source, nsources, attrs, smallest, total, joint=False):
         + (" (the policy's minimum holds over all the request's quasi-identifiers together; "
            "fewer quasi-identifiers make it easier to reach)." if joint else "."),
         detail=f"smallest class: {smallest} row(s); levels at the limit: "
-        + ", ".join(f"{h.name}={h.cap}" for h in attrs))
+        + ", ".join(f"{h.name}={h.cap}" for h in attrs), data_dependent=True)
 
 
 def _finish(codes, counts, attributes, levels, steps, final, stats):

@@ -372,8 +372,8 @@ def _cluster_stats(X, kinds, cluster_id, n_clusters, sizes):
 # validation (messages carry no data value and no row count below k)
 # ---------------------------------------------------------------------------------------------
 
-def _invalid(message, hint):
-    raise DeidError(INVALID_PARAMETER_VALUE, message, hint=hint)
+def _invalid(message, hint, data_dependent=None):
+    raise DeidError(INVALID_PARAMETER_VALUE, message, hint=hint, data_dependent=data_dependent)
 
 
 def _is_int(v, least):
@@ -392,7 +392,8 @@ def _check_table(X, kinds, k):
         _invalid("the table must be a 2-D array", "pass one column per projected attribute")
     if not np.isfinite(X).all():
         raise DeidError(NULL_VALUE_NOT_ALLOWED, "the table contains NULL/NaN/infinite values",
-                        hint="say how to treat NULLs (the 'nulls' option) or filter them out")
+                        hint="say how to treat NULLs (the 'nulls' option) or filter them out",
+                        data_dependent=True)
     kinds = [str(kd) for kd in kinds] if kinds is not None else []
     if len(kinds) != X.shape[1] or any(kd not in KINDS for kd in kinds):
         _invalid("kinds must name a supported kind for every column",
@@ -469,7 +470,7 @@ def _attribute_weights(weights, m, status, time_col, survival, algorithm):
     total = sum(given.values())
     if total > 1.0 + 1e-9:
         _invalid("the weights add up to more than 1",
-                 "the other attributes share 1 minus the given weights")
+                 "the other attributes share 1 minus the given weights", data_dependent=False)
     rest = [j for j in range(m) if j != status and j not in given]
     out = np.zeros(m)
     out[rest] = max(0.0, 1.0 - total) / max(len(rest), 1)
@@ -512,7 +513,7 @@ def _subsets(X, status, k):
     """[(status value or -1, rows)]: 004 Alg. 2 step 1, or the whole table."""
     n = X.shape[0]
     too_few = DeidError(PRIVACY_MODEL_UNSATISFIABLE, f"the table has fewer than k = {k} rows",
-                        hint="lower k or release more rows")
+                        hint="lower k or release more rows", data_dependent=True)
     if status is None:
         if n < k:
             raise too_few
@@ -524,7 +525,8 @@ def _subsets(X, status, k):
             raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                             f"a vital-status subset has fewer than k = {k} rows",
                             hint="004 Alg. 2 condenses each status apart: lower k, release "
-                                 "more rows, or condense without survival columns")
+                                 "more rows, or condense without survival columns",
+                            data_dependent=True)
         if rows.size:
             out.append((value, rows.astype(np.int64)))
     if not out:

@@ -175,7 +175,7 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
                             hint="pass the ids in the order of the records")
     if n < k:
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "the data set has fewer than k records",
-                        hint="lower k or release more records")
+                        hint="lower k or release more records", data_dependent=True)
     constraint_of_code = constraint_ids(constraints, n_codes)
     D = max(n_codes, 1)
 

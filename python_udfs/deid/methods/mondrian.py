@@ -53,7 +53,8 @@ def as_qi(qi):
     if not np.isfinite(arr).all():
         raise DeidError(NULL_VALUE_NOT_ALLOWED,
                         "quasi-identifiers contain NULL/NaN/infinite values",
-                        hint="encode NULL quasi-identifier values as a code before partitioning")
+                        hint="encode NULL quasi-identifier values as a code before partitioning",
+                        data_dependent=True)
     return np.ascontiguousarray(arr)
 
 
@@ -109,7 +110,8 @@ def partition(qi, K, accept=None, *, accept_groups=None, payload=None):
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         f"the rows cannot form a group of K = {K} rows",
                         detail=f"{n} row(s)",
-                        hint="Lower K, or widen the selection to release more rows.")
+                        hint="Lower K, or widen the selection to release more rows.",
+                        data_dependent=True)
     if d == 0 or n < 2 * K:
         return np.zeros(n, dtype=np.int64)
     std = qi.std(axis=0)

@@ -61,13 +61,14 @@ def run(frame, req):
         raise DeidError(INVALID_PARAMETER_VALUE, f'a code is not a leaf of hierarchy "{h.name}"',
                         detail=f"code {frame.dictionary[int(np.flatnonzero(leaf_of < 0)[0])]!r}",
                         hint="Every code of the source must be a leaf (level 0) of the hierarchy: "
-                             "add the missing codes to its rows and load it again.")
+                             "add the missing codes to its rows and load it again.",
+                        data_dependent=True)
     offsets = np.asarray(frame.offsets, np.int64)
     leaves = leaf_of[np.asarray(frame.codes, np.int64)]
     if int(np.count_nonzero(np.diff(offsets))) < k:
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "fewer than k records hold a code",
                         hint="Lower k or release more records: generalization to the root '*' "
-                             "still needs k records with a code.")
+                             "still needs k records with a code.", data_dependent=True)
     r = apriori_anonymize(offsets, leaves, tree, k, m)
     n = len(offsets) - 1
     perm = np.random.default_rng(int(req.seed)).permutation(n)
@@ -78,7 +79,8 @@ def run(frame, req):
         "codes", np.r_[0, np.cumsum(lengths[perm])].astype(np.int64), r.nodes[take], tree.labels)])
     if len(table.name.encode()) > 63:
         raise DeidError(INVALID_PARAMETER_VALUE, "a release table name is too long",
-                        hint="Choose a shorter release name (at most 50 characters).")
+                        hint="Choose a shorter release name (at most 50 characters).",
+                        data_dependent=False)
     group = _groups(r.offsets, r.nodes)
     sizes = np.bincount(group)
     used = np.unique(r.label[leaves])

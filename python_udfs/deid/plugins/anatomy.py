@@ -259,7 +259,7 @@ def table_name(release, attribute):
     name = f"{release}_{attribute}"
     if len(name.encode()) > 63:
         raise DeidError(INVALID_PARAMETER_VALUE, f"release table name {name!r} is too long",
-                        hint="Choose a shorter release name.")
+                        hint="Choose a shorter release name.", data_dependent=False)
     return name
 
 

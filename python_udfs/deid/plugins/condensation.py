@@ -139,7 +139,7 @@ def _refuse_nulls(req, frame):
                             hint=f"Filter them out with selection => '{c} IS NOT NULL'"
                                  + ("" if col.kind != "category" else
                                     ", or pass options => '{\"nulls\": \"value\"}' to make NULL a "
-                                    "category of its own") + ".")
+                                    "category of its own") + ".", data_dependent=True)
 
 
 def source_matrix(req, frame):

@@ -22,7 +22,7 @@ The independent check of what was stored is verify/disassociation.py.
 import numpy as np
 
 from .. import metrics
-from ..errors import DeidError, INVALID_PARAMETER_VALUE
+from ..errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ..options import Option
 from . import aa_generalization
 from ..plan import Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadSpec, Table, TextArrays
@@ -129,6 +129,10 @@ def run(frame, req):
     if req.options.get("model") == "generalization":
         return aa_generalization.run(frame, req)
     from ..methods.disassociation import disassociate
+    if len(frame.codes) == 0:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "no selected record holds a code",
+                        hint="NULL and empty sets hold no code: select records that hold codes.",
+                        data_dependent=True)
     m = req.options.get("m", 2)
     r = disassociate(frame.offsets, frame.codes, len(frame.dictionary), req.k, m,
                      max_cluster_size=req.options.get("max_cluster_size"),
@@ -169,7 +173,8 @@ def run(frame, req):
     for t in (cluster, record_chunk, item_chunk, shared_chunk):
         if len(t.name.encode()) > 63:
             raise DeidError(INVALID_PARAMETER_VALUE, "a release table name is too long",
-                            hint="Choose a shorter release name (at most 50 characters).")
+                            hint="Choose a shorter release name (at most 50 characters).",
+                            data_dependent=False)
     return ReleasePlan(
         tables=[cluster, record_chunk, item_chunk, shared_chunk], rows=frame.n,
         groups=int(sizes.size), discernibility=float(metrics.discernibility(sizes)),

@@ -75,7 +75,8 @@ def build_attribute(h, name, col, priority, limit, source):
                 raise DeidError(INVALID_PARAMETER_VALUE,
                                 f'a value of "{name}" is not in hierarchy "{h.name}"',
                                 detail=f"value {v!r}",
-                                hint="Add the column's values to the hierarchy and load it again.")
+                                hint="Add the column's values to the hierarchy and load it again.",
+                                data_dependent=True)
             chain = h.chain(v, unknown="NULL")
         elif v == "NULL":
             chain = [v] * (h.levels - 1) + ["*"]
@@ -85,7 +86,7 @@ def build_attribute(h, name, col, priority, limit, source):
                 raise DeidError(INVALID_PARAMETER_VALUE,
                                 f'a value of "{name}" is outside [{h.low}, {h.high}) of hierarchy "{h.name}"',
                                 detail=f"value {v}",
-                                hint="Widen the interval hierarchy.")
+                                hint="Widen the interval hierarchy.", data_dependent=True)
             chain = [v] + up
         chains.append(chain)
     labels, parents = [], []
@@ -163,7 +164,7 @@ def run(frame, req):
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         f"the request selects fewer rows than k = {req.k}",
                         detail=f"{frame.n} row(s) selected",
-                        hint="Widen the selection or lower k.")
+                        hint="Widen the selection or lower k.", data_dependent=True)
     ms.refuse_null_qis(frame, qis, req.options)
     # ... and caps the attribute at that value's level; the smaller limit wins.
     pinned = req.selection.equalities() if req.selection is not None else {}
