@@ -26,8 +26,8 @@ import icd9_hierarchy as icd9  # noqa: E402
 from aa_generalization import Generalized, aa_generalize, generalized_counts  # noqa: E402
 from bench_disassociation_kernel import make_records, workload  # noqa: E402
 from bench_disassociation_utility import counts, sample_itemsets  # noqa: E402
-from deid.methods.apriori_anonymization import apriori_anonymize, build_tree  # noqa: E402
-from deid.metrics_sets import CodeIndex  # noqa: E402
+from deid.methods.disassociation.apriori_anonymization import apriori_anonymize, build_tree  # noqa: E402
+from deid.methods.disassociation.metrics_sets import CodeIndex  # noqa: E402
 
 
 def main():

@@ -47,7 +47,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python_udfs"))
 from common import RESULTS, ROOT, backend_peak_kb, save, url  # noqa: E402
 import common  # noqa: E402
-from deid import metrics  # noqa: E402  (pure numpy: query generation, ARE, cross-checks)
+from deid.methods import metrics  # noqa: E402  (pure numpy: query generation, ARE, cross-checks)
 
 DB = "deid_bench_anatomy"
 PEERS = ROOT / "bench" / ".venv-peers"
@@ -189,7 +189,7 @@ def request(conn, table, k, l, columns, release, options=None):
 def client_anatomize(data, m, k, l, model):
     """The method alone, client-side (same code as the server), for points whose request
     failed: what the release would have been.  Not a release; labelled as such."""
-    from deid.methods.anatomy import anatomize
+    from deid.methods.anatomy.partition import anatomize
     qi = np.stack([data[c] for c in QIS], axis=1).astype(np.float64)
     sa = np.stack([np.unique(data[c], return_inverse=True)[1] for c in SAS[:m]], axis=1)
     try:

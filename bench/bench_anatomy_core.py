@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from deid.methods.anatomy import anatomize
+from deid.methods.anatomy.partition import anatomize
 
 
 def make_data(n, seed=0):

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from deid.methods import condensation as cd
-from deid.verify.cluster_moments import verify_condensation
+from deid.methods.condensation import condense as cd
+from deid.verify.shared.cluster_moments import verify_condensation
 
 K = 100
 KINDS = ["int", "categorical", "categorical", "categorical", "categorical", "categorical",

@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python_udfs"))
 sys.path.insert(0, HERE)
 from bench_condensation_kernel import KINDS, MONTHS, STATUS, make_registry  # noqa: E402
-from deid.methods.condensation import condense  # noqa: E402
+from deid.methods.condensation.condense import condense  # noqa: E402
 
 
 def timed(fn, repeat):

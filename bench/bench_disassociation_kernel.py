@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from deid.methods.disassociation import disassociate, reconstruct
-from deid.metrics_sets import CodeIndex, average_relative_error
-from deid.verify.km import verify_km
+from deid.methods.disassociation.disassociate import disassociate, reconstruct
+from deid.methods.disassociation.metrics_sets import CodeIndex, average_relative_error
+from deid.verify.shared.km import verify_km
 
 CHAPTERS = [(1, 139), (140, 239), (240, 279), (280, 289), (290, 319), (320, 389), (390, 459),
             (460, 519), (520, 579), (580, 629), (630, 679), (680, 709), (710, 739),

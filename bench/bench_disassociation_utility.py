@@ -38,9 +38,9 @@ import numpy as np  # noqa: E402
 import icd9_hierarchy as icd9  # noqa: E402
 from aa_generalization import aa_generalize, generalized_counts  # noqa: E402
 from bench_disassociation_kernel import make_records, workload  # noqa: E402
-from deid.methods.disassociation import disassociate, reconstruct  # noqa: E402
-from deid.metrics_sets import CodeIndex  # noqa: E402
-from deid.verify.km import verify_km  # noqa: E402
+from deid.methods.disassociation.disassociate import disassociate, reconstruct  # noqa: E402
+from deid.methods.disassociation.metrics_sets import CodeIndex  # noqa: E402
+from deid.verify.shared.km import verify_km  # noqa: E402
 
 RESULTS = HERE / "results"
 VENV = HERE / ".venv-dis"

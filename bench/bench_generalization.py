@@ -302,7 +302,7 @@ def priority_vectors(count, seed):
 def core_attributes(codes):
     """deid's own solver inputs for the generated rows: AttributeHierarchy per QI (request
     order) built from the same ARX rows / interval bands, and the class table (002 step 1)."""
-    from deid.methods.generalize import AttributeHierarchy
+    from deid.methods.generalization.generalize import AttributeHierarchy
     paths = member_paths()
     attrs, cols = [], []
     for c in QIS:
@@ -320,7 +320,7 @@ def core_attributes(codes):
 
 
 def core_solve(attrs, classes, counts, k, search, priorities):
-    from deid.methods import generalize
+    from deid.methods.generalization import generalize
     for a in attrs:
         a.priority = float(priorities.get(a.name, 1.0))
     t = time.perf_counter()

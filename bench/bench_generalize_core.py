@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from deid.methods.generalize import AttributeHierarchy, greedy, optimal
+from deid.methods.generalization.generalize import AttributeHierarchy, greedy, optimal
 
 
 def hierarchy(name, sizes, loss, priority, limit=None):

@@ -131,7 +131,7 @@ def rid_set_costs(conn, release_id):
     out["write_s"], _ = timed(conn, "INSERT INTO rs SELECT * FROM deid.rid_set WHERE release_id = %s",
                               [release_id])
     sys.path.insert(0, str(ROOT / "python_udfs"))
-    from deid.verify.rid_set_digest import _STORED_SQL
+    from deid.verify.shared.rid_set_digest import _STORED_SQL
     out["digest_s"], _ = timed(conn, _STORED_SQL.replace("deid.rid_set", "pg_temp.rs")
                                .replace("$1", "%s"), [release_id])
     conn.execute("DROP TABLE rs")

@@ -23,7 +23,7 @@ SELECT pg_catalog.pg_extension_config_dump('deid.reconstruction', '');
 CREATE FUNCTION deid._reconstruct(release text, target text, seed int, caller name)
 RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('reconstruct.reconstruct', release, target, seed, caller)
+return entry('releases.reconstruct.reconstruct', release, target, seed, caller)
 $$;
 #@WRAP deid.reconstruct(release text, target text, seed int DEFAULT 0) RETURNS bigint => deid._reconstruct(release, target, seed, current_user)
 
@@ -33,7 +33,7 @@ $$;
 CREATE FUNCTION deid._utility_policy(hierarchy text, level int, caller name)
 RETURNS jsonb LANGUAGE plpython3u STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('utility.utility_policy', hierarchy, level, caller)
+return entry('releases.utility.utility_policy', hierarchy, level, caller)
 $$;
 #@WRAP deid.utility_policy(hierarchy text, level int) RETURNS jsonb => deid._utility_policy(hierarchy, level, current_user)
 
@@ -42,6 +42,6 @@ $$;
 CREATE FUNCTION deid._utility_from(relation oid, constraint_column text, code_column text)
 RETURNS jsonb LANGUAGE plpython3u STABLE SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('utility.utility_from', relation, constraint_column, code_column)
+return entry('releases.utility.utility_from', relation, constraint_column, code_column)
 $$;
 #@WRAP deid.utility_from(relation regclass, constraint_column text DEFAULT 'constraint_id', code_column text DEFAULT 'code') RETURNS jsonb => deid._utility_from(relation::oid, constraint_column, code_column)

@@ -37,7 +37,7 @@ COMMENT ON FUNCTION deid.anonymize_request(regclass, text, int, int, text[], tex
 CREATE FUNCTION deid._drop_release(release text, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('release.drop_release', release, caller)
+return entry('request.release.drop_release', release, caller)
 $$;
 #@WRAP deid.drop_release(release text) RETURNS text => deid._drop_release(release, current_user)
 
@@ -46,7 +46,7 @@ $$;
 CREATE FUNCTION deid._verify_release(release text, caller name)
 RETURNS jsonb LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('reverify.verify_release', release, caller)
+return entry('releases.reverify.verify_release', release, caller)
 $$;
 #@WRAP deid.verify_release(release text) RETURNS jsonb => deid._verify_release(release, current_user)
 COMMENT ON FUNCTION deid.verify_release(text) IS

@@ -25,12 +25,12 @@ import pandas as pd
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python_udfs"))
 
-from deid import options as opts_schema                        # noqa: E402
-from deid.catalog import Column, Relation                      # noqa: E402
-from deid.frame import EncodedColumn, Frame                    # noqa: E402
+from deid.request import options as opts_schema  # noqa: E402
+from deid.catalog.relations import Column, Relation  # noqa: E402
+from deid.read.frame import EncodedColumn, Frame  # noqa: E402
 from deid.plan import SourceCodes                              # noqa: E402
-from deid.plugins import condensation as plugin                # noqa: E402
-from deid.release import Request                               # noqa: E402
+from deid.methods.condensation import plugin  # noqa: E402
+from deid.request.release import Request  # noqa: E402
 
 # evaluation variants of deid: name -> request options (besides survival and seed)
 DEID_VARIANTS = {

@@ -8,7 +8,9 @@ must be the caller's own or trusted code (code_trust, checked before the read).
 """
 import numpy as np
 
-from . import access, catalog, code_trust, datapath
+from .request import access, code_trust
+from .catalog import relations as catalog
+from .read import snapshot
 from .errors import DeidError, INVALID_PARAMETER_VALUE
 from .sqltext import quote_ident
 
@@ -95,7 +97,7 @@ def classes_of(frame, names):
 
 
 def l_diversity(db, relid, quasi_identifiers, sensitive, exact):
-    from .methods import diversity
+    from .methods.anatomy import diversity
     rel = relation(db, relid)
     qis = columns_for_role(rel, quasi_identifiers, "quasi_identifier", "quasi_identifiers")
     sas = columns_for_role(rel, sensitive, "sensitive", "sensitive attributes")
@@ -104,11 +106,11 @@ def l_diversity(db, relid, quasi_identifiers, sensitive, exact):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f"column {sorted(overlap)[0]} is both quasi-identifier and sensitive",
                         hint="A column has one role.")
-    frame = datapath.read(db, rel, trusted_read(db, rel, qis + sas))
+    frame = snapshot.read(db, rel, trusted_read(db, rel, qis + sas))
     if frame.n == 0:
         return []
     group, sizes = classes_of(frame, qis)
-    codes = np.stack([datapath.value_dictionary(frame.columns[c])[0] for c in sas], axis=1)
+    codes = np.stack([snapshot.value_dictionary(frame.columns[c])[0] for c in sas], axis=1)
     ls = diversity.certified_l_per_group(group, codes)
     exact_l = [None] * len(sizes)
     if exact:

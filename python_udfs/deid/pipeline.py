@@ -30,12 +30,17 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from . import (access, catalog, catalog_log, code_trust, datapath, heap, options as opts_schema,
-               overlap, registry, release, writer)
+from .request import access, code_trust, options as opts_schema, release
+from .catalog import relations as catalog
+from .log import release_log as catalog_log, overlap
+from .read import snapshot
+from .write import writer
+from . import heap
+from .methods import registry
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
                      INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED, for_policy,
                      uniform_refusal)
-from .frame import Frame
+from .read.frame import Frame
 from .plan import Table
 
 _PENDING = {}
@@ -76,7 +81,7 @@ def read_pending(db, token):
                         hint="Call deid.anonymize_request(...).")
     t, sql0 = time.perf_counter(), db.sql_seconds
     with _redacted(p.req, reading=True):
-        p.frame = datapath.read_spec(db, p.spec)
+        p.frame = snapshot.read_spec(db, p.spec)
     p.read_seconds, p.read_sql_seconds = time.perf_counter() - t, db.sql_seconds - sql0
     return p.frame.n
 
@@ -280,7 +285,7 @@ def parse_selection(db, rel, text):
     projection), with every literal checked against its column's type."""
     if text is None:
         return None
-    from .request import cast_type, parse_selection as parse
+    from .request.selection import cast_type, parse_selection as parse
     sel = parse(text, {n: c.type for n, c in rel.columns.items()},
                 {n for n, c in rel.columns.items() if c.as_text})
     for column, value in sel.literals():

@@ -102,7 +102,8 @@ TEXTS = {
 
 
 def _with_options(text):
-    from . import options, registry
+    from .request import options
+    from .methods import registry
     per_method = "\n".join(f"  options ({m.name}):\n" + options.usage(m.plugin.OPTIONS)
                             for m in registry.METHODS.values())
     methods = ", ".join(f"{m.name} ({m.paper})" for m in registry.METHODS.values())

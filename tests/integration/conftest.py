@@ -9,12 +9,14 @@ CREATE OR REPLACE FUNCTION pg_temp.reverify(rel oid, rid bigint, k int, tabs tex
                                             opts text DEFAULT '{"m": 2}') RETURNS text
 LANGUAGE plpython3u AS $$
 import json, types
-from deid import catalog, datapath
+from deid.catalog import relations as catalog
+from deid.read import snapshot
+from deid.write import copy_files
 from deid.errors import DeidError
 from deid.pg import Database
 from deid.verify import disassociation
 db = Database()
-frame = datapath.read_sets(db, catalog.relation(db, rel), 'id', 'codes')
+frame = snapshot.read_sets(db, catalog.relation(db, rel), 'id', 'codes')
 req = types.SimpleNamespace(release_id=rid, k=k, options=json.loads(opts))
 try:
     disassociation.verify(db, req, frame, tabs)

@@ -13,7 +13,7 @@ from psycopg import sql
 
 from conftest import REVERIFY_SETS, hint_of, sqlstate_of
 from fixtures.paper003 import FIG1
-from deid.methods.apriori_anonymization import apriori_anonymize, build_tree
+from deid.methods.disassociation.apriori_anonymization import apriori_anonymize, build_tree
 
 EXTRA = ["250.00", "250.01", "410.1", "999.9"]      # hierarchy leaves no record holds
 LEAVES = sorted({c for r in FIG1 for c in r} | set(EXTRA))

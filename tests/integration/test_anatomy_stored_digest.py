@@ -20,7 +20,7 @@ PATCH = """
 DO $patch$
 import sys
 sys.path.insert(0, PYTHON_DIR)
-from deid import catalog_log
+from deid.log import release_log as catalog_log
 chunks, write = catalog_log.rid_chunks, catalog_log.write_artefacts
 catalog_log.rid_chunks = lambda counts, limit=64: chunks(counts, 64)
 def tampered(db, release_id, plan):

@@ -228,7 +228,8 @@ def test_l_is_refused(cond, connect):
 
 TAMPER = """
 CREATE OR REPLACE FUNCTION pg_temp.tamper(how text) RETURNS text LANGUAGE plpython3u AS $$
-from deid import pipeline, writer
+from deid import pipeline
+from deid.write import writer
 original = getattr(writer, "_untampered_write_table", writer.write_table)
 writer._untampered_write_table = original
 def tampered(db, schema, table):
@@ -265,7 +266,8 @@ def test_verifier_refuses_a_tampered_stored_table(cond, url, how):
 
 TAMPER_SQL = """
 CREATE OR REPLACE FUNCTION pg_temp.tamper_sql(how text) RETURNS text LANGUAGE plpython3u AS $$
-from deid import pipeline, writer
+from deid import pipeline
+from deid.write import writer
 original = getattr(writer, "_untampered_write_table", writer.write_table)
 writer._untampered_write_table = original
 def tampered(db, schema, table):
@@ -331,7 +333,7 @@ def test_row_hash_is_the_servers(cond):
     import numpy as np
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python_udfs"))
-    from deid.verify import row_hash as rh
+    from deid.verify.shared import row_hash as rh
     rng = np.random.default_rng(3)
     cases = {
         "int2": rng.integers(-2 ** 15, 2 ** 15, 40), "int4": np.r_[0, -1, 2 ** 31 - 1, -2 ** 31,
@@ -368,7 +370,8 @@ def test_row_hash_is_the_servers(cond):
 
 TAMPER_CATALOG = """
 CREATE OR REPLACE FUNCTION pg_temp.tamper_catalog(how text) RETURNS text LANGUAGE plpython3u AS $$
-from deid import catalog_log, pipeline
+from deid.log import release_log as catalog_log
+from deid import pipeline
 original = getattr(catalog_log, "_untampered_write_artefacts", catalog_log.write_artefacts)
 catalog_log._untampered_write_artefacts = original
 def tampered(db, release_id, plan):

@@ -8,10 +8,12 @@ READ_SETS = """
 CREATE OR REPLACE FUNCTION pg_temp.read_sets(rel oid, rid text, item text, long boolean)
 RETURNS text LANGUAGE plpython3u AS $$
 import json
-from deid import catalog, datapath
+from deid.catalog import relations as catalog
+from deid.read import snapshot
+from deid.write import copy_files
 from deid.pg import Database
 db = Database()
-s = datapath.read_sets(db, catalog.relation(db, rel), rid, item, long)
+s = snapshot.read_sets(db, catalog.relation(db, rel), rid, item, long)
 return json.dumps({"rid": s.rid.tolist(), "offsets": s.offsets.tolist(), "codes": s.codes.tolist(),
                    "dictionary": s.dictionary})
 $$"""

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from conftest import sqlstate_of
-from deid import registry
+from deid.methods import registry
 from sample_catalog import db_url as _db_url, fill, pg_bin as _bin, recreate as _recreate, rows as _rows
 
 SRC, DST = "deid_t_dump_src", "deid_t_dump_dst"

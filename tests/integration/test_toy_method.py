@@ -11,7 +11,7 @@ TOY = (pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "toy_method.py
 REGISTER = """
 CREATE OR REPLACE FUNCTION pg_temp.register_toy(src text) RETURNS text LANGUAGE plpython3u AS $$
 import types
-from deid import registry
+from deid.methods import registry
 module = types.ModuleType("deid_toy_method")
 exec(compile(src, "toy_method.py", "exec"), module.__dict__)
 return registry.register(module.METHOD).name

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from dbfixtures import sqlstate_of
-from deid import copybin, copytext
+from deid.write import copybin, copytext
 
 SPECIAL = ["plain", "tab\there", "back\\slash", "", None, "new\nline", "\\N", "cr\r", "\\.", "Zürich"]
 

@@ -357,7 +357,7 @@ PATCH = """
 DO $patch$
 import sys
 sys.path.insert(0, PYTHON_DIR)
-from deid import catalog_log
+from deid.log import release_log as catalog_log
 write = catalog_log.write_artefacts
 def tampered(db, release_id, plan):
     write(db, release_id, plan)

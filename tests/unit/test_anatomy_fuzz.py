@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
-from deid.methods import diversity as dv
-from deid.methods.anatomy import anatomize, sensitive_counts
+from deid.methods.anatomy import diversity as dv
+from deid.methods.anatomy.partition import anatomize, sensitive_counts
 from test_mondrian import canonical, reference_partition
 
 
@@ -142,7 +142,7 @@ def test_skewed_medium_table_with_column_limits():
 def test_blocked_checks_match_one_check(monkeypatch):
     # accept_groups checks runs of whole children separately; tiny runs must give the same
     # partition and certificates as one check over all children
-    from deid.methods import anatomy
+    from deid.methods.anatomy import partition as anatomy
     rng = np.random.default_rng(11)
     for kind, column_l in (("random", None), ("skewed", {0: 2}), ("ties", None)):
         qi, codes = make_table(rng, 3000, 3, 3, kind)
@@ -155,7 +155,7 @@ def test_blocked_checks_match_one_check(monkeypatch):
 
 
 def test_blocks_cover_whole_children(monkeypatch):
-    from deid.methods import anatomy
+    from deid.methods.anatomy import partition as anatomy
     child = np.repeat(np.arange(6, dtype=np.int32), [5, 1, 9, 2, 2, 7])
     monkeypatch.setattr(anatomy, "BLOCK_ROWS", 4)
     cuts = anatomy._blocks(child, 6)
@@ -167,7 +167,7 @@ def test_blocks_cover_whole_children(monkeypatch):
 def test_pack_round_trip():
     # codes packed into one uint32 / uint64 (attribute 0 lowest) come back unchanged, fields
     # of 0 bits (one value) and fields up to 64 bits in all included
-    from deid.methods import anatomy
+    from deid.methods.anatomy import partition as anatomy
     rng = np.random.default_rng(12)
     for sizes in ([1], [2], [1, 1, 3], [256, 2, 1], [1 << 16, 1 << 16], [1 << 20, 1 << 11, 2],
                   [1 << 21, 1 << 21, 1 << 21, 2], [3, 1 << 30, 1 << 31], [5, 7, 1 << 19, 300]):
@@ -190,7 +190,7 @@ def test_pack_round_trip():
 def test_packed_and_gathered_codes_agree(problem):
     # the partition carries the packed codes with its rows; gathering them by row id instead
     # (codes wider than 64 bits) gives the same groups and certificates
-    from deid.methods import anatomy
+    from deid.methods.anatomy import partition as anatomy
     qi, codes, K, L, column_l = problem
     if L is None or L < 2:
         L = 2
@@ -210,7 +210,7 @@ def test_packed_and_gathered_codes_agree(problem):
 
 @pytest.mark.parametrize("model", ["kl", "exponential_l"])
 def test_packed_and_gathered_codes_agree_on_larger_tables(model, monkeypatch):
-    from deid.methods import anatomy
+    from deid.methods.anatomy import partition as anatomy
     rng = np.random.default_rng(13)
     n = 20_000
     p = 1.0 / np.arange(1, 41) ** 1.2

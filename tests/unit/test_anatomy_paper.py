@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
-from deid.methods.anatomy import AnatomyResult, anatomize, sensitive_counts
+from deid.methods.anatomy.partition import AnatomyResult, anatomize, sensitive_counts
 
 # 001 Fig. 1, literally
 FIG1 = [

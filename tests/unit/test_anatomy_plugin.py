@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from deid.frame import EncodedColumn, Frame
-from deid.plugins import anatomy as plugin
+from deid.read.frame import EncodedColumn, Frame
+from deid.methods.anatomy import plugin
 
 
 def shapes(seed, n, n_groups, width):

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from deid.errors import DeidError
-from deid.methods.apriori_anonymization import AmbiguousLabel, apriori_anonymize, build_tree
-from deid.verify import km_generalization as vk
+from deid.methods.disassociation.apriori_anonymization import (AmbiguousLabel, apriori_anonymize,
+                                                               build_tree)
+from deid.verify.shared import km_generalization as vk
 
 LEAVES = ["a1", "a2", "b1", "b2"]
 CHAINS = [["A", "*"], ["A", "*"], ["B", "*"], ["B", "*"]]

@@ -2,7 +2,7 @@
 json.dumps of each class's dict of labels, built once per distinct label."""
 import json
 
-from deid.catalog_log import generalized_json
+from deid.log.release_log import generalized_json
 
 
 def test_generalized_json_is_json_dumps_of_each_class():

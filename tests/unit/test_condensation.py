@@ -8,11 +8,11 @@ import pytest
 
 from deid.errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
                          PRIVACY_MODEL_UNSATISFIABLE, VERIFICATION_FAILED)
-from deid.methods import condensation as cd
-from deid.methods import kmeans
-from deid.methods.condensation import condense
-from deid.methods.release_values import reassign_survival_times
-from deid.verify.cluster_moments import verify_condensation
+from deid.methods.condensation import condense as cd
+from deid.methods.condensation import kmeans
+from deid.methods.condensation.condense import condense
+from deid.methods.condensation.release_values import reassign_survival_times
+from deid.verify.shared.cluster_moments import verify_condensation
 
 RTOL = 1e-9
 
@@ -75,7 +75,7 @@ def test_moments_exact_in_every_cluster():
 
 def test_one_hot_moments_exact_before_decoding():
     # the full coded covariance (numeric + one-hot blocks) is matched, not only numeric columns
-    from deid.methods import pca_synthesis as ps
+    from deid.methods.condensation import pca_synthesis as ps
     X, kinds = registry(600, seed=2)
     coded, layout = cd._code_attributes(X, kinds, list(range(7)))
     cid = np.repeat(np.arange(6), 100)
@@ -89,7 +89,7 @@ def test_one_hot_moments_exact_before_decoding():
 
 @pytest.mark.parametrize("n_rows,p", [(3, 10), (5, 12), (8, 8), (9, 8), (2, 4), (40, 6)])
 def test_moments_exact_direct_and_transpose(n_rows, p):
-    from deid.methods import pca_synthesis as ps
+    from deid.methods.condensation import pca_synthesis as ps
     rng = np.random.default_rng(n_rows * 100 + p)
     clusters = rng.standard_normal((7, n_rows, p)) * rng.uniform(0.01, 50, p) \
         + rng.uniform(-500, 500, p)
@@ -108,7 +108,7 @@ def test_moments_exact_direct_and_transpose(n_rows, p):
 
 
 def test_transpose_trick_agrees_with_direct_pca():
-    from deid.methods import pca_synthesis as ps
+    from deid.methods.condensation import pca_synthesis as ps
     rng = np.random.default_rng(5)
     A = rng.standard_normal((4, 6, 15))                      # n = 6 rows << p = 15
     A -= A.mean(axis=1, keepdims=True)
@@ -319,7 +319,7 @@ def test_perturbed_integer_times_avoid_every_source_time():
 
 
 def test_time_bins_hold_k_rows_and_three_integers():
-    from deid.methods.release_values import time_bins
+    from deid.methods.condensation.release_values import time_bins
     rng = np.random.default_rng(21)
     for trial in range(200):
         n = int(rng.integers(1, 400))
@@ -350,7 +350,7 @@ def test_coarsened_moves_every_dense_monthly_time_and_keeps_bin_order():
     res = condense(X, kinds, k, status=2, time_col=1, survival_times="coarsened", seed=3)
     per = condense(X, kinds, k, status=2, time_col=1, survival_times="perturbed", seed=3)
     assert res.survival_times == "coarsened"
-    from deid.methods.release_values import time_bins
+    from deid.methods.condensation.release_values import time_bins
     bins = time_bins(X[:, 1], k, True)
     rel, unr = res.synthetic[:, 1], res.synthetic_unrounded[:, 1]
     moved, moved_perturbed, rows = 0, 0, 0
@@ -371,7 +371,7 @@ def test_coarsened_moves_every_dense_monthly_time_and_keeps_bin_order():
     # another rank's original (dense data), so about half the ranks differ, against almost
     # none with "perturbed" (no room between months)
     assert moved >= 0.3 * rows and moved > 5 * max(moved_perturbed, 1)
-    from deid.methods.release_values import coarsened_times
+    from deid.methods.condensation.release_values import coarsened_times
     order = np.lexsort((X[:, 1], res.cluster_id))
     draws = coarsened_times(X[order, 1], res.cluster_id[order], X[:, 1],
                             np.random.default_rng(0), True, k)
@@ -388,7 +388,7 @@ def test_coarsened_moves_every_dense_monthly_time_and_keeps_bin_order():
 
 
 def test_coarsened_dense_times_draw_from_the_bins_rows():
-    from deid.methods.release_values import coarsened_times, time_bins
+    from deid.methods.condensation.release_values import coarsened_times, time_bins
     rng = np.random.default_rng(24)
     months = np.minimum(np.floor(rng.exponential(6, 20000)), 71)   # dense, skewed months
     clusters = np.arange(months.size) % 200                        # no cluster is constant
@@ -435,7 +435,7 @@ def test_categorical_round_trip_and_permissible_values():
     X, kinds = registry(3000, seed=15)
     X[:, 3] = X[:, 3] * 10 + 7                               # arbitrary category codes
     coded, layout = cd._code_attributes(X, kinds, list(range(8)))
-    from deid.methods.release_values import grouping_of
+    from deid.methods.condensation.release_values import grouping_of
     cat = [j for j, kd in enumerate(kinds) if kd == "categorical"]
     for cid in (np.zeros(len(X), dtype=np.int64), np.arange(len(X)) // 7):
         for decoding in ("counts", "argmax"):
@@ -466,7 +466,7 @@ def test_category_counts_kept_per_cluster():
 
 
 def test_decode_categories_by_scores():
-    from deid.methods.release_values import decode_categories, grouping_of
+    from deid.methods.condensation.release_values import decode_categories, grouping_of
     cid = np.array([0, 0, 0, 0, 1, 1, 1])
     codes = np.array([0, 0, 1, 2, 1, 1, 1])              # cluster 0: two 0s, one 1, one 2
     scores = np.array([[.9, .1, 0], [.2, .7, .1], [.5, .4, .1], [.1, .1, .8],
@@ -648,7 +648,7 @@ def test_exact_path_refuses_huge_subsets(monkeypatch):
 # --------------------------------------------------------------------------------------------
 
 def test_verifier_imports_nothing_from_methods():
-    path = pathlib.Path(__file__).resolve().parents[2] / "python_udfs/deid/verify/cluster_moments.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "python_udfs/deid/verify/shared/cluster_moments.py"
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -710,8 +710,8 @@ def test_values_far_from_zero_with_a_tiny_spread():
     variance to 1e-9 of itself in float64 (eps * 1e6 = 2e-10 per value); the verifier's
     tolerance follows the raw values' magnitude, so the release is accepted."""
     import numpy as np
-    from deid.methods.condensation import condense
-    from deid.verify.cluster_moments import verify_condensation
+    from deid.methods.condensation.condense import condense
+    from deid.verify.shared.cluster_moments import verify_condensation
     x = np.array([1000001.03675258, 1000002.46485443, 1000000.99131123, 999996.09052831,
                   1000002.7160676, 1000001.33912372, 999998.38914029, 1000001.74335431,
                   1000001.09371719, 1000000.88239749, 1000000.08526672, 1000001.64013896,

@@ -11,8 +11,8 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from deid.methods import kmeans
-from deid.methods.rebalance import rebalance
+from deid.methods.condensation import kmeans
+from deid.methods.condensation.rebalance import rebalance
 from fixtures.rebalance_inputs import rebalance_inputs
 
 
@@ -115,7 +115,7 @@ def test_distances_equal_matrix_product_here():
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["months", "days", "wide", "floats",
                                                    "negative", "zeros"]))
 def test_distinct_counts_equal_unique(seed, kind):
-    from deid.methods.release_values import distinct_counts
+    from deid.methods.condensation.release_values import distinct_counts
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 3000))
     if kind == "months":

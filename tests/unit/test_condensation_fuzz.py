@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
-from deid.methods.condensation import condense
-from deid.verify.cluster_moments import verify_condensation
+from deid.methods.condensation.condense import condense
+from deid.verify.shared.cluster_moments import verify_condensation
 
 SHAPES = ("random", "ties", "skewed", "all_equal", "one_constant", "huge_offset")
 

@@ -6,14 +6,14 @@ import re
 import numpy as np
 import pytest
 
-from deid import options as opts_schema
-from deid.catalog import Column, Relation
+from deid.request import options as opts_schema
+from deid.catalog.relations import Column, Relation
 from deid.errors import DeidError
-from deid.frame import EncodedColumn, Frame
+from deid.read.frame import EncodedColumn, Frame
 from deid.plan import Clusters, SourceCodes, Synthetic
-from deid.plugins import condensation as plugin
-from deid.release import Request
-from deid.verify.cluster_moments import verify_condensation
+from deid.methods.condensation import plugin
+from deid.request.release import Request
+from deid.verify.shared.cluster_moments import verify_condensation
 
 TYPES = {"age": ("integer", "int4"), "bmi": ("double precision", "float8"),
          "lab": ("numeric(6,2)", "numeric"), "dx": ("date", "date"), "sex": ("text", "text"),

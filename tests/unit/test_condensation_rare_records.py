@@ -8,17 +8,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from deid.catalog import Column
+from deid.catalog.relations import Column
 from deid.errors import DeidError
-from deid.frame import EncodedColumn, Frame
-from deid.hierarchies import Hierarchy
-from deid.methods.condensation import condense
-from deid.methods.condensation_rare import OTHER, avoid_rare_copies, generalize_column
+from deid.read.frame import EncodedColumn, Frame
+from deid.catalog.hierarchies import Hierarchy
+from deid.methods.condensation.condense import condense
+from deid.methods.condensation.rare_values import OTHER, avoid_rare_copies, generalize_column
 from deid.plan import Labels
-from deid.plugins import condensation as plugin
-from deid.verify.cluster_moments import verify_condensation
-from deid.verify.rare_records import (check_rare_records, count_rare_copies, mapped_codes,
-                                      stored_category_counts)
+from deid.methods.condensation import plugin
+from deid.verify.shared.cluster_moments import verify_condensation
+from deid.verify.shared.rare_records import (check_rare_records, count_rare_copies, mapped_codes,
+                                             stored_category_counts)
 from test_condensation_plugin import SURV, relation, req
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError
-from deid.verify import cluster_moments as cm
+from deid.verify.shared import cluster_moments as cm
 from deid.verify.condensation import _snapshot_rows
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from deid import copybin as cb
+from deid.write import copybin as cb
 
 
 def parse(image):
@@ -122,7 +122,7 @@ def test_ranges(n):
 
 
 def test_frame_sorted_by_rid():
-    from deid.datapath import EncodedColumn, Frame
+    from deid.read.snapshot import EncodedColumn, Frame
     col = EncodedColumn("a", "category", np.array([0, 1, 2]), np.array([False, True, False]), ["x", "y"])
     f = Frame(3, np.array([30, 10, 20]), {"a": col}).sorted_by_rid()
     assert f.rid.tolist() == [10, 20, 30]
@@ -131,9 +131,9 @@ def test_frame_sorted_by_rid():
 
 
 def test_unpack_stored_arrays():
-    """verify.anatomy.unpack_arrays reads concatenated array_send(int8[]) images (the
+    """verify.shared.rid_set_digest.unpack_arrays reads concatenated array_send(int8[]) images (the
     membership catalog, deid.cluster_member)."""
-    from deid.verify.anatomy import unpack_arrays
+    from deid.verify.shared.rid_set_digest import unpack_arrays
 
     def array_send(xs):
         if not xs:
@@ -146,7 +146,7 @@ def test_unpack_stored_arrays():
 
 def test_unpack_int4_arrays_and_malformed_images():
     """int4[] images too; a NULL element or a wrong count is refused (DE002)."""
-    from deid.verify.anatomy import unpack_arrays
+    from deid.verify.shared.rid_set_digest import unpack_arrays
     from deid.errors import DeidError
 
     def int4_send(xs):
@@ -197,7 +197,7 @@ def test_text_runs_too_wide_to_combine_whole_combine_in_parts():
 
 
 def test_rid_chunks_cut_at_entry_boundaries():
-    from deid.catalog_log import rid_chunks
+    from deid.log.release_log import rid_chunks
     counts = np.array([3, 4, 1, 9, 2, 2])            # RIDs before each entry: 0 3 7 8 17 19
     assert rid_chunks(counts, limit=8).tolist() == [3, 1, 2]
     assert rid_chunks(counts, limit=100).tolist() == [6]
@@ -316,7 +316,7 @@ def test_fields_taking_their_rows_write_the_image_of_the_gathered_rows(n, seed, 
     """Fixed and Text fields with `take` (record i is row take[i]: gathered as the image is laid
     out, keys of texts sharing one take combined before one gather) write the very image of
     fields holding the gathered rows -- binary and text format, any path."""
-    from deid import copytext
+    from deid.write import copytext
     rng = np.random.default_rng(seed)
     rows = 2 * n
     take = rng.permutation(rows)[:n]                        # a subset of the rows, shuffled

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from deid import copybin, copytext
+from deid.write import copybin, copytext
 
 SPECIAL = ["a", "b\tc", "d\\e", "", None, "x\ny", "\\N", "z\r", "\\.", "Zürich", "t\\t"]
 

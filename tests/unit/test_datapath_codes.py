@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from deid.hashcodes import codes_from_hashes, perfect_slots
+from deid.read.hashcodes import codes_from_hashes, perfect_slots
 from deid.errors import DeidError
 
 
@@ -37,7 +37,7 @@ def test_distinct_hashes(n, distinct, low_bits_shared):
     """hashcodes.distinct_hashes: every row's index into the distinct 64-bit hashes, a row holding
     each (the first) -- also when many hashes share their low bits (the slot table's collisions),
     for the read's big-endian field and with the slots given."""
-    from deid.hashcodes import distinct_hashes
+    from deid.read.hashcodes import distinct_hashes
     rng = np.random.default_rng(n + distinct)
     values = rng.integers(-2 ** 63, 2 ** 63 - 1, size=distinct, dtype=np.int64)
     if low_bits_shared:
@@ -56,8 +56,8 @@ def test_distinct_hashes(n, distinct, low_bits_shared):
 
 def test_low_16_bits_of_packed_rows():
     """hashcodes.low_16_bits: the low 16 bits of a big-endian 8-byte field of packed rows."""
-    from deid.hashcodes import low_16_bits
-    from deid.readpass import layout as _layout
+    from deid.read.hashcodes import low_16_bits
+    from deid.read.parallel_pass import layout as _layout
     rng = np.random.default_rng(3)
     layout = _layout([">i8", ">i4", ">i8"])
     rows = np.zeros(1000, layout)
@@ -73,7 +73,7 @@ def test_low_16_bits_of_packed_rows():
 
 def test_distinct_hash_first_seen_after_the_head():
     """A hash whose first row comes after distinct_hashes's head of rows still gets its first row."""
-    from deid.hashcodes import distinct_hashes
+    from deid.read.hashcodes import distinct_hashes
     h = np.full(4 * (1 << 16) + 10, 77, np.int64)
     h[-5:] = [5, 6, 5, 77, 6]
     d, rows, index = distinct_hashes(h)

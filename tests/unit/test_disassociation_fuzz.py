@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from deid.errors import DeidError, VERIFICATION_FAILED
-from deid.methods.disassociation import constraint_ids, disassociate
-from deid.methods.horpart import horpart
-from deid.methods.verpart import verpart
-from deid.verify.km import RELEASE_FIELDS, verify_km
+from deid.methods.disassociation.disassociate import constraint_ids, disassociate
+from deid.methods.disassociation.horpart import horpart
+from deid.methods.disassociation.verpart import verpart
+from deid.verify.shared.km import RELEASE_FIELDS, verify_km
 
 KINDS = ["zipf", "ties", "tiny", "long", "empty", "one_code", "few_codes", "uniform",
          "groups", "constrained"]
@@ -452,7 +452,7 @@ def test_verpart_equals_literal_fig9_on_single_clusters():
 
 
 def test_greedy_lines_15_17():
-    from deid.methods.verpart import greedy_chunks
+    from deid.methods.disassociation.verpart import greedy_chunks
     # codes in line-5 order: 0 (no constraint), 1 and 2 (constraint 5), 3 (constraint 6);
     # {0, 1, 3} fit together, 2 does not fit with 0: constraint 5 is only partly added and is
     # not the first code's, so 1 goes back; 3 (constraint 6, complete) stays
@@ -465,7 +465,7 @@ def test_greedy_lines_15_17():
 
 
 def test_horpart_in_small_blocks_matches_reference(monkeypatch):
-    from deid.methods import horpart as hp
+    from deid.methods.disassociation import horpart as hp
     rng = np.random.default_rng(3)
     monkeypatch.setattr(hp, "_CELL_BUDGET", 40)       # a few parts per block
     for _ in range(60):

@@ -21,10 +21,10 @@ import pytest
 
 from deid.errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
                          PRIVACY_MODEL_UNSATISFIABLE)
-from deid.methods.disassociation import disassociate, reconstruct
-from deid.methods.horpart import horpart
-from deid.methods.verpart import verpart
-from deid.verify.km import verify_km
+from deid.methods.disassociation.disassociate import disassociate, reconstruct
+from deid.methods.disassociation.horpart import horpart
+from deid.methods.disassociation.verpart import verpart
+from deid.verify.shared.km import verify_km
 from fixtures.paper003 import FIG1, FIG3B
 
 CODES = ["294.10", "295.04", "296.00", "296.01", "296.02", "296.03", "401.0", "404.00",
@@ -227,8 +227,8 @@ FIG5 = [  # Fig. 5 as printed (a reconstruction of Fig. 4; see the note on 296.0
 
 
 def test_are_and_mre_on_figs_1_and_5():
-    from deid.metrics_sets import (are, average_relative_error, itemset_counts,
-                                   matching_relative_error)
+    from deid.methods.disassociation.metrics_sets import (are, average_relative_error,
+                                                          itemset_counts, matching_relative_error)
     original = source()
     fig5 = (np.cumsum([0] + [len(r) for r in FIG5]), np.array([ID[c] for r in FIG5 for c in r]))
     workload = [ids(["296.00"]), ids(["296.01", "834.0"])]

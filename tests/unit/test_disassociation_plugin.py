@@ -6,10 +6,10 @@ import types
 import numpy as np
 import pytest
 
-from deid.catalog import Column, Relation
+from deid.catalog.relations import Column, Relation
 from deid.errors import DeidError
 from deid.plan import IntArrays, TextArrays
-from deid.plugins import disassociation as plugin
+from deid.methods.disassociation import plugin
 from fixtures.paper003 import FIG1, FIG3B
 
 

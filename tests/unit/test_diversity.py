@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE
-from deid.methods import diversity as dv
+from deid.methods.anatomy import diversity as dv
 
 # 001 Fig. 1 (sensitive part): disease type, treatment
 HEART, FLU, STOMACH = 0, 1, 2

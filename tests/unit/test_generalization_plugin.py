@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError
-from deid.plugins.generalization import class_table
+from deid.methods.generalization.plugin import class_table
 from deid.verify import generalization as vg
 
 
@@ -100,7 +100,7 @@ def _random_multi_source(seed):
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(st.integers(0, 2**32 - 1))
 def test_greedy_on_rows_equals_greedy_on_classes_with_several_sources(seed):
-    from deid.methods.generalize import greedy
+    from deid.methods.generalization.generalize import greedy
     attrs, rows, k = _random_multi_source(seed)
     classes, counts = class_table(rows, [h.size(0) for h in attrs])
     try:

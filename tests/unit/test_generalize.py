@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
-from deid.methods import class_table as ct
-from deid.methods.generalize import AttributeHierarchy, apply_levels, greedy, optimal, selection_limit
-from deid.request import parse_selection
+from deid.methods.generalization import class_table as ct
+from deid.methods.generalization.generalize import (AttributeHierarchy, apply_levels, greedy,
+                                                    optimal, selection_limit)
+from deid.request.selection import parse_selection
 
 
 # ----------------------------------------------------------------------------------------------

@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from deid.catalog import Column, Relation
+from deid.catalog.relations import Column, Relation
 from deid.errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE, VERIFICATION_FAILED
-from deid.frame import EncodedColumn, Frame
-from deid.hierarchies import Hierarchy
-from deid.methods.generalize import AttributeHierarchy, apply_levels, greedy, optimal
-from deid.plugins import generalization as plugin
-from deid.release import Request
+from deid.read.frame import EncodedColumn, Frame
+from deid.catalog.hierarchies import Hierarchy
+from deid.methods.generalization.generalize import (AttributeHierarchy, apply_levels, greedy,
+                                                    optimal)
+from deid.methods.generalization import plugin
+from deid.request.release import Request
 from deid.verify import generalization as vg
-from deid.verify.k_per_source import check_joint_k
+from deid.verify.shared.k_per_source import check_joint_k
 
 from test_generalize import k_anonymous, loss_of, min_class, random_hierarchy
 

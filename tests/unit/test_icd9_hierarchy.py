@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import icd9_hierarchy as icd9  # noqa: E402
 
-from deid.hierarchies import parse_member_rows  # noqa: E402
+from deid.catalog.hierarchies import parse_member_rows  # noqa: E402
 
 CODES = ["001.1", "139.0", "250.00", "250.01", "401.9", "403.90", "459.9", "V45.81", "E880.9",
          "999.9", "800.0"]

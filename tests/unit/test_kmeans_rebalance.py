@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError
-from deid.methods import kmeans
-from deid.methods.rebalance import rebalance, refine_rebalanced
+from deid.methods.condensation import kmeans
+from deid.methods.condensation.rebalance import rebalance, refine_rebalanced
 from fixtures.rebalance_inputs import rebalance_inputs
 
 

@@ -5,8 +5,8 @@ import types
 import numpy as np
 import pytest
 
-from deid import method_support as ms
-from deid.frame import EncodedColumn, Frame
+from deid.methods import support as ms
+from deid.read.frame import EncodedColumn, Frame
 
 
 def reference_qi_matrix(req, frame, qis):

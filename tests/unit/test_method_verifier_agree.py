@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from deid import verify
-from deid.methods import anatomy
+from deid.methods.anatomy import partition as anatomy
 
 
 def rid_sets(group, sa, rid):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deid import metrics as M
+from deid.methods import metrics as M
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE
 
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from deid.errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
                          PRIVACY_MODEL_UNSATISFIABLE)
-from deid.methods import mondrian
-from deid.methods.diversity import greedy_check
+from deid.methods.anatomy import mondrian
+from deid.methods.anatomy.diversity import greedy_check
 
 
 def reference_partition(qi, K, accept=None):
@@ -217,7 +217,7 @@ def test_matches_reference_with_accept(table, seed):
 
 
 def test_segment_ids_match_repeat():
-    from deid.methods.segments import segment_ids
+    from deid.segments import segment_ids
     rng = np.random.default_rng(9)
     for _ in range(500):
         k = int(rng.integers(0, 12))

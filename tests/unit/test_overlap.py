@@ -1,7 +1,7 @@
 """overlap.py's pure set logic: packing as deid.rid_set's RIDs, and the differences."""
 import numpy as np
 
-from deid import overlap
+from deid.log import overlap
 
 
 def test_pack_is_big_endian_int8_and_round_trips():

@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from deid.methods import pca_synthesis as ps
+from deid.methods.condensation import pca_synthesis as ps
 
 RTOL = 1e-9
 

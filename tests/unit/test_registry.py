@@ -4,8 +4,9 @@ import ast
 import pathlib
 import re
 
-from deid import registry, usage
-from deid.options import Option
+from deid.methods import registry
+from deid import usage
+from deid.request.options import Option
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "python_udfs" / "deid" / "plugins"

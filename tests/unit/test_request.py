@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from deid.errors import (DeidError, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE, SYNTAX_ERROR,
                          UNDEFINED_COLUMN)
-from deid.request import parse_selection, quote_ident
+from deid.request.selection import parse_selection, quote_ident
 
 COLS = {
     "age": "integer",

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from deid.errors import DeidError
-from deid.verify import anatomy, rid_set_digest as rd
+from deid.verify import anatomy
+from deid.verify.shared import rid_set_digest as rd
 
 # two chunks of one attribute: entries (group, value, RIDs)
 CHUNKS = [[(0, "flu", [3, 9]), (0, None, [4]), (1, "Ökö ✓", [1, 2, 2**40])],

@@ -453,7 +453,7 @@ def test_vectorised_matches_scalar_on_random_groups():
 def test_stable_argsort_by_is_the_stable_argsort_of_the_combined_key():
     """arrays._stable_argsort_by: by major, then minor, then position -- by two 16-bit radix
     passes when both fit, else by the combined key -- the permutation np.argsort gives."""
-    from deid.verify.arrays import _stable_argsort_by
+    from deid.verify.shared.arrays import _stable_argsort_by
     rng = np.random.default_rng(4)
     for n, n_major, n_minor in [(10, 3, 4), (50_000, 14_000, 320), (50_000, 70_000, 9),
                                 (50_000, 5, 1 << 17), (50_000, 1 << 16, 1 << 16)]:
@@ -640,7 +640,7 @@ def test_never_imports_methods():
 def test_coded_attributes_are_the_attribute_names():
     """check_kl takes the attributes as readers.Coded (codes into names; an unused or repeated
     name is as in the names' own column): the same result, the same failures."""
-    from deid.verify.readers import Coded
+    from deid.verify.shared.readers import Coded
     rng = np.random.default_rng(21)
     g, a, v, r = random_release(rng, 3000, 40, [30, 6, 5])
     names = ["zz", "a1", "a0", "a2"]                      # "zz" unused; codes into this list
@@ -657,7 +657,7 @@ def test_coded_attributes_are_the_attribute_names():
 
 
 def test_runs_and_repeat_are_np_repeat():
-    from deid.verify.arrays import _repeat, _runs
+    from deid.verify.shared.arrays import _repeat, _runs
     rng = np.random.default_rng(2)
     for lengths in ([], [3], [1, 1, 1], [2, 0, 3], [0, 0], [4, 2, 0], rng.integers(1, 9, 1000),
                     rng.integers(0, 3, 1000)):

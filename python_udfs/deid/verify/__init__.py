@@ -65,18 +65,18 @@ All checks are vectorised with numpy (1.24 compatible) and pure Python: no
 plpy.
 """
 
-from .greedy import certify_group_scalar
-from .k_per_source import check_k_per_source
-from .kl import check_kl
-from .partition import check_partition
-from .sizes import check_cluster_sizes, check_group_counts, check_group_sizes
+from .shared.greedy import certify_group_scalar
+from .shared.k_per_source import check_k_per_source
+from .shared.kl import check_kl
+from .shared.partition import check_partition
+from .shared.sizes import check_cluster_sizes, check_group_counts, check_group_sizes
 
 # Internals the unit tests reach through ``deid.verify`` (as when this was
 # one module): the catalog parser, the caps, the certificate and the greedy.
-from .caps import _column_caps
-from .certificate import _certify
-from .greedy import _VECTOR_MAX_GROUP, _greedy
-from .rid_set import _parse_rid_set
+from .shared.caps import _column_caps
+from .shared.certificate import _certify
+from .shared.greedy import _VECTOR_MAX_GROUP, _greedy
+from .shared.rid_set import _parse_rid_set
 
 __all__ = [
     "check_partition",

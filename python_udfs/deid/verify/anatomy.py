@@ -24,11 +24,11 @@ import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
 from . import check_kl, check_partition
-from .sizes import check_group_counts
-from .arrays import _runs
-from .count_tables import check_tables, group_sizes, label_keys
-from .readers import Coded
-from .rid_set_digest import check_stored, stored_digests
+from .shared.sizes import check_group_counts
+from .shared.arrays import _runs
+from .shared.count_tables import check_tables, group_sizes, label_keys
+from .shared.readers import Coded
+from .shared.rid_set_digest import check_stored, stored_digests
 
 READS_SNAPSHOT_VALUES = False    # of the snapshot, only its row ids (the pipeline may drop the rest)
 PACKED_HINT = ("deid.rid_set packs 4 bytes per value in group_ids and rid_counts (big-endian int4)"
@@ -176,33 +176,3 @@ def unpack_packed(buf, dtype, count=None):
         raise DeidError(VERIFICATION_FAILED, "deid.rid_set holds packed numbers of an unexpected length",
                         hint=PACKED_HINT)
     return np.frombuffer(buf, dtype).astype(np.int64)
-
-
-def unpack_arrays(buf, counts, width=8):
-    """The elements of concatenated ``array_send`` images of one-dimensional
-    int8[] (width 8) or int4[] (width 4) arrays without NULLs (header 20
-    bytes -- 12 for an empty array -- then (int4 length, value) per element),
-    as one int64 array (deid.cluster_member's rids: verify/condensation.py).
-    Raises DE002 if the images are not exactly that."""
-    counts = np.asarray(counts, dtype=np.int64)
-    buf = buf or b""
-    head = np.where(counts > 0, 20, 12)
-    sizes = head + (4 + width) * counts
-    if int(sizes.sum()) != len(buf):
-        raise DeidError(VERIFICATION_FAILED, "deid's catalog holds arrays of an unexpected shape",
-                        hint="RID arrays must be one-dimensional arrays without NULLs")
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    starts = np.cumsum(sizes) - sizes
-    before = np.cumsum(counts) - counts
-    # element j of the whole stream, i-th of entry e: its length word at
-    # starts[e] + head[e] + (4 + width) i, its value 4 bytes later
-    word = (4 + width) * np.arange(total, dtype=np.int64) + \
-        np.repeat(starts + head - (4 + width) * before, counts)
-    lengths = np.ndarray((len(buf) - 3,), dtype=">i4", buffer=buf, strides=(1,))[word]
-    if np.any(lengths != width):
-        raise DeidError(VERIFICATION_FAILED, "deid's catalog holds NULL or malformed array elements",
-                        hint=VERIFY_HINT)
-    every = np.ndarray((len(buf) - width + 1,), dtype=f">i{width}", buffer=buf, strides=(1,))
-    return every[word + 4].astype(np.int64)

@@ -47,11 +47,10 @@ import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified, quote_ident
-from .anatomy import unpack_arrays
-from .cluster_moments import verify_condensation
-from .rare_records import check_rare_records, mapped_codes, stored_category_counts
-from .rid_set_digest import INT8OID, _elements, _header
-from . import row_hash
+from .shared.cluster_moments import verify_condensation
+from .shared.rare_records import check_rare_records, mapped_codes, stored_category_counts
+from .shared.rid_set_digest import INT8OID, array_elements, array_header, unpack_arrays
+from .shared import row_hash
 
 STORE_SCHEMA = "deid_release"
 NUMERIC_RTOL = 1e-12
@@ -190,9 +189,9 @@ def check_membership(db, release_id, sizes, rids):
             or not np.array_equal(got["rids"].astype(np.int64), sizes):
         raise DeidError(VERIFICATION_FAILED, "deid.cluster_member does not hold the checked "
                         "clusters", hint=HINT)
-    image = memoryview(_elements(np.asarray(rids, np.int64), ">i8"))
+    image = memoryview(array_elements(np.asarray(rids, np.int64), ">i8"))
     ends = np.cumsum(sizes) * 12
-    digests = [hashlib.sha256(_header(int(n), INT8OID) + image[e - 12 * n:e]).digest()
+    digests = [hashlib.sha256(array_header(int(n), INT8OID) + image[e - 12 * n:e]).digest()
                for n, e in zip(sizes.tolist(), ends.tolist())]
     bad = np.flatnonzero(np.asarray(digests, "S32") != got["digest"])
     if bad.size:

@@ -14,8 +14,8 @@ Nothing from deid.methods is imported.
 import numpy as np
 
 from ..sqltext import qualified
-from .km import verify_km, verify_stored_km
-from .stored_release import STORE_SCHEMA, _fail, _ints, dictionary_keys
+from .shared.km import verify_km, verify_stored_km
+from .shared.stored_release import STORE_SCHEMA, _fail, _ints, dictionary_keys
 
 
 def _code_expr(exact):
@@ -184,7 +184,7 @@ def _offsets(counts):
 def verify(db, req, frame, tables):
     """Independent checks on the stored release and membership, before commit."""
     if req.options.get("model") == "generalization":     # AA (Terrovitis et al. 2008)
-        from .km_generalization import verify as verify_generalized
+        from .shared.km_generalization import verify as verify_generalized
         return verify_generalized(db, req, frame, tables)
     member = db.query("SELECT string_agg(int8send(r), ''::bytea) AS r,"
                       " string_agg(int4send(m.cluster_id), ''::bytea) AS c"

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..sqltext import qualified, quote_ident
 from . import check_k_per_source
-from .failures import _fail
-from .k_per_source import check_joint_k
+from .shared.failures import _fail
+from .shared.k_per_source import check_joint_k
 
 STORE_SCHEMA = "deid_release"
 STORED_HINT = ("The stored release was changed after it was written, or it predates deid 1.1.0 "

@@ -1,0 +1,1 @@
+"""Anatomy, (K,L)-anonymity over several sensitive attributes (paper 001)."""

@@ -1,0 +1,1 @@
+"""Improved condensation: k-means clusters, PCA synthesis (paper 004)."""

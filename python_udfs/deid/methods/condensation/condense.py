@@ -1,0 +1,534 @@
+"""Condensation: synthetic rows that keep each cluster's statistics (paper 004).
+
+:func:`condense` is the pure kernel of the condensation method (no SQL, no plpy):
+
+* ``algorithm="improved"`` -- 004 Alg. 2.  Step 1: split the rows by vital status (only when
+  ``status``/``time_col`` are given).  Step 2a: weighted k-means into floor(n_i / k) clusters per
+  status subset, weight ``w`` on the survival time and the rest shared equally by the other
+  attributes (:func:`.kmeans.weighted_kmeans`).  Steps 2b-2c: rebalance to >= k rows per
+  cluster (:mod:`.rebalance`, where the guarantee is argued).  Step 2.d.i: per-cluster synthesis
+  through PCA, Alg. 3 / Prop. 1 (:mod:`.pca_synthesis`), status kept.  Step 2.d.ii: survival
+  times by within-cluster rank, step 2.d.iii: permissible values (:mod:`.release_values`).  Without survival columns: plain condensation (k-means +
+  rebalancing + synthesis), no status split, no time reassignment.
+* ``algorithm="original"`` -- 004 Alg. 1, Aggarwal's condensation, the paper's baseline:
+  random seeds with their k-1 nearest rows (:func:`.kmeans.seed_groups`), equal weights, every
+  column (status and time included) synthesised; step 7 = permissible values.
+
+Deviations from 004 (each also noted where it is implemented):
+
+1. Scale (not in 004): :func:`partition_blocks` first cuts each status subset into blocks by a
+   k-d median split over the weighted features (:func:`.kmeans.kd_blocks`: blocks of at most
+   ``block_rows`` rows, each >= k rows, cut at multiples of k so the blocks form floor(n_i/k)
+   clusters in total); Alg. 2 steps 2a-2c (or Alg. 1 steps 1-4, same blocks) then run inside
+   every block (:func:`cluster_block`, a block's own seed stream).  ``block_rows=None`` is the
+   exact, unblocked algorithm (allowed up to ``EXACT_MAX_ROWS`` rows per subset).
+2. Attributes are standardised before distances (numeric: whole-table z-score; categorical:
+   one-hot block, scaled to total variance 1), so that 004's weights mean what they say whatever
+   the units.  The one-hot block of 004 sec. 3.1 ("binary dummy variables") is stored in an
+   orthonormal basis of its (L-1)-dimensional span (same distances and moments, one column
+   less).  Decoding (step 2.d.iii) gives each cluster exactly its source category counts,
+   rows chosen by their synthetic one-hot scores (``categories="counts"``; the plain argmax,
+   ``"argmax"``, under-represents every cluster's minority categories).
+3. Step 2a: k-means++ seeds from a seeded generator (004 does not say; R's kmeans uses random
+   centers); Lloyd's algorithm with Hamerly's bounds for at most ``max_iter`` rounds (5; R's
+   default is 10, 004 sec. 3.4), then the rebalanced rounds of 4.
+4. Steps 2b-2c: a donor never gives more than its surplus over k (the printed step can push a
+   donor below k); afterwards ``rebalance_rounds`` rebalanced Lloyd rounds (re-centre, re-assign,
+   rebalance; keep the lowest within-cluster sum of squares) repair most of the tightness step
+   2c loses (see :mod:`.rebalance`; 0 rounds = the paper).
+5. Step 2.d.i / Alg. 3: moment-exact synthesis -- whitened, then coloured draws, so each
+   synthetic cluster's mean vector and covariance matrix equal the source cluster's up to
+   rounding (Alg. 3 matches them only in expectation); clusters with n <= p rows use Prop. 1
+   in their own span (:mod:`.pca_synthesis`).  A 2-row cluster (k = 2 only) is thereby
+   released as its source rows: its mean and covariance fix it.
+6. Step 2.d.ii: ``survival_times="original"`` is the paper as printed.  The default
+   ``"coarsened"`` cuts the time column into bins of >= k source rows (and >= 3 integers for
+   integer times), moves every time to another value of its own bin (a value no source row has
+   where the bin has one) and hands the cluster's moved times out by rank of the synthetic
+   time: the within-cluster rank order is kept, the order across the table is kept at the bin
+   grain, and no time is released as itself, dense monthly data included.  ``"perturbed"``
+   (the default before the evaluation) moves every time inside its own cell between the
+   midpoints to the cluster's neighbouring distinct times; on dense integer months those cells
+   hold no other integer and ~98 % of the times stayed unchanged.  The default was chosen from
+   bench/eval_condensation (README "Condensation: utility and risk"): the only mode that
+   releases no time as itself on dense data; anonymeter risk equal within noise; utility equal
+   within noise except on short dense survival (lung-like: coarser Cox/linear coefficients),
+   where "perturbed" keeps more resolution (:mod:`.release_values`).
+7. Step 2.d.iii / Alg. 1 step 7: integers rounded, numbers clipped to the column's observed
+   range, a column constant within a cluster released as that constant.  Rounding, clipping and
+   2.d.ii come after synthesis, so exact moments hold for ``synthetic_unrounded``.
+8. Alg. 1 loops "for i = 0 to s" (s + 1 rounds); we form the s = n // k groups the text
+   describes.  As in 004's baseline, Alg. 1 synthesises every column, status and time included.
+9. Released rows are in a seeded random order and carry their cluster id (for the catalog).
+10. Rare records (issue 26, not in 004): the plug-in generalizes every categorical value held
+   by fewer than k source rows before this kernel runs, and moves every released row that
+   equals a source row shared by fewer than k rows afterwards (:mod:`.condensation_rare`);
+   ``synthetic_unrounded`` stays moment-exact.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+import time
+
+import numpy as np
+
+from ...errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED,
+                       PRIVACY_MODEL_UNSATISFIABLE)
+from . import kmeans, pca_synthesis, rebalance as rebalance_mod
+from . import release_values
+
+ALGORITHMS = ("improved", "original")
+SURVIVAL_TIMES = ("coarsened", "perturbed", "original")
+KINDS = ("float", "int", "categorical")
+DEFAULT_TIME_WEIGHT = 0.5          # 004 sec. 3.3: "w = 0.5 gave good results"
+CLUSTERS_PER_BLOCK = 40            # block_rows="auto": about this many clusters per block
+MIN_AUTO_BLOCK_ROWS = 1024
+EXACT_MAX_ROWS = 50_000            # block_rows=None (exact k-means) up to this many rows
+
+# independent random streams, derived from the seed (SeedSequence spawn keys)
+_STREAM_CLUSTER, _STREAM_SYNTH, _STREAM_TIMES, _STREAM_ORDER = 1, 2, 3, 4
+
+
+@dataclass
+class CondensationResult:
+    cluster_id: np.ndarray            # int64 (n,): cluster of each source row, 0..n_clusters-1
+    n_clusters: int
+    synthetic: np.ndarray             # float64 (n, m): released rows, permissible values,
+    #                                   seeded random order
+    synthetic_cluster_id: np.ndarray  # int64 (n,): cluster of each released row
+    synthetic_unrounded: np.ndarray   # float64 (n, m): same rows before steps 2.d.ii-iii
+    #                                   (numeric columns moment-exact per cluster)
+    cluster_size: np.ndarray          # int64 (n_clusters,)
+    cluster_status: np.ndarray        # int64 (n_clusters,): vital status, -1 without split
+    cluster_block: np.ndarray         # int64 (n_clusters,): k-d block the cluster came from
+    cluster_mean: np.ndarray          # float64 (n_clusters, m): source means (NaN: categorical)
+    cluster_sd: np.ndarray            # float64 (n_clusters, m): source SDs, ddof=1 (NaN: cat.)
+    n_blocks: int
+    algorithm: str
+    survival_times: object            # "coarsened", "perturbed", "original" or None
+    weights: np.ndarray               # float64 (m,): clustering weight of each column
+    timings: dict = field(default_factory=dict)
+
+
+def condense(X, kinds, k, *, status=None, time_col=None, weights=None, survival_times=None,
+             algorithm="improved", seed=0, block_rows="auto", max_iter=kmeans.DEFAULT_MAX_ITER,
+             rebalance_rounds=rebalance_mod.DEFAULT_ROUNDS, categories="counts", workers=1):
+    """Condense the rows of ``X`` into clusters of >= k rows and synthesise them (004 Alg. 1/2).
+
+    ``X``: (n, m) numbers; categorical columns hold any numeric codes.  ``kinds``: one of
+    "float", "int", "categorical" per column.  ``status``/``time_col``: column indices of the
+    vital status (values 0/1) and the survival time (numeric), both or neither.  ``weights``:
+    ``{column: w}`` with w in [0, 1] and sum <= 1 (the other clustering attributes share the
+    rest equally) or a number (the weight of ``time_col``); default ``{time_col: 0.5}`` with
+    survival columns, equal weights otherwise; not allowed with ``algorithm="original"`` (equal
+    weights).  ``survival_times``: "coarsened" (default with survival columns), "perturbed" or
+    "original".
+    ``seed``: int >= 0 or numpy Generator.  ``block_rows``: "auto" (about 40 clusters per
+    block), an int, or None (exact, unblocked).  ``max_iter``: Lloyd rounds of step 2a (>= 1);
+    ``rebalance_rounds``: rebalanced Lloyd rounds after step 2c (0 = the paper).
+    ``categories``: "counts" (each cluster keeps its category counts) or "argmax" (step
+    2.d.iii decoding, :func:`.release_values.decode_categories`).  ``workers``:
+    threads for the per-block step (numpy releases the GIL in its kernels); the result does not
+    depend on it.
+
+    Raises DeidError: INVALID_PARAMETER_VALUE for bad arguments, NULL_VALUE_NOT_ALLOWED for
+    NaN/inf, PRIVACY_MODEL_UNSATISFIABLE when the table or a status subset has fewer than k rows.
+    """
+    t_start = time.perf_counter()
+    X, kinds, k = _check_table(X, kinds, k)
+    n, m = X.shape
+    if algorithm not in ALGORITHMS:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown condensation algorithm {algorithm!r}",
+                        hint="use 'improved' (004 Alg. 2) or 'original' (004 Alg. 1)")
+    survival = _check_survival(X, kinds, status, time_col)
+    split = survival and algorithm == "improved"
+    survival_times = _check_survival_times(survival_times, survival, algorithm)
+    attr_weights = _attribute_weights(weights, m, status if split else None, time_col,
+                                      survival, algorithm)
+    base_seed = _base_seed(seed)
+    block_rows = _check_block_rows(block_rows, k)
+    if categories not in release_values.DECODINGS:
+        _invalid(f"unknown categories decoding {categories!r}",
+                 "use 'counts' (default) or 'argmax'")
+    workers = _check_count(workers, "workers", 1, "threads for the per-block step")
+    max_iter = _check_count(max_iter, "max_iter", 1, "Lloyd rounds of 004 Alg. 2 step 2a")
+    rebalance_rounds = _check_count(rebalance_rounds, "rebalance_rounds", 0,
+                                    "rebalanced Lloyd rounds after step 2c; 0 = the paper")
+
+    subsets = _subsets(X, status if split else None, k)
+    if block_rows is None and max(rows.size for _, rows in subsets) > EXACT_MAX_ROWS:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f"exact (unblocked) condensation is limited to {EXACT_MAX_ROWS} rows "
+                        "per status subset",
+                        hint="use block_rows='auto' (k-d blocks) for larger tables")
+    attrs = [j for j in range(m) if not (split and j == status)]
+    coded, layout = _code_attributes(X, kinds, attrs)
+    features = coded * _feature_scale(coded, layout, attr_weights)
+    timings = {"validate_code": time.perf_counter() - t_start}
+
+    # Alg. 2 step 1 (status split), then the partition step: k-d blocks of every subset
+    t0 = time.perf_counter()
+    jobs = partition_blocks(features, subsets, k, block_rows)
+    timings["partition"] = time.perf_counter() - t0
+
+    # the per-block step: Alg. 2 steps 2a-2c (or Alg. 1 steps 1-4), blocks independent
+    t0 = time.perf_counter()
+
+    def run(job):
+        return cluster_block(features[job[1]], k, _rng(base_seed, _STREAM_CLUSTER, *job[2]),
+                             algorithm, max_iter, rebalance_rounds)
+
+    if workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            block_labels = list(pool.map(run, jobs))
+    else:
+        block_labels = [run(job) for job in jobs]
+    cluster_id = np.empty(n, dtype=np.int64)
+    status_of_cluster, block_of_cluster = [], []
+    next_cluster = 0
+    for b, ((status_value, block_rows_index, _), labels) in enumerate(zip(jobs, block_labels)):
+        count = int(labels.max()) + 1
+        cluster_id[block_rows_index] = labels + next_cluster
+        status_of_cluster.extend([status_value] * count)
+        block_of_cluster.extend([b] * count)
+        next_cluster += count
+    n_clusters, n_blocks = next_cluster, len(jobs)
+    timings["cluster"] = time.perf_counter() - t0
+
+    # Alg. 2 step 2.d.i / Alg. 1 steps 5-6: moment-exact Alg. 3 per cluster
+    t0 = time.perf_counter()
+    synthetic_coded = pca_synthesis.synthesize_clusters(
+        coded, cluster_id, _rng(base_seed, _STREAM_SYNTH))
+    timings["synthesize"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    grouping = release_values.grouping_of(cluster_id)
+    unrounded = _decode(synthetic_coded, layout, X, cluster_id, grouping, categories)
+    if split:
+        unrounded[:, status] = X[:, status]          # the status is not synthesised (2.d.i)
+    release_values.keep_cluster_constants(unrounded, X, cluster_id, grouping,
+                                          skip=(status,) if split else ())
+    released = unrounded.copy()
+    if split:                                         # step 2.d.ii
+        released[:, time_col] = release_values.reassign_survival_times(
+            X[:, time_col], unrounded[:, time_col], cluster_id, survival_times,
+            _rng(base_seed, _STREAM_TIMES), integer=kinds[time_col] == "int",
+            grouping=grouping, bin_rows=k)
+    release_values.permissible(released, X, kinds)    # step 2.d.iii / Alg. 1 step 7
+    order = _rng(base_seed, _STREAM_ORDER).permutation(n)
+    cluster_size = grouping[1]
+    mean, sd = _cluster_stats(X, kinds, cluster_id, n_clusters, cluster_size)
+    timings["decode"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+    return CondensationResult(
+        cluster_id=cluster_id, n_clusters=n_clusters, synthetic=np.take(released, order, axis=0),
+        synthetic_cluster_id=cluster_id[order],
+        synthetic_unrounded=np.take(unrounded, order, axis=0),
+        cluster_size=cluster_size, cluster_status=np.asarray(status_of_cluster, dtype=np.int64),
+        cluster_block=np.asarray(block_of_cluster, dtype=np.int64), cluster_mean=mean,
+        cluster_sd=sd, n_blocks=n_blocks, algorithm=algorithm,
+        survival_times=survival_times if split else None,
+        weights=attr_weights, timings=timings)
+
+
+def partition_blocks(features, subsets, k, block_rows):
+    """The partition step (beyond 004, for scale): cut every status subset into k-d blocks.
+
+    ``subsets``: [(status value, int64 rows)] (Alg. 2 step 1).  Returns one job per block,
+    ``(status value, int64 rows of the block, seed key)``; the seed key (subset index, block
+    index) makes the block's random stream independent of where and in which order the blocks
+    run (:func:`cluster_block` is the per-block step).
+    """
+    jobs = []
+    for subset_index, (status_value, rows) in enumerate(subsets):
+        blocks = kmeans.kd_blocks(features[rows], k, block_rows)
+        for b, block in enumerate(kmeans.rows_by_block(blocks)):
+            jobs.append((status_value, rows[block], (subset_index, b)))
+    return jobs
+
+
+def cluster_block(features, k, rng, algorithm="improved", max_iter=kmeans.DEFAULT_MAX_ITER,
+                  rebalance_rounds=rebalance_mod.DEFAULT_ROUNDS):
+    """The per-block step: int64 labels 0..(n_b // k) - 1, every cluster >= k rows.
+
+    "improved": 004 Alg. 2 steps 2a-2c (weighted k-means, then rebalancing, then
+    ``rebalance_rounds`` rebalanced Lloyd rounds -- 0 is the paper's single rebalance);
+    "original": Alg. 1 steps 1-4.  Needs n_b >= k.  Depends only on the block's features and
+    ``rng``, so a block gives the same clusters wherever it runs.
+    """
+    n_clusters = features.shape[0] // k
+    if n_clusters <= 1:
+        return np.zeros(features.shape[0], dtype=np.int64)
+    if algorithm == "original":
+        return kmeans.seed_groups(features, k, rng)
+    labels, centers = kmeans.weighted_kmeans(features, n_clusters, rng, max_iter)
+    return rebalance_mod.refine_rebalanced(features, labels, centers, k, rebalance_rounds)
+
+
+# ---------------------------------------------------------------------------------------------
+# coding, decoding and permissible values
+# ---------------------------------------------------------------------------------------------
+
+def _code_attributes(X, kinds, attrs):
+    """Coded matrix (n, p) and its layout [(column, kind, first, stop, info)].
+
+    Numeric: whole-table z-score (sd 0 -> 1), info = (mean, sd).  Categorical with L observed
+    levels: the one-hot block of 004 sec. 3.1 ("binary dummy variables") written in an
+    orthonormal basis of the L - 1 dimensional space it spans (one-hot minus 1/L, times a
+    Helmert-type basis H, L x (L - 1)); info = (levels, H, level index of every row).  Distances, means and covariances
+    are those of the one-hot block (an isometry), with one coordinate less per attribute."""
+    n = X.shape[0]
+    layout, codes_of, p = [], {}, 0
+    for j in attrs:
+        if kinds[j] == "categorical":
+            levels, codes_of[j] = _factorize(X[:, j])
+            basis = _simplex_basis(levels.size)
+            layout.append((j, "categorical", p, p + basis.shape[1],
+                           (levels, basis, codes_of[j])))
+            p += basis.shape[1]
+        else:
+            col = X[:, j]
+            mean = col.mean() if n else 0.0
+            sd = col.std() if n else 0.0
+            layout.append((j, kinds[j], p, p + 1, (mean, sd if sd > 0 else 1.0)))
+            p += 1
+    coded = np.empty((n, p))
+    for j, kind, first, stop, info in layout:
+        if kind == "categorical":
+            coded[:, first:stop] = np.take(info[1], codes_of[j], axis=0)
+        else:
+            np.subtract(X[:, j], info[0], out=coded[:, first])
+            coded[:, first] /= info[1]
+    return coded, layout
+
+
+def _factorize(col):
+    """(sorted distinct values, int64 index of each value)."""
+    if col.size and np.array_equal(col, np.rint(col)):
+        lo, hi = col.min(), col.max()
+        if hi - lo < 1 << 20:
+            offset = (col - lo).astype(np.int64)
+            present = np.bincount(offset) > 0
+            remap = np.cumsum(present) - 1
+            return lo + np.flatnonzero(present).astype(np.float64), remap[offset]
+    levels, codes = np.unique(col, return_inverse=True)
+    return levels, codes.astype(np.int64)
+
+
+def _simplex_basis(n_levels):
+    """L x (L-1) matrix with orthonormal columns orthogonal to the all-ones vector."""
+    if n_levels <= 1:
+        return np.zeros((max(n_levels, 1), 0))
+    centred = np.eye(n_levels) - 1.0 / n_levels
+    q, r = np.linalg.qr(centred[:, :-1])
+    return q * np.where(np.diagonal(r) < 0, -1.0, 1.0)
+
+
+def _feature_scale(coded, layout, attr_weights):
+    """Per coded column factor making Euclidean distance 004's weighted distance (step 2a):
+    every attribute has total variance 1 before its weight is applied."""
+    scale = np.ones(coded.shape[1])
+    for j, kind, first, stop, _ in layout:
+        root = np.sqrt(attr_weights[j])
+        if kind == "categorical" and stop > first:
+            total_var = float(coded[:, first:stop].var(axis=0).sum())
+            root /= np.sqrt(total_var) if total_var > 0 else 1.0
+        scale[first:stop] = root
+    return scale
+
+
+def _decode(synthetic_coded, layout, X, cluster_id, grouping, decoding):
+    """Synthetic values in the table's units; categories by :func:`.release_values.
+    decode_categories` from the synthetic one-hot block (step 2.d.iii)."""
+    out = np.array(X, dtype=np.float64, copy=True)    # columns not coded: status (kept)
+    for j, kind, first, stop, info in layout:
+        if kind == "categorical":
+            levels, basis, codes = info
+            scores = synthetic_coded[:, first:stop] @ basis.T     # one-hot block minus 1/L
+            out[:, j] = levels[release_values.decode_categories(
+                scores, codes, cluster_id, grouping, decoding)]
+        else:
+            mean, sd = info
+            out[:, j] = synthetic_coded[:, first] * sd + mean
+    return out
+
+
+def _cluster_stats(X, kinds, cluster_id, n_clusters, sizes):
+    m = X.shape[1]
+    mean = np.full((n_clusters, m), np.nan)
+    sd = np.full((n_clusters, m), np.nan)
+    for j in range(m):
+        if kinds[j] == "categorical":
+            continue
+        s1 = np.bincount(cluster_id, weights=X[:, j], minlength=n_clusters)
+        mean[:, j] = s1 / sizes
+        dev = X[:, j] - mean[cluster_id, j]
+        s2 = np.bincount(cluster_id, weights=dev * dev, minlength=n_clusters)
+        sd[:, j] = np.sqrt(s2 / np.maximum(sizes - 1, 1))
+    return mean, sd
+
+
+# ---------------------------------------------------------------------------------------------
+# validation (messages carry no data value and no row count below k)
+# ---------------------------------------------------------------------------------------------
+
+def _invalid(message, hint, data_dependent=None):
+    raise DeidError(INVALID_PARAMETER_VALUE, message, hint=hint, data_dependent=data_dependent)
+
+
+def _is_int(v, least):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) \
+        and v >= least
+
+
+def _check_table(X, kinds, k):
+    if not _is_int(k, 2):
+        _invalid("k must be an integer >= 2", "k is the least number of source rows per cluster")
+    try:
+        X = np.array(X, dtype=np.float64, copy=True)
+    except (TypeError, ValueError):
+        _invalid("the table must be numeric", "code categorical values as numbers")
+    if X.ndim != 2:
+        _invalid("the table must be a 2-D array", "pass one column per projected attribute")
+    if not np.isfinite(X).all():
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, "the table contains NULL/NaN/infinite values",
+                        hint="say how to treat NULLs (the 'nulls' option) or filter them out",
+                        data_dependent=True)
+    kinds = [str(kd) for kd in kinds] if kinds is not None else []
+    if len(kinds) != X.shape[1] or any(kd not in KINDS for kd in kinds):
+        _invalid("kinds must name a supported kind for every column",
+                 "use 'float', 'int' or 'categorical' for every column")
+    for j, kd in enumerate(kinds):
+        if kd == "int" and not np.array_equal(X[:, j], np.rint(X[:, j])):
+            _invalid(f"column {j} is declared 'int' but holds non-integral values",
+                     "declare it 'float' or round it before condensing")
+    return X, kinds, int(k)
+
+
+def _check_column(c, m, name):
+    if not _is_int(c, 0) or c >= m:
+        _invalid(f"{name} must be a column index of the table", "pass its position in X")
+    return int(c)
+
+
+def _check_survival(X, kinds, status, time_col):
+    if status is None and time_col is None:
+        return False
+    if status is None or time_col is None:
+        _invalid("survival needs both a status column and a time column",
+                 "give both 'status' and 'time', or neither for plain condensation")
+    m = X.shape[1]
+    status, time_col = _check_column(status, m, "status"), _check_column(time_col, m, "time")
+    if status == time_col:
+        _invalid("status and time must be different columns",
+                 "the status is 0/1, the time a number")
+    if kinds[time_col] == "categorical":
+        _invalid("the survival time must be a numeric column", "declare it 'int' or 'float'")
+    if not np.all((X[:, status] == 0) | (X[:, status] == 1)):
+        _invalid("the vital status is not binary",
+                 "code the status as 0/1 (004 Alg. 2 step 1 splits on it)")
+    return True
+
+
+def _check_survival_times(mode, survival, algorithm):
+    if mode is not None and mode not in SURVIVAL_TIMES:
+        _invalid(f"unknown survival_times {mode!r}",
+                 "use 'coarsened' (default), 'perturbed' or 'original' (004 as printed)")
+    if mode is not None and not (survival and algorithm == "improved"):
+        _invalid("survival_times applies only to algorithm 'improved' with survival columns",
+                 "drop survival_times, or give status and time")
+    return mode or ("coarsened" if survival and algorithm == "improved" else None)
+
+
+def _attribute_weights(weights, m, status, time_col, survival, algorithm):
+    """Clustering weight per column (004 Alg. 2 step 2a); status gets 0 when split on."""
+    if algorithm == "original":
+        if weights is not None:
+            _invalid("weights do not apply to algorithm 'original'",
+                     "004 Alg. 1 weighs every attribute equally; drop 'weights'")
+        weights = {}
+    elif weights is None:
+        weights = {time_col: DEFAULT_TIME_WEIGHT} if survival else {}
+    elif not isinstance(weights, dict):
+        if time_col is None:
+            _invalid("a single weight needs a time column", "pass weights as {column: weight}")
+        weights = {time_col: weights}
+    given = {}
+    for c, w in weights.items():
+        c = _check_column(c, m, "a weighted column")
+        if c == status:
+            _invalid("the status column cannot be weighted",
+                     "004 Alg. 2 splits on the status instead of clustering on it")
+        try:
+            w = float(w)
+        except (TypeError, ValueError):
+            w = float("nan")
+        if not 0.0 <= w <= 1.0:
+            _invalid("every weight must be in [0, 1]",
+                     "the weights of 004 Alg. 2 step 2a share a total of 1")
+        given[c] = w
+    total = sum(given.values())
+    if total > 1.0 + 1e-9:
+        _invalid("the weights add up to more than 1",
+                 "the other attributes share 1 minus the given weights", data_dependent=False)
+    rest = [j for j in range(m) if j != status and j not in given]
+    out = np.zeros(m)
+    out[rest] = max(0.0, 1.0 - total) / max(len(rest), 1)
+    for c, w in given.items():
+        out[c] = w
+    return out
+
+
+def _check_block_rows(block_rows, k):
+    if block_rows is None:
+        return None
+    if isinstance(block_rows, str) and block_rows == "auto":
+        return max(CLUSTERS_PER_BLOCK * k, MIN_AUTO_BLOCK_ROWS)
+    if not _is_int(block_rows, 1):
+        _invalid("block_rows must be 'auto', None or an integer >= 1",
+                 "blocks hold between k and max(block_rows, 2k - 1) rows")
+    return int(block_rows)
+
+
+def _check_count(value, name, least, meaning):
+    if not _is_int(value, least):
+        _invalid(f"{name} must be an integer >= {least}", f"{name}: {meaning}")
+    return int(value)
+
+
+def _base_seed(seed):
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(2**63))
+    if not _is_int(seed, 0):
+        _invalid("seed must be an integer >= 0 or a Generator",
+                 "the same seed reproduces the release exactly")
+    return int(seed)
+
+
+def _rng(base_seed, *key):
+    return np.random.default_rng(np.random.SeedSequence(base_seed, spawn_key=key))
+
+
+def _subsets(X, status, k):
+    """[(status value or -1, rows)]: 004 Alg. 2 step 1, or the whole table."""
+    n = X.shape[0]
+    too_few = DeidError(PRIVACY_MODEL_UNSATISFIABLE, f"the table has fewer than k = {k} rows",
+                        hint="lower k or release more rows", data_dependent=True)
+    if status is None:
+        if n < k:
+            raise too_few
+        return [(-1, np.arange(n, dtype=np.int64))]
+    out = []
+    for value in (0, 1):
+        rows = np.flatnonzero(X[:, status] == value)
+        if 0 < rows.size < k:
+            raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
+                            f"a vital-status subset has fewer than k = {k} rows",
+                            hint="004 Alg. 2 condenses each status apart: lower k, release "
+                                 "more rows, or condense without survival columns",
+                            data_dependent=True)
+        if rows.size:
+            out.append((value, rows.astype(np.int64)))
+    if not out:
+        raise too_few
+    return out

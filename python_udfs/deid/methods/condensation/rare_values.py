@@ -1,0 +1,301 @@
+"""Rare records in a condensation release (issue 26, beyond paper 004).
+
+004 synthesises each cluster from its mean vector and covariance matrix (Alg. 3) and keeps its
+category counts (Alg. 2 step 2.d.iii, deviation 2 of :mod:`.condensation`).  Two ways the
+release could still show a rare source record:
+
+* a categorical value held by fewer than k source rows is released as itself (the counts are
+  kept exactly: a value of one source row shows in one released row);
+* rounding to the column's grain, clipping to the observed range and cluster constants put
+  synthetic rows on the source's grid, where one can equal a source row that fewer than k
+  source rows share (a source-unique row released verbatim).
+
+:func:`generalize_column` -- before condensation -- maps a categorical column so that every
+released value is held by >= k source rows: through the column's hierarchy, to the lowest
+level at which every label has >= k rows; without a hierarchy (or one that does not cover
+every value) the rare values merge into one label, :data:`OTHER` ("*", the suppression mark
+of a hierarchy's top level), lengthened by "*" until no value of the column equals it.  When
+the rare values together hold fewer than k rows, the least frequent other values join them.
+
+:func:`avoid_rare_copies` -- after synthesis, rounding and clipping -- finds the released rows
+equal to a source combination (over all released columns) of fewer than k rows and moves
+each to the nearest clean permissible row: one value of a numeric column that is not constant
+in the row's cluster by whole grains of its column (up to r grains in round r; the move
+closest to the row's unrounded synthetic value first), else the row's category swapped with
+another row of its cluster.  A row with no clean move takes a random permissible move and is
+tried again next round.  The
+moment-exact synthetic values (004 Alg. 3, ``synthetic_unrounded``) do not change: a move
+picks another permissible value next to them, as rounding does; every cluster keeps its
+category counts.  Rows still equal to a rare source row after ``max_rounds`` rounds refuse
+the request (DE001).  A cluster whose source rows are all identical releases them as they are:
+its k or more rows share them, so they are not rare.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
+
+OTHER = "*"
+MAX_ROUNDS = 32
+CANDIDATE_CELLS = 1 << 22   # values in one batch of candidate rows (bounds the memory)
+CONSTANT_COST = 1e6       # a column constant in the row's cluster moves only as the last resort
+_NONE = object()          # "no label goes last"
+
+
+@dataclass
+class Generalized:
+    mode: str             # "none" (no rare value), "hierarchy" or "other"
+    level: int            # hierarchy level (mode "hierarchy"), else 0
+    labels: list          # released labels (text); NULL is code len(labels)
+    code_of: np.ndarray   # int64 (L,): released code of every source value
+
+
+def generalize_column(labels, counts, k, levels=None):
+    """Released values of one categorical column, each held by >= k source rows.
+
+    ``labels``: the column's distinct source values as text (None: NULL); ``counts``: source
+    rows per value; ``levels``: None, or for every hierarchy level 1..top the generalized label
+    of every value (None: NULL below the top).  Returns a :class:`Generalized`."""
+    counts = np.asarray(counts, np.int64)
+    present = counts > 0
+    if not (present & (counts < k)).any():
+        return Generalized("none", 0, list(labels), np.arange(len(labels), dtype=np.int64))
+    held = np.flatnonzero(present)            # values of no source row get no label of their own
+    for level, level_labels in enumerate(levels or (), start=1):
+        names, code = _codes([level_labels[i] for i in held])
+        if np.bincount(code, weights=counts[held], minlength=len(names)).min() >= k:
+            return _with_null_last("hierarchy", level, names, _spread(code, held, len(labels)))
+    merged = ~present | (counts < k)
+    rest = np.flatnonzero(~merged)
+    if counts[merged].sum() < k and rest.size:    # the least frequent other value (>= k rows)
+        merged[rest[np.argmin(counts[rest])]] = True
+    taken = {x for x in labels if x is not None}
+    other = OTHER
+    while other in taken:
+        other += OTHER
+    kept = [labels[i] if not merged[i] else other for i in range(len(labels))]
+    names, code = _codes(kept, last=other)
+    return _with_null_last("other", 0, names, code)
+
+
+def _spread(code, held, size):
+    """Codes of the held values, code 0 for the others (values of no source row)."""
+    out = np.zeros(size, dtype=np.int64)
+    out[held] = code
+    return out
+
+
+def _codes(values, last=_NONE):
+    """(distinct values in first-seen order, ``last`` at the end; code of every value)."""
+    names = list(dict.fromkeys(v for v in values if last is _NONE or v != last))
+    if last is not _NONE and last in values:
+        names.append(last)
+    index = {v: i for i, v in enumerate(names)}
+    return names, np.array([index[v] for v in values], dtype=np.int64)
+
+
+def _with_null_last(mode, level, names, code):
+    """NULL (None) as the code after the last label, as release tables code it."""
+    if None in names:
+        null = names.index(None)
+        remap = np.arange(len(names))
+        remap[null + 1:] -= 1
+        remap[null] = len(names) - 1
+        names = names[:null] + names[null + 1:]
+        code = remap[code]
+    return Generalized(mode, level, names, code.astype(np.int64))
+
+
+_MULT = np.uint64(0xBF58476D1CE4E5B9)
+_MULT2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(h):
+    """splitmix64's finalizer (in place on a uint64 array)."""
+    h ^= h >> np.uint64(30)
+    h *= _MULT
+    h ^= h >> np.uint64(27)
+    h *= _MULT2
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def _keys(rows):
+    """A 64-bit hash per row of its values' bits (-0.0 counts as 0.0).  Two different rows
+    share a key with probability about 2^-64: a missed copy would then fail the independent
+    verifier (an exact comparison), never pass it."""
+    a = np.asarray(rows, np.float64).reshape(-1, np.shape(rows)[-1]) + 0.0
+    h = np.zeros(a.shape[0], np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(a.shape[1]):
+            h ^= np.ascontiguousarray(a[:, j]).view(np.uint64) + np.uint64(j + 1) * _MULT2
+            _mix(h)
+    return h
+
+
+def rare_keys(source, k):
+    """Sorted keys of the source rows' combinations held by fewer than k rows."""
+    keys, counts = np.unique(_keys(source), return_counts=True)
+    return keys[counts < k]
+
+
+def _member(keys, sorted_keys):
+    """keys found in sorted_keys."""
+    if sorted_keys.size == 0:
+        return np.zeros(keys.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    return sorted_keys[pos] == keys
+
+
+def avoid_rare_copies(source, source_cluster, released, released_cluster, unrounded, k, *,
+                      decimals, relative, float32, categorical, fixed, rng, reluctant=None,
+                      max_rounds=MAX_ROUNDS):
+    """Move the released rows that equal a rare source row (module docstring); in place.
+
+    ``source`` (n, m) in the released representation (categories as released codes) with
+    ``source_cluster`` (n,); ``released`` (n, m) with ``released_cluster`` and ``unrounded``
+    (the synthetic values before rounding).  Per column: ``decimals`` (int, or -1) -- a
+    column on the grain 10^-decimals; ``relative`` (float, or 0) -- a float column moved by
+    that fraction of its value's magnitude (at least of 1); ``float32`` -- stored as float4;
+    ``categorical``; ``fixed`` -- never moved (the vital status; the survival time under
+    004's original times); ``reluctant`` -- moved only when nothing else is clean, like a
+    column constant in the row's cluster (the survival time otherwise).  Returns the
+    number of rows moved; raises DE001 when a row cannot be moved off every rare source row.
+    """
+    n, m = source.shape
+    rare = rare_keys(source, k) if n and m else np.zeros(0, np.uint64)
+
+    def is_rare(rows):
+        return _member(_keys(rows), rare)
+
+    bad = np.flatnonzero(is_rare(released)) if rare.size else np.zeros(0, np.int64)
+    if bad.size == 0:
+        return 0
+    lo, hi = source.min(axis=0), source.max(axis=0)
+    scale = source.std(axis=0)
+    scale[scale == 0] = 1.0
+    n_clusters = int(max(source_cluster.max(), released_cluster.max())) + 1
+    varies = _varies(source, source_cluster, n_clusters)
+    if reluctant is not None:
+        varies &= ~np.asarray(reluctant, dtype=bool)
+    numeric = [j for j in range(m) if not categorical[j] and not fixed[j]
+               and (decimals[j] >= 0 or relative[j] > 0)]
+    swappable = [j for j in range(m) if categorical[j] and not fixed[j]]
+    members = _members(released_cluster, n_clusters)
+    moved = np.zeros(released.shape[0], dtype=bool)
+
+    def move(bad, radius):
+        """One round for the rows ``bad``: the cheapest clean numeric move, else a clean
+        category swap, else a random permissible move."""
+        cand, valid, cost = _numeric_moves(released[bad], released_cluster[bad], unrounded[bad],
+                                           numeric, decimals, relative, float32, lo, hi,
+                                           scale, varies, radius)
+        if cand is not None:
+            b, c = cand.shape[:2]
+            clean = valid & ~is_rare(cand.reshape(b * c, m)).reshape(b, c)
+            best = np.where(clean, cost, np.inf).argmin(axis=1)
+            done = clean[np.arange(b), best]
+            released[bad[done]] = cand[done, best[done]]
+            bad, cand, valid, cost = bad[~done], cand[~done], valid[~done], cost[~done]
+        stuck = [i for i in bad.tolist() if not _swap(released, i, released_cluster, members,
+                                                      swappable, is_rare)]
+        if stuck and cand is not None:            # a random permissible move, tried again
+            rows = np.searchsorted(bad, stuck)
+            pick = _random_valid(valid[rows], cost[rows] < CONSTANT_COST, rng)
+            ok = pick >= 0
+            released[np.asarray(stuck)[ok]] = cand[rows[ok], pick[ok]]
+
+    for round_ in range(max_rounds):
+        moved[bad] = True
+        chunk = max(1, CANDIDATE_CELLS // max(1, 2 * (round_ + 1) * len(numeric) * m))
+        for start in range(0, bad.size, chunk):
+            move(bad[start:start + chunk], round_ + 1)
+        bad = np.flatnonzero(is_rare(released))
+        if bad.size == 0:
+            return int(moved.sum())
+    if is_rare(released).any():
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
+                        "condensation cannot release rows that differ from every rare source row",
+                        hint="Raise the variety of the released columns: release fewer columns, "
+                             "lower k, or give low-cardinality columns a hierarchy.")
+    return int(moved.sum())
+
+
+def _varies(source, cluster, n_clusters):
+    """(n_clusters, m): the column is not constant among the cluster's source rows."""
+    order = np.argsort(cluster, kind="stable")
+    sizes = np.bincount(cluster, minlength=n_clusters)
+    starts = np.cumsum(sizes) - sizes
+    grouped = source[order]
+    nonempty = sizes > 0
+    out = np.zeros((n_clusters, source.shape[1]), dtype=bool)
+    s = starts[nonempty]
+    out[nonempty] = np.maximum.reduceat(grouped, s, axis=0) > np.minimum.reduceat(grouped, s, axis=0)
+    return out
+
+
+def _members(cluster, n_clusters):
+    order = np.argsort(cluster, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(cluster, minlength=n_clusters))]
+    return order, bounds
+
+
+def _numeric_moves(rows, clusters, unrounded, numeric, decimals, relative, float32, lo, hi,
+                   scale, varies, radius):
+    """Every move of one movable numeric column of ``rows`` by 1..radius grains either way:
+    candidates (b, c, m), whether each is permissible (b, c) and its distance to the
+    unrounded values (b, c), a column constant in the row's cluster (or reluctant) last."""
+    if not numeric:
+        return None, None, None
+    b, width = rows.shape[0], 2 * radius
+    cand = np.repeat(rows[:, None, :], width * len(numeric), axis=1)
+    valid = np.zeros((b, width * len(numeric)), dtype=bool)
+    cost = np.zeros((b, width * len(numeric)))
+    for t, j in enumerate(numeric):
+        v = rows[:, j]
+        step = 10.0 ** -decimals[j] if decimals[j] >= 0 else \
+            relative[j] * np.maximum(np.abs(v), 1.0)
+        for d, shift in enumerate(np.r_[np.arange(1, radius + 1), -np.arange(1, radius + 1)]):
+            new = v + shift * step
+            if decimals[j] >= 0:
+                new = np.round(new, decimals[j])
+            if float32[j]:
+                new = new.astype(np.float32).astype(np.float64)
+            c = width * t + d
+            cand[:, c, j] = new
+            valid[:, c] = (new >= lo[j]) & (new <= hi[j]) & (new != v)
+            cost[:, c] = np.abs(new - unrounded[:, j]) / scale[j] \
+                + np.where(varies[clusters, j], 0.0, CONSTANT_COST)
+    return cand, valid, cost
+
+
+def _swap(released, i, clusters, members, swappable, is_rare):
+    """Swap row i's category with another row of its cluster so that neither is rare."""
+    order, bounds = members
+    c = clusters[i]
+    rows = order[bounds[c]:bounds[c + 1]]
+    for j in swappable:
+        partners = rows[released[rows, j] != released[i, j]]
+        if partners.size == 0:
+            continue
+        mine = np.repeat(released[i][None, :], partners.size, axis=0)
+        mine[:, j] = released[partners, j]
+        theirs = released[partners].copy()
+        theirs[:, j] = released[i, j]
+        ok = ~is_rare(mine) & ~is_rare(theirs)
+        if ok.any():
+            p = partners[int(np.argmax(ok))]
+            released[i, j], released[p, j] = released[p, j], released[i, j]
+            return True
+    return False
+
+
+def _random_valid(valid, preferred, rng):
+    """Per row, a random index of a valid entry, a preferred one if there is one (-1 when
+    none is valid)."""
+    noise = rng.random(valid.shape) + preferred
+    noise[~valid] = -1.0
+    pick = noise.argmax(axis=1)
+    pick[~valid.any(axis=1)] = -1
+    return pick

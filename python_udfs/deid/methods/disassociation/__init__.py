@@ -1,0 +1,1 @@
+"""Disassociation of diagnosis-code sets, k^m-anonymity (paper 003)."""

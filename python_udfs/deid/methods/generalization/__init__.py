@@ -1,0 +1,1 @@
+"""Request-driven generalization with k per source system (paper 002)."""

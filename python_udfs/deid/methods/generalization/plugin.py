@@ -1,0 +1,273 @@
+"""method => 'generalization': request-driven, priority-weighted generalization over
+hierarchies with k per source system (paper 002, sec. 4.5). A pure plug-in: no SQL.
+
+    plan_read(req, rid)  -> what to read; a generalized value in the selection (PT = '1') matches
+                            its leaves (sec. 4.5 step 2)
+    run(frame, req)      -> ReleasePlan: class table (step 1), methods.generalize.greedy (step 3;
+                            or the optimal lattice search), the release table with the QIs as
+                            hierarchy labels (step 4), and the classes per source system (the
+                            catalog writer derives them from the stored release).
+For a requester without SELECT the policy's minimum k also holds over ALL released
+quasi-identifiers jointly, unless the policy allows per-source k (joint_k_required; issue 26:
+per-source k does not protect a record whose combination of values across the source systems
+is rare -- it can be unique in the release although every source holds k twins of it).
+The independent check of what was stored (k per source system, sec. 2, and k jointly where
+required) is verify/generalization.py.
+"""
+import numpy as np
+
+from ...catalog import hierarchies
+from .. import support as ms
+from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
+from ...read.frame import value_dictionary
+from ...request.options import Option
+from ...plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
+
+NAME = "generalization"
+OPTIONS = (
+    Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "
+           "(002 sec. 4.3: a higher priority is generalized later).", low=0, high=1,
+           example='{"priorities": {"pt": 0.8, "age": 0.2}}'),
+    Option("limits", "map_int", "the highest level each quasi-identifier may reach "
+           "(002 sec. 4.3); at most its hierarchy's top level.", low=0, high=2 ** 31 - 1,
+           example='{"limits": {"pt": 1}}'),
+    Option("search", "choice", "'greedy' (002 sec. 4.5) or 'optimal' (the whole lattice).",
+           choices=("greedy", "optimal")),
+)
+
+
+def validate(k, l, opts):
+    if k < 2:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"k must be at least 2, got {k}",
+                        hint="k is the smallest equivalence-class size of the release.")
+    if l is not None:
+        raise DeidError(INVALID_PARAMETER_VALUE, "method generalization has no l",
+                        hint="Leave l NULL, or use method => 'anatomy' for (K,L)-anonymity.")
+    if opts.get("search", "greedy") not in ("greedy", "optimal"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown search {opts['search']!r}",
+                        hint="options.search is 'greedy' (002 sec. 4.5) or 'optimal'.")
+    pr = opts.get("priorities", {})
+    if not isinstance(pr, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in pr.values()):
+        raise DeidError(INVALID_PARAMETER_VALUE, "options.priorities must map attributes to numbers in [0,1]",
+                        hint='e.g. {"priorities": {"pt": 0.8, "r": 0.2}}')
+    lim = opts.get("limits", {})
+    if not isinstance(lim, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lim.values()):
+        raise DeidError(INVALID_PARAMETER_VALUE, "options.limits must map attributes to levels >= 0",
+                        hint='e.g. {"limits": {"pt": 1}}')
+
+
+def build_attribute(h, name, col, priority, limit, source):
+    """AttributeHierarchy over the values present (002 sec. 4.1-4.2) and the
+    level-0 code of every row."""
+    from .generalize import AttributeHierarchy
+    codes, leaves = value_dictionary(col)
+    leaves = list(leaves) + ["NULL"]          # the code of NULL (used with options.nulls)
+    present = np.flatnonzero(np.bincount(codes, minlength=len(leaves)))   # = np.unique(codes)
+    leaves = [leaves[i] for i in present]
+    remap = np.full(int(codes.max()) + 1 if len(codes) else 1, -1, np.int64)
+    remap[present] = np.arange(len(present))
+    codes = remap[codes]
+    chains = []
+    for v in leaves:
+        if h.kind == "member":
+            if v not in h.members[0] and v != "NULL":
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f'a value of "{name}" is not in hierarchy "{h.name}"',
+                                detail=f"value {v!r}",
+                                hint="Add the column's values to the hierarchy and load it again.",
+                                data_dependent=True)
+            chain = h.chain(v, unknown="NULL")
+        elif v == "NULL":
+            chain = [v] * (h.levels - 1) + ["*"]
+        else:
+            up = hierarchies.interval_chain(v, *hierarchies.check_interval(h.low, h.high, h.widths))
+            if up is None:
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f'a value of "{name}" is outside [{h.low}, {h.high}) of hierarchy "{h.name}"',
+                                detail=f"value {v}",
+                                hint="Widen the interval hierarchy.", data_dependent=True)
+            chain = [v] + up
+        chains.append(chain)
+    labels, parents = [], []
+    level_codes = np.arange(len(leaves))
+    labels.append(leaves)
+    for level in range(1, h.levels):
+        names = sorted({c[level] for c in chains})
+        index = {n: i for i, n in enumerate(names)}
+        parent_of = np.zeros(len(labels[-1]), np.int64)
+        for leaf_i, c in enumerate(chains):
+            parent_of[level_codes[leaf_i]] = index[c[level]]
+        parents.append(parent_of)
+        level_codes = parent_of[level_codes]
+        labels.append(names)
+    return AttributeHierarchy(name=name, parents=parents, labels=labels, info_loss=h.info_loss,
+                              priority=float(priority), limit=limit, source=source), codes
+
+
+
+def _hierarchies(req, qis):
+    hier = {}
+    for q in qis:
+        if q not in req.hierarchies:
+            raise DeidError(INVALID_PARAMETER_VALUE, f'quasi-identifier "{q}" has no hierarchy',
+                            hint=f"SELECT deid.set_role('{req.rel.display}', '{q}', 'quasi_identifier', "
+                                 "hierarchy => '<name>');")
+        hier[q] = req.hierarchies[q]
+    return hier
+
+
+def plan_read(req, rid):
+    """Check the request against the hierarchies; what to read (by deid_owner, before
+    anything is read)."""
+    qis = ms.columns_with_role(req, "quasi_identifier")
+    others = [c for c in req.columns if c not in qis]
+    if not qis:
+        raise DeidError(INVALID_PARAMETER_VALUE, "generalization needs at least one quasi-identifier",
+                        hint="Project a column whose role is quasi_identifier.")
+    hier = _hierarchies(req, qis)
+    for opt in ("priorities", "limits"):
+        for a in req.options.get(opt, {}):
+            if a not in qis:
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f"options.{opt} names {a!r}, which is not a projected quasi-identifier",
+                                hint="Quasi-identifiers: " + ", ".join(qis) + ".")
+    for a, level in req.options.get("limits", {}).items():
+        if level > hier[a].levels - 1:
+            raise DeidError(INVALID_PARAMETER_VALUE,
+                            f"options.limits of {a!r} is above the top level of its hierarchy",
+                            hint=f'Hierarchy "{hier[a].name}" has levels 0..{hier[a].levels - 1}.')
+    pinned = req.selection.equalities() if req.selection is not None else {}
+    for q, values in pinned.items():
+        h = hier.get(q)
+        if h is not None and h.kind == "member":
+            unknown = sorted(v for v in values if h.level_of(v) is None)
+            if unknown:
+                raise DeidError(INVALID_PARAMETER_VALUE,
+                                f"selection value {unknown[0]!r} of column {q!r} is not in its hierarchy",
+                                hint=f'Use a value of hierarchy "{h.name}" (any level).')
+    # 002 sec. 4.5 step 2: a generalized value in the selection matches its leaves ...
+    selection = None
+    if req.selection is not None:
+        selection = req.selection.render(expand=lambda c, v: leaves_under(hier.get(c), v))
+    return ms.ReadSpec(req.rel, qis + others, rid, selection, by_rid=False)
+
+
+
+def run(frame, req):
+    """002 sec. 4.5 on the snapshot -> the release as a ReleasePlan."""
+    from . import generalize
+    qis = ms.columns_with_role(req, "quasi_identifier")
+    others = [c for c in req.columns if c not in qis]
+    hier = _hierarchies(req, qis)
+    if frame.n < req.k:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
+                        f"the request selects fewer rows than k = {req.k}",
+                        detail=f"{frame.n} row(s) selected",
+                        hint="Widen the selection or lower k.", data_dependent=True)
+    ms.refuse_null_qis(frame, qis, req.options)
+    # ... and caps the attribute at that value's level; the smaller limit wins.
+    pinned = req.selection.equalities() if req.selection is not None else {}
+    attrs, codes = [], []
+    for q in qis:
+        user_limit = req.options.get("limits", {}).get(q)
+        a, c = build_attribute(hier[q], q, frame.columns[q],
+                               req.options.get("priorities", {}).get(q, 1.0), user_limit,
+                               req.rel.columns[q].source or req.rel.display)
+        if q in pinned:
+            sel_limit = selection_limit(hier[q], a, pinned[q])
+            a.limit = sel_limit if user_limit is None else min(user_limit, sel_limit)
+        attrs.append(a)
+        codes.append(c)
+    search = req.options.get("search", "greedy")
+    if search == "greedy" and len({a.source for a in attrs}) > 1:
+        # greedy merges each source's rows into its own class table first (generalize.greedy),
+        # so the joint class table of 002 step 1 would be sorted for nothing: the rows go in
+        # as classes of one row each (same steps, levels and final classes)
+        # (column-major: the kernel reads it column by column)
+        classes, counts = np.stack(codes).T, np.ones(frame.n, np.int64)
+    else:
+        classes, counts = class_table(codes, [len(a.labels[0]) for a in attrs])     # 002 step 1
+    solve = generalize.optimal if search == "optimal" else generalize.greedy
+    joint_k = joint_k_required(req.grant)
+    result = solve(classes, counts.astype(np.int64), attrs, req.k, joint_k=joint_k)
+    sizes = result.class_counts            # the classes over all QIs jointly
+    # 002 step 4 (generalize.apply_levels), column by column
+    table = Table(req.name, [Labels(q, a.level_map(int(lv))[c], list(a.labels[lv]))
+                             for q, a, lv, c in zip(qis, attrs, result.levels, codes)]
+                  + [SourceValues(o, frame.columns[o], req.rel.columns[o]) for o in others])
+    by_source = {}
+    for q, a in zip(qis, attrs):
+        by_source.setdefault(a.source, []).append(q)
+    return ReleasePlan(
+        tables=[table], rows=frame.n, groups=int(len(sizes)),
+        discernibility=float((sizes.astype(float) ** 2).sum() / frame.n),
+        classes=SourceClasses(by_source),
+        metrics={"search": search, "steps": result.steps,
+                 "levels": {q: int(lv) for q, lv in zip(qis, result.levels)},
+                 "level_labels": {q: level_name(a, lv) for q, a, lv in zip(qis, attrs, result.levels)},
+                 "limits": {a.name: a.limit for a in attrs},
+                 "loss": float(result.loss),
+                 # what the release protects over all its QIs together (issue 26)
+                 "joint_k": int(sizes.min()) if len(sizes) else None,
+                 "joint_classes": int(len(sizes)), "joint_k_required": joint_k,
+                 "suppressed": [a.name for a, lv in zip(attrs, result.levels) if lv == len(a.labels) - 1]},
+        evidence={"sources": by_source})
+
+
+def joint_k_required(grant):
+    """The k the release must hold over all its quasi-identifiers jointly (issue 26: k per
+    source is not k), or None for 002's k per source system alone: a requester without SELECT
+    gets the policy's minimum jointly unless the policy itself allows per-source k
+    (deid.allow_requests' per_source_k, carried in the grant); a SELECT holder gets k per
+    source as asked."""
+    if grant.get("via") != "policy" or grant.get("per_source_k", False) is True:
+        return None
+    return grant["min_k"]
+
+
+def selection_limit(h, attribute, values):
+    """002 sec. 4.5 step 2: the limit a selection ``col = v`` puts on its attribute -- the
+    level of v in the column's hierarchy (the lowest, for several values). Taken from the
+    whole hierarchy, so a value no selected row holds is still known; interval hierarchies
+    name their bands from the values present (methods.generalize.selection_limit)."""
+    from . import generalize
+    if h.kind != "member":
+        return generalize.selection_limit(attribute, values)
+    levels = [h.level_of(v) for v in values]
+    return min(levels) if levels else 0
+
+
+def class_table(columns, sizes):
+    """Distinct rows (level-0 code vectors, one array per column) with their counts, in
+    lexicographic order (as np.unique(rows, axis=0)). The codes are packed into one int64 key,
+    each column in a bit field of its own, the first in the highest bits, when they fit: the
+    key's order is the rows' lexicographic order, and decoding is shifts (far faster than
+    unique(axis=0) or ravel_multi_index's divisions)."""
+    widths = [(int(s) - 1).bit_length() for s in sizes]
+    if sum(widths) <= 62:
+        key = np.zeros(len(columns[0]), np.int64)
+        for c, w in zip(columns, widths):
+            key <<= w
+            key |= c
+        uniq, counts = np.unique(key, return_counts=True)
+        out = np.empty((len(uniq), len(columns)), np.int64)
+        off = 0
+        for j in range(len(columns) - 1, -1, -1):
+            out[:, j] = (uniq >> off) & ((1 << widths[j]) - 1)
+            off += widths[j]
+        return out, counts
+    return np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
+
+
+def level_name(a, level):
+    return "*" if level == len(a.labels) - 1 else f"level {level}"
+
+
+def leaves_under(h, value):
+    """Leaves of a member hierarchy below a generalized value (None for a leaf
+    or an unknown value: the literal then stands for itself)."""
+    if h is None or h.kind != "member":
+        return None
+    return h.leaves_under(value)

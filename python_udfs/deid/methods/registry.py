@@ -1,0 +1,56 @@
+"""Every release method, by name: its plug-in (pure: options, read plan, run -> ReleasePlan)
+and its verifier (reads what was stored; never imports deid.methods). This table feeds
+anonymize_request, usage() and the README's method table (tests/unit/test_registry.py checks
+that they agree). Adding a method is one plug-in module, one verifier module and one line here.
+"""
+import importlib
+from dataclasses import dataclass
+
+from ..errors import DeidError, INVALID_PARAMETER_VALUE
+
+
+def _module(ref):
+    return importlib.import_module(ref) if isinstance(ref, str) else ref
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    plugin_ref: object        # the plug-in module (or its dotted path, imported on first use)
+    verifier_ref: object      # the verifier module (or its dotted path, imported on first use)
+    paper: str                # the paper it implements (shared/papers)
+    guarantee: str            # one line for the README's method table
+
+    @property
+    def plugin(self):         # NAME, OPTIONS, validate(k, l, opts), plan_read(req, rid), run(frame, req)
+        return _module(self.plugin_ref)
+
+    @property
+    def verifier(self):       # verify(db, req, frame, tables) -> report dict
+        return _module(self.verifier_ref)
+
+
+METHODS = {}
+
+
+def register(method):
+    METHODS[method.name] = method
+    return method
+
+
+# a request imports only its own method's plug-in and verifier
+register(Method("anatomy", "deid.methods.anatomy.plugin", "deid.verify.anatomy", "001",
+                "(K,L)-anonymity over several sensitive attributes"))
+register(Method("generalization", "deid.methods.generalization.plugin", "deid.verify.generalization", "002",
+                "k-anonymity per source system, request-driven"))
+register(Method("condensation", "deid.methods.condensation.plugin", "deid.verify.condensation", "004",
+                "k-indistinguishable synthetic rows, exact cluster means and covariances"))
+register(Method("disassociation", "deid.methods.disassociation.plugin", "deid.verify.disassociation", "003",
+                "k^m-anonymity of set-valued records (diagnosis codes) by disassociation"))
+
+
+def method(name):
+    if name not in METHODS:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown method {name!r}",
+                        hint="One of: " + ", ".join(METHODS) + ".")
+    return METHODS[name]

@@ -1,0 +1,1 @@
+"""Read: a relation's chosen columns as numpy arrays (the snapshot), in one pass."""

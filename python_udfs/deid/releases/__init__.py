@@ -1,0 +1,1 @@
+"""What is done with a committed release: reconstruction, utility measures."""

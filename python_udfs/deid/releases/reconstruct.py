@@ -1,0 +1,80 @@
+"""deid.reconstruct(release, target, seed): one reconstructed data set D' of a disassociated
+release (003 Fig. 5, Sec. 6), written as release.<target> (record_id, codes text[]).
+
+SECURITY DEFINER (deid_owner): reads only the release's STORED chunks (never the source, never
+the membership), so D' is what any reader of the release could draw. Record ids are 1..n in
+cluster order, not the source's. Only the release's owner or a deid_admin may reconstruct;
+the table is readable by deid_reader and the caller, and is dropped with the release.
+"""
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..request import access, release as rel_mod
+from ..write import writer
+from ..errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE,
+                      NULL_VALUE_NOT_ALLOWED, UNDEFINED_OBJECT)
+from ..plan import Fixed, Table, TextArrays
+from ..sqltext import qualified, quote_ident
+from ..verify.disassociation import read_release, release_tables
+
+
+def reconstruct(db, name, target, seed, caller):
+    from ..methods.disassociation.disassociate import reconstruct as draw
+    access.caller_role(db, caller)
+    if name is None or target is None:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, "release and target must not be NULL",
+                        hint="SELECT deid.reconstruct('<release>', '<new table>', seed => 7);")
+    if seed is None or seed < 0:
+        raise DeidError(INVALID_PARAMETER_VALUE, "seed must be an integer >= 0",
+                        hint="The same seed draws the same reconstruction, e.g. seed => 7.")
+    rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by, method,"
+                    " (parameters->>'k')::int AS k, parameters->'options'->>'model' AS model"
+                    " FROM deid.release WHERE name = $1 AND status = 'committed'", [name])
+    if not rows or rows[0]["method"] != "disassociation" or \
+            rows[0]["model"] not in (None, "disassociation"):   # k^m generalization has no chunks
+        raise DeidError(UNDEFINED_OBJECT, "no committed disassociation release of that name",
+                        hint="SELECT name FROM deid.release WHERE method = 'disassociation' "
+                             "AND status = 'committed';")
+    r = rows[0]
+    if r["requested_by"] != caller and not access.is_admin(db, caller):
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "the release belongs to another role",
+                        hint="Only the role that requested a release, or a deid_admin, may "
+                             "reconstruct it.")
+    if not rel_mod.NAME_RE.fullmatch(target):
+        raise DeidError(INVALID_PARAMETER_VALUE, "invalid target name",
+                        hint="A target is a new table name: lower-case letters, digits and _, "
+                             "starting with a letter.")
+    exists = db.value("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = $1 AND"
+                      " relnamespace IN ('release'::regnamespace, 'deid_release'::regnamespace)",
+                      [target])
+    if exists:
+        raise DeidError(DUPLICATE_TABLE, "a relation of the target name exists",
+                        hint="Choose another target name, or drop the old reconstruction with "
+                             "its release.")
+    stored = [q.split(".", 1)[1] for q in r["relations"]]
+    tables = release_tables(stored)
+    dictionary = [x["v"] for x in db.query(
+        "SELECT v FROM (SELECT unnest(codes) AS v FROM {rc} UNION SELECT unnest(codes) FROM {sc}"
+        " UNION SELECT code FROM {ic}) d ORDER BY v".format(
+            rc=qualified(rel_mod.STORE_SCHEMA, tables["record_chunk"]),
+            sc=qualified(rel_mod.STORE_SCHEMA, tables["shared_chunk"]),
+            ic=qualified(rel_mod.STORE_SCHEMA, tables["item_chunk"])))]
+    arrays = read_release(db, stored, dictionary)
+    result = SimpleNamespace(k=r["k"], n_codes=len(dictionary),
+                             n_shared=len(arrays["shared_cluster_offsets"]) - 1, **arrays)
+    d = draw(result, int(seed))
+    n = len(d.offsets) - 1
+    writer.write_table(db, rel_mod.STORE_SCHEMA, Table(target, [
+        Fixed("record_id", np.arange(1, n + 1, dtype=np.int64)),
+        TextArrays("codes", d.offsets, d.codes, dictionary)]))
+    view = qualified(rel_mod.VIEW_SCHEMA, target)
+    db.execute(f"CREATE VIEW {view} AS SELECT * FROM {qualified(rel_mod.STORE_SCHEMA, target)}")
+    db.execute(f"GRANT SELECT ON {view} TO deid_reader, {quote_ident(caller)}")
+    db.execute(f"COMMENT ON VIEW {view} IS " + db.quote_literal(
+        f"deid reconstruction (003 Fig. 5, seed {int(seed)}) of release {name}"))
+    db.execute("INSERT INTO deid.reconstruction (release_id, relation, seed, requested_by)"
+               " VALUES ($1, $2, $3, $4)",
+               [r["release_id"], f"{rel_mod.VIEW_SCHEMA}.{target}", int(seed), caller],
+               ["bigint", "text", "int", "name"])
+    return n

@@ -1,0 +1,1 @@
+"""The request: who may ask (access), what is asked (options, selection), the release it names."""

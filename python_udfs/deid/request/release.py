@@ -1,0 +1,139 @@
+"""Releases: the request record, names and owners, and deid.drop_release. The sequence of a
+request lives in pipeline.py; what it logs, in catalog_log.py.
+
+Storage: the tables of a release live in schema ``deid_release`` (owned by deid_owner, no
+grants); analysts read views of the same names in schema ``release`` (SELECT granted to
+deid_reader and to the requester).
+"""
+import re
+from dataclasses import dataclass, field
+
+from . import access
+from ..catalog import relations as catalog
+from ..errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE,
+                      NULL_VALUE_NOT_ALLOWED, UNDEFINED_OBJECT)
+from ..sqltext import qualified
+
+STORE_SCHEMA = "deid_release"
+VIEW_SCHEMA = "release"
+NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,39}")
+
+
+@dataclass
+class Request:
+    """A validated, authorized request, handed to a method adapter."""
+    rel: catalog.Relation
+    method: str
+    k: int
+    l: int
+    columns: list              # the projection
+    selection_text: str
+    selection: object          # request.Selection or None
+    options: dict
+    name: str
+    release_id: int
+    seed: int
+    caller: str
+    grant: dict                # access.authorize_request: via select | policy, and the reader
+    started: str = None        # clock_timestamp() at the start, as text
+    hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
+    evidence: dict = field(default_factory=dict)      # the plan's in-memory evidence, for verify
+
+
+def projection(rel, columns):
+    if columns is None:
+        cols = [c.name for c in rel.columns.values() if c.role and c.role != "identifier"]
+        if not cols:
+            raise DeidError(INVALID_PARAMETER_VALUE, f"{rel.display} has no classified columns",
+                            hint="Classify columns with deid.set_role() or pass columns.")
+        return cols
+    catalog.require(columns, "columns", "Pass the columns to release, or NULL for every "
+                                        "classified column.")
+    out = []
+    for name in columns:
+        col = rel.column(name)
+        if col.role is None:
+            raise DeidError(INVALID_PARAMETER_VALUE, f'column "{name}" has no role',
+                            hint=f"SELECT deid.set_role('{rel.display}', '{name}', "
+                                 "'quasi_identifier' | 'sensitive' | 'insensitive');")
+        if col.role == "identifier":
+            raise DeidError(INVALID_PARAMETER_VALUE, f'column "{name}" is an identifier',
+                            hint="Identifiers are never released; leave it out of columns.")
+        if name in out:
+            raise DeidError(INVALID_PARAMETER_VALUE, f'column "{name}" is listed twice in columns',
+                            hint="Name each column once.")
+        out.append(name)
+    return out
+
+
+def release_name(rel, given, release_id):
+    name = given if given is not None else f"{rel.name.lower()[:24]}_{release_id}"
+    name = re.sub(r"[^a-z0-9_]", "_", name) if given is None else name
+    if not NAME_RE.fullmatch(name):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"invalid release name {name[:60]!r}",
+                        hint="Use 1-40 lower-case letters, digits and underscores, "
+                             "starting with a letter or underscore.")
+    return name
+
+
+def existing_release(db, name):
+    rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by"
+                    " FROM deid.release WHERE name = $1 AND status = 'committed'", [name])
+    return rows[0] if rows else None
+
+
+def check_replace(db, old, name, caller, replace):
+    """A release of this name exists: replacing it needs options.replace and its owner (the
+    role that requested it) or a deid_admin."""
+    if not replace:
+        raise DeidError(DUPLICATE_TABLE, f'release "{name}" already exists',
+                        hint='Choose another name, or pass options => \'{"replace": true}\' '
+                             "to replace your own release.")
+    if old["requested_by"] != caller and not access.is_admin(db, caller):
+        raise DeidError(INSUFFICIENT_PRIVILEGE, f'release "{name}" belongs to another role',
+                        hint="Only the role that requested a release, or a deid_admin, may replace "
+                             "or drop it; choose another name.")
+
+
+def drop_relations(db, relations):
+    for qualified_name in relations or []:
+        schema, _, table = qualified_name.partition(".")
+        for s, kind in ((VIEW_SCHEMA, "VIEW"), (STORE_SCHEMA, "TABLE")):
+            db.execute(f"DROP {kind} IF EXISTS {qualified(s, table.strip(chr(34)))} CASCADE")
+
+
+def drop_release_relations(db, r):
+    """Drop a release's relations and the reconstructions drawn from it (003 Fig. 5: a D' of
+    a release that is dropped or replaced describes nothing that exists any more)."""
+    drop_relations(db, r["relations"])
+    drop_relations(db, [x["relation"] for x in db.query(
+        "SELECT relation FROM deid.reconstruction WHERE release_id = $1", [r["release_id"]],
+        ["bigint"])])
+
+
+def committed(db, name):
+    """The log row of the committed release `name` (a NULL or unknown name: a clean error)."""
+    if name is None:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, "release name must not be NULL",
+                        hint="SELECT name FROM deid.release WHERE status = 'committed'; lists them.")
+    rows = db.query("SELECT release_id, method, source::oid AS source, source_name,"
+                    " parameters::text AS parameters, relations, requested_by::text AS requested_by,"
+                    " metrics->>'rows' AS n FROM deid.release"
+                    " WHERE name = $1 AND status = 'committed'", [name])
+    if not rows:
+        raise DeidError(UNDEFINED_OBJECT, f'release "{name[:60]}" does not exist',
+                        hint="Name a committed release: SELECT name FROM deid.release"
+                             " WHERE status = 'committed';")
+    return rows[0]
+
+
+def drop_release(db, name, caller):
+    access.caller_role(db, caller)
+    r = committed(db, name)
+    if r["requested_by"] != caller and not access.is_admin(db, caller):
+        raise DeidError(INSUFFICIENT_PRIVILEGE, f'release "{name}" belongs to another role',
+                        hint="Only the role that requested a release, or a deid_admin, may drop it.")
+    drop_release_relations(db, r)
+    db.execute("UPDATE deid.release SET status = 'dropped' WHERE release_id = $1",
+               [r["release_id"]], ["bigint"])
+    return f"release {name} dropped"

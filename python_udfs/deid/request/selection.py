@@ -1,0 +1,592 @@
+"""Request selections: parse a user predicate with a strict whitelist, re-render it as safe SQL.
+
+Paper 002 sec. 4.4 defines a request as R(Pi_A, sigma_(alpha_i op cri)*): a projection plus
+selections that compare an attribute with a value of its domain, op in {=, <>, <, >, <=, >=}.
+This module implements the selection half for the database: the user's text is parsed with
+sqlglot's postgres dialect, every node of the tree is checked against an explicit whitelist
+(never a blacklist), and the accepted tree is copied into a tiny AST of our own.  SQL is then
+rendered from *that* AST only: identifiers go through :func:`quote_ident`, every literal becomes a
+bound parameter ``$n::<column type>``.  No byte of the user's text is ever pasted into SQL.
+
+Accepted grammar (case-insensitive keywords)::
+
+    pred   := pred OR pred | pred AND pred | NOT pred | ( pred )
+            | col op lit | lit op col                -- op: = <> != < > <= >=
+            | col [NOT] IN ( lit [, lit]* )
+            | col [NOT] BETWEEN lit AND lit
+            | col IS [NOT] NULL                       -- also ISNULL / NOTNULL
+            | col                                     -- only a boolean column
+    lit    := 'string' | number | -number | TRUE | FALSE     -- NULL only in IS [NOT] NULL
+    col    := name | "quoted name"                   -- must be one of the allowed columns
+
+Unquoted names fold to lower case like PostgreSQL (ASCII A-Z only); quoted names match exactly.
+
+Decisions beyond the paper (documented deviations / choices):
+
+* Refused (SQLSTATE 0A000 FEATURE_NOT_SUPPORTED): subqueries, function calls and special values
+  such as CURRENT_DATE, casts (``::``, CAST, typed literals such as ``DATE '...'``), LIKE / ILIKE /
+  SIMILAR TO / regex operators, arithmetic and other operators, column-vs-column and
+  literal-vs-literal comparisons (002 sec. 4.4 compares an attribute with a value), qualified
+  names (``t.a``), ``= NULL`` / ``<> NULL`` / NULL in IN lists (always unknown in SQL: use IS
+  [NOT] NULL), IS TRUE / IS DISTINCT FROM, BETWEEN SYMMETRIC, row values, arrays, and string forms
+  other than the plain ``'...'`` (E'', $$..$$, U&'', B'', X'', N'').  Write a date as ``'2020-01-31'``:
+  every literal is converted to the compared column's type anyway.
+* Refused as SQLSTATE 42601 SYNTAX_ERROR: anything sqlglot cannot parse, ``;`` (also a trailing
+  one), several statements, comments (``--`` and ``/* */``), trailing garbage.
+* Unknown columns: SQLSTATE 42703 UNDEFINED_COLUMN.  Empty / blank / over-long text: 22023.
+* The cast target is the column type with its type modifier removed (``character varying(10)``
+  -> ``character varying``, ``numeric(6,2)`` -> ``numeric``, ``character(3)`` -> ``bpchar``,
+  ``bit(3)`` -> ``bit varying``), because an explicit cast to a length- or scale-limited type
+  silently truncates or rounds the value and would change which rows match.
+* A column of a type that is not built in (an enum, a composite) is read and released as its
+  text, and compared as its text (``(col)::text = $n::text``); its text order is not the type's
+  own, so <, >, <=, >= and BETWEEN on it are refused (0A000).
+* 002 sec. 5.2 step 1: a selection on a generalized value (``PT = '1'``) matches its leaves.  That
+  rewrite is the caller's ``expand`` hook in :meth:`Selection.render`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlglot import errors as sg_errors
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.tokens import TokenType
+
+from ..errors import (FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE, SYNTAX_ERROR,
+                      UNDEFINED_COLUMN, DeidError)
+
+__all__ = ["quote_ident", "parse_selection", "Selection", "MAX_SELECTION_LENGTH"]
+
+MAX_SELECTION_LENGTH = 100_000
+_MAX_DEPTH = 200
+
+_GRAMMAR_HINT = (
+    "A selection may only use the allowed columns, literals ('text', 42, -1.5, TRUE, FALSE), "
+    "= <> != < > <= >=, IN (...), BETWEEN ... AND ..., IS [NOT] NULL, AND, OR, NOT and parentheses."
+)
+
+
+def quote_ident(name: str) -> str:
+    """Quote an identifier for PostgreSQL: wrap in double quotes, double embedded quotes."""
+    if not isinstance(name, str) or name == "" or "\x00" in name:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"invalid identifier: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --------------------------------------------------------------------------------------------
+# Our own AST (immutable; rendering never goes back to sqlglot)
+
+
+@dataclass(frozen=True)
+class _Cmp:
+    op: str  # '=', '<>', '<', '>', '<=', '>='
+    column: str
+    value: str
+
+
+@dataclass(frozen=True)
+class _InList:
+    column: str
+    values: tuple
+    negated: bool
+
+
+@dataclass(frozen=True)
+class _Between:
+    column: str
+    low: str
+    high: str
+    negated: bool
+
+
+@dataclass(frozen=True)
+class _IsNull:
+    column: str
+    negated: bool
+
+
+@dataclass(frozen=True)
+class _BoolColumn:
+    column: str
+
+
+@dataclass(frozen=True)
+class _And:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class _Or:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class _Not:
+    item: object
+
+
+_FLIP = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_CMP_NODES = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.GT: ">", exp.LTE: "<=", exp.GTE: ">="}
+_NUMBER_RE = re.compile(r"^(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+
+
+class Selection:
+    """A validated selection predicate (002 sec. 4.4: sigma_(alpha_i op cri)*)."""
+
+    __slots__ = ("_root", "_types", "_as_text", "columns", "text")
+
+    def __init__(self, root, types: dict, text: str, as_text=frozenset()):
+        self._root, self._as_text = root, as_text     # as_text: compared as their text
+        self._types = types  # referenced column -> cast type (typmod removed)
+        self.columns = frozenset(types)
+        self.text = text
+
+    def __repr__(self):
+        return f"Selection({self.text!r})"
+
+    # -- rendering -------------------------------------------------------------------------
+    def render(self, expand=None, start: int = 1) -> tuple[str, list]:
+        """SQL boolean expression + parameter values (str, or None for SQL NULL).
+
+        Identifiers are :func:`quote_ident`-ed; each literal is ``$n::<column type>`` with n
+        counting from ``start``.  ``expand(column, value) -> list[str] | None`` rewrites
+        ``col = v`` to ``col IN (expand(v))`` and ``col <> v`` to ``col NOT IN (...)`` (and each
+        IN-list item likewise): 002 sec. 5.2 step 1, "PT = 1 matches 1a, 1b, 1c, 1mic".
+        An empty expansion renders ``FALSE`` (for = / IN) or ``col IS NOT NULL`` (for <> / NOT IN).
+        Ordering comparisons and BETWEEN are never expanded.
+        """
+        params: list = []
+
+        def bind(column, value):
+            params.append(value)
+            return f"${start + len(params) - 1}::{self._types[column]}"
+
+        def ref(column, ordered=False):
+            if column not in self._as_text:
+                return quote_ident(column)
+            if ordered:
+                raise DeidError(FEATURE_NOT_SUPPORTED, f"column {column!r} is compared as text: "
+                                "it has no order in a selection", hint="Use =, <>, IN or IS NULL.")
+            return f"({quote_ident(column)})::text"
+
+        def expanded(column, values):
+            if expand is None:
+                return list(values)
+            out, seen = [], set()
+            for v in values:
+                repl = expand(column, v)
+                for item in ([v] if repl is None else repl):
+                    if item is None:
+                        raise DeidError(INVALID_PARAMETER_VALUE,
+                                        f"expand() returned NULL for column {column!r}")
+                    item = str(item)
+                    if item not in seen:
+                        seen.add(item)
+                        out.append(item)
+            return out
+
+        def in_list(column, values, negated):
+            col = ref(column)
+            if not values:
+                return f"({col} IS NOT NULL)" if negated else "FALSE"
+            if len(values) == 1:
+                return f"{col} {'<>' if negated else '='} {bind(column, values[0])}"
+            items = ", ".join(bind(column, v) for v in values)
+            return f"{col} {'NOT IN' if negated else 'IN'} ({items})"
+
+        def walk(node):
+            if isinstance(node, _Cmp):
+                if node.op in ("=", "<>") and expand is not None:
+                    return in_list(node.column, expanded(node.column, [node.value]), node.op == "<>")
+                return (f"{ref(node.column, node.op not in ('=', '<>'))} {node.op} "
+                        f"{bind(node.column, node.value)}")
+            if isinstance(node, _InList):
+                return in_list(node.column, expanded(node.column, node.values), node.negated)
+            if isinstance(node, _Between):
+                kw = "NOT BETWEEN" if node.negated else "BETWEEN"
+                return (f"{ref(node.column, True)} {kw} {bind(node.column, node.low)} "
+                        f"AND {bind(node.column, node.high)}")
+            if isinstance(node, _IsNull):
+                return f"{ref(node.column)} IS {'NOT NULL' if node.negated else 'NULL'}"
+            if isinstance(node, _BoolColumn):
+                return quote_ident(node.column)
+            if isinstance(node, _And):
+                return "(" + " AND ".join(walk(i) for i in node.items) + ")"
+            if isinstance(node, _Or):
+                return "(" + " OR ".join(walk(i) for i in node.items) + ")"
+            if isinstance(node, _Not):
+                return f"(NOT {walk(node.item)})"
+            raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
+
+        return walk(self._root), params
+
+    # -- selection limits ------------------------------------------------------------------
+    def equalities(self) -> dict[str, set[str]]:
+        """Columns pinned by the top-level AND-conjunction of ``col = lit`` / ``col IN (lits)``.
+
+        Used for 002 sec. 4.5 step 2 (selection-derived generalization limits).  Conjuncts under
+        OR or NOT never pin.  Several pins of one column intersect (``a = 1 AND a IN (1, 2)`` ->
+        ``{'1'}``); an empty set means the conjunction can match no row.
+        """
+        out: dict[str, set[str]] = {}
+
+        def conjuncts(node):
+            if isinstance(node, _And):
+                for i in node.items:
+                    yield from conjuncts(i)
+            else:
+                yield node
+
+        for node in conjuncts(self._root):
+            if isinstance(node, _Cmp) and node.op == "=":
+                vals = {node.value}
+            elif isinstance(node, _InList) and not node.negated:
+                vals = set(node.values)
+            else:
+                continue
+            out[node.column] = out[node.column] & vals if node.column in out else vals
+        return out
+
+    def literals(self):
+        """Every (column, literal text) the selection compares, in order (each becomes a bound
+        parameter cast to the column's type)."""
+        def walk(node):
+            if isinstance(node, _Cmp):
+                yield node.column, node.value
+            elif isinstance(node, _InList):
+                for v in node.values:
+                    yield node.column, v
+            elif isinstance(node, _Between):
+                yield node.column, node.low
+                yield node.column, node.high
+            elif isinstance(node, (_And, _Or)):
+                for i in node.items:
+                    yield from walk(i)
+            elif isinstance(node, _Not):
+                yield from walk(node.item)
+        return list(walk(self._root))
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+
+_TYPE_TOKEN_RE = re.compile(
+    r'\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_$]*)|(?P<quoted>"(?:[^"]|"")+")|(?P<dot>\.)'
+    r"|(?P<array>\[\d*\])|(?P<typmod>\(\s*\d+\s*(?:,\s*-?\d+\s*)?\)))"
+)
+
+
+def cast_type(column: str, pg_type) -> str:
+    """The type to cast a bound literal to: ``pg_type`` (format_type output) without typmods."""
+    if not isinstance(pg_type, str) or not pg_type.strip():
+        raise DeidError(FEATURE_NOT_SUPPORTED, f"column {column!r} has no usable type: {pg_type!r}")
+    parts, pos, s = [], 0, pg_type.strip()
+    while pos < len(s):
+        m = _TYPE_TOKEN_RE.match(s, pos)
+        if m is None or m.end() == pos:
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"column {column!r} has a type deid cannot bind values to: {pg_type!r}")
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "typmod":
+            continue
+        parts.append((kind, m.group(kind)))
+    typ, prev = "", None
+    for kind, text in parts:
+        if kind in ("dot", "array") or prev == "dot":
+            typ += text
+        else:
+            typ += (" " if typ else "") + text
+        prev = kind
+    # An explicit cast to bare "character"/"bit" means length 1: use the unlimited forms.
+    typ = re.sub(r"^character(?=$|\[)", "bpchar", typ)
+    typ = re.sub(r"^bit(?=$|\[)", "bit varying", typ)
+    return typ
+
+
+def _fold(name: str) -> str:
+    """PostgreSQL's folding of an unquoted identifier (ASCII letters only)."""
+    return name.translate(_FOLD)
+
+
+_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _snippet(node) -> str:
+    try:
+        text = node.sql(dialect="postgres")
+    except Exception:  # pragma: no cover - best effort for messages
+        text = type(node).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _refuse(node):
+    """Raise the DeidError naming a node outside the whitelist."""
+    s = _snippet(node)
+    if isinstance(node, (exp.Query, exp.Exists, exp.Any, exp.All)):
+        what, hint = f"subqueries are not allowed in a selection: {s}", None
+    elif isinstance(node, (exp.Cast, exp.TryCast)):
+        what = f"casts are not allowed in a selection: {s}"
+        hint = "Write the value as a plain literal ('2020-01-31'); deid converts it to the column's type."
+    elif isinstance(node, (exp.Like, exp.ILike, exp.SimilarTo, exp.RegexpLike, exp.RegexpILike)):
+        what, hint = f"pattern matching is not supported in a selection: {s}", "Use = or IN (...)."
+    elif isinstance(node, (exp.Parameter, exp.Placeholder)):
+        what, hint = f"parameters are not allowed in a selection: {s}", None
+    elif isinstance(node, exp.Alias):
+        raise DeidError(SYNTAX_ERROR, f"unexpected text after the expression: {_snippet(node.args.get('alias'))!r} "
+                        f"in {s}", hint=_GRAMMAR_HINT)
+    elif isinstance(node, exp.Func):
+        what, hint = f"function calls are not allowed in a selection: {s}", None
+    elif isinstance(node, (exp.Binary, exp.Unary)):
+        what = f"operator not allowed in a selection: {s}"
+        hint = None
+    else:
+        what, hint = f"{type(node).__name__} is not allowed in a selection: {s}", None
+    raise DeidError(FEATURE_NOT_SUPPORTED, what, hint=hint or _GRAMMAR_HINT)
+
+
+class _Parser:
+    def __init__(self, columns: dict):
+        self.columns = columns
+        self.types: dict[str, str] = {}
+
+    # -- leaves ----------------------------------------------------------------------------
+    def column(self, node):
+        """Resolve a Column node to an allowed column name, or None if it is not a column."""
+        if not isinstance(node, exp.Column):
+            return None
+        extra = [k for k, v in node.args.items() if k != "this" and v]
+        if extra:
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"qualified column names are not allowed in a selection: {_snippet(node)}",
+                            hint="Write the bare column name.")
+        ident = node.this
+        if not isinstance(ident, exp.Identifier) or any(
+                v for k, v in ident.args.items() if k not in ("this", "quoted")):
+            _refuse(ident)
+        raw = ident.this
+        name = raw if ident.args.get("quoted") else _fold(raw)
+        if name not in self.columns:
+            similar = [c for c in self.columns if c.lower() == raw.lower()]
+            hint = (f"Did you mean {quote_ident(similar[0])}? Unquoted names are folded to lower case."
+                    if similar else "Allowed columns: " + ", ".join(sorted(self.columns)))
+            raise DeidError(UNDEFINED_COLUMN, f"column {name!r} does not exist or may not be used "
+                            "in this selection", hint=hint)
+        if name not in self.types:
+            self.types[name] = cast_type(name, self.columns[name])
+        return name
+
+    @staticmethod
+    def literal(node):
+        """(kind, text) of a whitelisted literal node, or None.  kind: string|number|boolean|null."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if type(node) is exp.Literal:
+            if node.args.get("is_string"):
+                return ("string", node.this)
+            text = node.this
+            if isinstance(text, str) and _NUMBER_RE.match(text):
+                return ("number", text)
+            return None
+        if type(node) is exp.Neg and type(node.this) is exp.Literal and not node.this.args.get("is_string"):
+            text = node.this.this
+            if isinstance(text, str) and _NUMBER_RE.match(text):
+                return ("number", "-" + text)
+            return None
+        if type(node) is exp.Boolean:
+            return ("boolean", "true" if node.this else "false")
+        if type(node) is exp.Null:
+            return ("null", None)
+        return None
+
+    def operand(self, node):
+        while isinstance(node, exp.Paren):
+            node = node.this
+        return node
+
+    def value(self, node, context):
+        """A non-NULL literal value as str; refuse anything else."""
+        lit = self.literal(node)
+        if lit is None:
+            node = self.operand(node)
+            if isinstance(node, exp.Column):
+                self.column(node)  # unknown column -> 42703 first
+                raise DeidError(FEATURE_NOT_SUPPORTED,
+                                f"column-to-column comparisons are not allowed in a selection: {context}",
+                                hint="Compare a column with a literal value.")
+            _refuse(node)
+        if lit[0] == "null":
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"comparison with NULL is never true: {context}",
+                            hint="Use IS NULL or IS NOT NULL.")
+        return lit[1]
+
+    # -- predicates ------------------------------------------------------------------------
+    def pred(self, node, depth=0):
+        if depth > _MAX_DEPTH:
+            raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
+                            hint="Write long OR chains as col IN (...) and flatten parentheses.")
+        t = type(node)
+        if t is exp.Paren:
+            return self.pred(node.this, depth + 1)
+        if t in (exp.And, exp.Or):
+            items = []
+            stack = [node]
+            while stack:  # flatten a chain of the same operator, left to right
+                n = stack.pop()
+                if type(n) is t:
+                    stack.append(n.expression)
+                    stack.append(n.this)
+                else:
+                    items.append(self.pred(n, depth + 1))
+            return (_And if t is exp.And else _Or)(tuple(items))
+        if t is exp.Not:
+            inner = self.pred(node.this, depth + 1)
+            if isinstance(inner, _InList):
+                return _InList(inner.column, inner.values, not inner.negated)
+            if isinstance(inner, _Between):
+                return _Between(inner.column, inner.low, inner.high, not inner.negated)
+            if isinstance(inner, _IsNull):
+                return _IsNull(inner.column, not inner.negated)
+            return _Not(inner)
+        if t in _CMP_NODES:
+            op = _CMP_NODES[t]
+            left, right = self.operand(node.this), self.operand(node.expression)
+            ctx = _snippet(node)
+            lcol, rcol = self.column(left), self.column(right)
+            if lcol is not None and rcol is not None:
+                raise DeidError(FEATURE_NOT_SUPPORTED,
+                                f"column-to-column comparisons are not allowed in a selection: {ctx}",
+                                hint="Compare a column with a literal value.")
+            if lcol is not None:
+                return _Cmp(op, lcol, self.value(right, ctx))
+            if rcol is not None:
+                return _Cmp(_FLIP[op], rcol, self.value(left, ctx))
+            for side in (left, right):
+                if self.literal(side) is None:
+                    _refuse(side)
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"a comparison must involve a column: {ctx}", hint=_GRAMMAR_HINT)
+        if t is exp.In:
+            self._only_args(node, {"this", "expressions"})
+            col = self.column(self.operand(node.this))
+            if col is None:
+                _refuse(self.operand(node.this))
+            items = node.args.get("expressions") or []
+            if not items:
+                raise DeidError(SYNTAX_ERROR, f"empty IN list: {_snippet(node)}",
+                                hint="List at least one value: col IN ('a', 'b').")
+            ctx = _snippet(node)
+            return _InList(col, tuple(self.value(i, ctx) for i in items), False)
+        if t is exp.Between:
+            self._only_args(node, {"this", "low", "high"})
+            col = self.column(self.operand(node.this))
+            if col is None:
+                _refuse(self.operand(node.this))
+            ctx = _snippet(node)
+            return _Between(col, self.value(node.args["low"], ctx), self.value(node.args["high"], ctx), False)
+        if t is exp.Is:
+            self._only_args(node, {"this", "expression", "negate"})
+            col = self.column(self.operand(node.this))
+            if col is None:
+                _refuse(self.operand(node.this))
+            if type(node.expression) is not exp.Null:
+                raise DeidError(FEATURE_NOT_SUPPORTED,
+                                f"only IS NULL and IS NOT NULL are allowed in a selection: {_snippet(node)}",
+                                hint=_GRAMMAR_HINT)
+            return _IsNull(col, bool(node.args.get("negate")))
+        if t is exp.Column:
+            col = self.column(node)
+            if self.types[col] != "boolean":
+                raise DeidError(FEATURE_NOT_SUPPORTED,
+                                f"column {col!r} is not boolean and cannot stand alone as a condition",
+                                hint="Compare it with a value, e.g. col = 'x'.")
+            return _BoolColumn(col)
+        if self.literal(node) is not None:
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"a selection must be a condition on columns, not the literal {_snippet(node)}",
+                            hint=_GRAMMAR_HINT)
+        _refuse(node)
+
+    @staticmethod
+    def _only_args(node, allowed):
+        extra = sorted(k for k, v in node.args.items() if k not in allowed and v)
+        if extra:
+            if "query" in extra:
+                raise DeidError(FEATURE_NOT_SUPPORTED,
+                                f"subqueries are not allowed in a selection: {_snippet(node)}",
+                                hint=_GRAMMAR_HINT)
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"{type(node).__name__} with {', '.join(extra)} is not allowed in a selection: "
+                            f"{_snippet(node)}", hint=_GRAMMAR_HINT)
+
+
+def parse_selection(text: str, columns: dict[str, str], as_text=frozenset()) -> Selection:
+    """Parse and validate a selection (002 sec. 4.4) against the allowed ``columns``.
+
+    ``columns`` maps each column the requester may reference to its PostgreSQL type name as
+    ``format_type()`` prints it; ``as_text`` names those compared as their text.  Raises
+    :class:`DeidError` (22023, 42601, 0A000 or 42703) naming the offending part of the text.
+    """
+    if text is None or not isinstance(text, str) or not text.strip():
+        raise DeidError(INVALID_PARAMETER_VALUE, "selection is empty",
+                        hint="Pass NULL for no selection, or a condition such as age >= 18.")
+    if len(text) > MAX_SELECTION_LENGTH:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f"selection is too long ({len(text)} characters, at most {MAX_SELECTION_LENGTH})",
+                        hint="Select on fewer values, or release a view that holds the selection.")
+    if "\x00" in text:
+        raise DeidError(INVALID_PARAMETER_VALUE, "selection contains a NUL character",
+                        hint="Remove the NUL byte from the selection text.")
+    dialect = Dialect.get_or_raise("postgres")
+    try:
+        tokens = dialect.tokenize(text)
+    except sg_errors.SqlglotError as e:
+        raise DeidError(SYNTAX_ERROR, f"cannot tokenize selection: {_first_line(e)}", hint=_GRAMMAR_HINT)
+    for tok in tokens:
+        if tok.comments:
+            raise DeidError(SYNTAX_ERROR,
+                            f"comments are not allowed in a selection: {tok.comments[0].strip()[:60]!r}",
+                            hint="Remove the -- or /* */ comment.")
+        if tok.token_type == TokenType.SEMICOLON:
+            raise DeidError(SYNTAX_ERROR,
+                            f"';' is not allowed in a selection (line {tok.line}, column {tok.col}): "
+                            "a selection is one condition, not statements",
+                            hint="Remove the ';' and anything after it.")
+        if tok.token_type == TokenType.DCOLON:
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"casts ('::') are not allowed in a selection (line {tok.line}, column {tok.col})",
+                            hint="Write the value as a plain literal; deid converts it to the column's type.")
+    try:
+        trees = dialect.parser().parse(tokens, text)
+    except sg_errors.ParseError as e:
+        err = (e.errors or [{}])[0]
+        where = f" at or near {err.get('highlight')!r}" if err.get("highlight") else ""
+        raise DeidError(SYNTAX_ERROR,
+                        f"syntax error in selection{where}: {err.get('description') or _first_line(e)}",
+                        hint=_GRAMMAR_HINT)
+    except sg_errors.SqlglotError as e:
+        raise DeidError(SYNTAX_ERROR, f"syntax error in selection: {_first_line(e)}", hint=_GRAMMAR_HINT)
+    except RecursionError:
+        raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
+                            hint="Write long OR chains as col IN (...) and flatten parentheses.")
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        raise DeidError(SYNTAX_ERROR, "a selection must be exactly one condition", hint=_GRAMMAR_HINT)
+    if not isinstance(columns, dict):
+        raise DeidError(INVALID_PARAMETER_VALUE, "columns must be a dict of column name -> type")
+    p = _Parser(columns)
+    try:
+        root = p.pred(trees[0])
+    except RecursionError:
+        raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
+                            hint="Write long OR chains as col IN (...) and flatten parentheses.")
+    return Selection(root, p.types, text, frozenset(as_text) & frozenset(p.types))
+
+
+def _first_line(e) -> str:
+    msg = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    return msg.strip().splitlines()[0][:200] if msg.strip() else type(e).__name__

@@ -1,0 +1,132 @@
+"""Independent check that a condensation release shows no rare source record (issue 26).
+
+Written from the requirement, not from the method (nothing from ``deid.methods``):
+
+1. every released value of a categorical column is held by at least k source rows -- the
+   source rows whose value the release maps to it (the column's generalization as the method
+   hands it over: a hierarchy level or one merged label; the mapping's consistency with the
+   release is the per-cluster count check of verify.cluster_moments), and a released label
+   that is the text of a source value is held by at least k source rows with exactly that
+   value (a rare value cannot hide behind a mapping that adds other rows to it);
+2. no released row equals, on all released columns together, a source row whose combination
+   of those columns has fewer than k source rows.  Source and released rows are compared in
+   the release's representation (categories as released codes, numbers on their grain): the
+   rows of both get one exact id per combination (columns factorized together) and every id
+   counts its source rows.
+
+:func:`stored_category_counts` is what ``deid.verify_release`` can check without the source:
+in the stored release table every value of a categorical column occurs in >= k rows (each
+cluster keeps its category counts, so a released value's count is its source support).
+Failures raise DE002; messages name a column, never a value or a count below k.
+"""
+import numpy as np
+
+from ...errors import DeidError, VERIFICATION_FAILED
+from ...sqltext import qualified, quote_ident
+from .cluster_moments import _unique
+
+HINT = ("The release was rolled back; nothing was written.  The condensation output failed "
+        "the rare-record check, which points to a bug in the method: please report it.")
+STORED_HINT = ("The stored release differs from what was verified when it committed: drop it "
+               "and release again.")
+
+
+def _fail(message, hint=HINT):
+    raise DeidError(VERIFICATION_FAILED, message, hint=hint)
+
+
+def value_texts(col):
+    """(text of every distinct source value, None for NULL; index of every row's value)."""
+    if col.kind == "category":
+        return list(col.dictionary) + [None], np.asarray(col.values, np.int64)
+    values = np.asarray(col.values)
+    distinct, index = np.unique(values, return_inverse=True)
+    if col.kind == "date":
+        texts = [str(np.datetime64(int(v), "D")) for v in distinct]
+    elif col.kind == "int":
+        texts = [str(int(v)) for v in distinct]
+    else:
+        texts = [repr(float(v)) for v in distinct]
+    index = index.reshape(-1).astype(np.int64)
+    null = np.asarray(col.null, bool)
+    if null.any():
+        index[null] = len(texts)
+    return texts + [None], index
+
+
+def mapped_codes(name, col, generalized, k):
+    """Released code of every source row of a generalized column; checks the literal rule
+    (module docstring, 1)."""
+    texts, index = value_texts(col)
+    mapping = generalized["map"]
+    table = np.array([mapping.get(t, -1) for t in texts], dtype=np.int64)
+    codes = table[index]
+    if codes.size and codes.min() < 0:
+        _fail(f'a source value of column "{name}" has no released label')
+    counts = np.bincount(index, minlength=len(texts))
+    literal = {t: int(c) for t, c in zip(texts, counts) if t is not None}
+    for label in generalized["labels"]:
+        if 0 < literal.get(label, 0) < k:
+            _fail(f'column "{name}" releases a source value held by fewer than k source rows')
+    return codes
+
+
+def check_supports(source, released, k, columns, names):
+    """Every released code of every categorical column has >= k source rows (rule 1)."""
+    for j in columns:
+        src = source[:, j].astype(np.int64)
+        rel = released[:, j].astype(np.int64)
+        if rel.size == 0:
+            continue
+        if rel.min() < 0 or (src.size and src.min() < 0):
+            _fail(f'column "{names[j]}" holds a code outside its labels')
+        support = np.bincount(src, minlength=int(rel.max()) + 1)
+        if support[np.unique(rel)].min() < k:
+            _fail(f'column "{names[j]}" releases a value held by fewer than k source rows')
+
+
+def row_ids(rows):
+    """Exact id of every row's combination of values, 0..g-1: each column factorized, the
+    codes combined in mixed radix (re-factorized before the radix would overflow)."""
+    ids = np.zeros(rows.shape[0], np.int64)
+    size = 1
+    for j in range(rows.shape[1]):
+        values, code = _unique(rows[:, j])
+        if size * values.size >= 1 << 62:
+            _, ids = np.unique(ids, return_inverse=True)
+            size = int(ids.max()) + 1
+        ids = ids * values.size + code.reshape(-1)
+        size *= values.size
+    return _unique(ids)[1].reshape(-1)
+
+
+def count_rare_copies(source, released, k):
+    """Released rows equal to a source row whose combination has fewer than k source rows."""
+    n = source.shape[0]
+    if n == 0 or released.shape[0] == 0:
+        return 0
+    ids = row_ids(np.concatenate([source, released]))
+    sources = np.bincount(ids[:n], minlength=int(ids.max()) + 1)
+    held = sources[ids[n:]]
+    return int(((held > 0) & (held < k)).sum())
+
+
+def check_rare_records(source, released, k, category_columns, names):
+    """Rules 1 and 2 on rows in the release's representation; returns the report."""
+    check_supports(source, released, k, category_columns, names)
+    if count_rare_copies(source, released, k):
+        _fail("a released row equals a source row that fewer than k source rows share")
+    return {"category_columns": [names[j] for j in category_columns], "rare_copies": 0}
+
+
+def stored_category_counts(db, table, columns, k):
+    """deid.verify_release: in the stored table, every value of every categorical column
+    occurs in >= k rows (one aggregate pass per column)."""
+    for c in columns:
+        q = quote_ident(c)
+        rare = db.value(f"SELECT count(*) FROM (SELECT 1 FROM {qualified('deid_release', table)}"
+                        f" GROUP BY {q} HAVING count(*) < $1) r", [k], ["bigint"])
+        if int(rare):
+            _fail(f'column "{c}" of the stored release holds a value of fewer than k rows',
+                  STORED_HINT)
+    return {"category_columns": list(columns), "stored_counts": "each value >= k rows"}
