@@ -6,10 +6,12 @@
       -> read_pending    with SELECT: as the caller, in the caller's own function
       -> finish          SECURITY DEFINER (deid_owner): method -> write -> verify -> log
 
-That is the path of every request: request -> read -> method -> plan -> write -> verify -> log.
-A method is a plug-in of the registry (registry.py): it plans the read and turns the snapshot
-into a ReleasePlan (plan.py) without SQL; writer.py writes the plan's tables, catalog_log.py
-its artefacts, the views and the log row; the method's verifier checks what was stored.
+That is the path of every request, and the package's folders: request/ (access, options,
+selection) -> read/ -> methods/<method>/ -> plan.py -> write/ -> verify/ -> log/. A method is a
+plug-in of the registry (methods/registry.py, its members declared in methods/contract.py): it
+plans the read and turns the snapshot into a ReleasePlan (plan.py) without SQL; write/writer.py
+writes the plan's tables, log/release_log.py its artefacts, the views and the log row; the
+method's verifier (verify/<method>.py) checks what was stored.
 Each phase reports itself as a NOTICE (when client_min_messages lets it through) with its
 seconds and no count, and its seconds go into the log; for a caller without SELECT the notices
 wait until the release is verified and logged (which phase a refusal came in tells nothing).
@@ -152,9 +154,10 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
 
 def read_columns(db, plugin, rel, columns, opts):
     """The columns a request reads (authorized below, exactly these plus the selection's) and
-    its record id: the projection and the row id, or what a plug-in's read_columns names (a
-    set-valued read, 003: the item column, and the record column of a long table)."""
-    if hasattr(plugin, "read_columns"):
+    its record id: what the plug-in's read_columns names (a set-valued read, 003: the item
+    column, and the record column of a long table) or, where it declares None, the projection
+    and the row id."""
+    if plugin.read_columns is not None:
         cols, rid = plugin.read_columns(rel, columns, opts)
     else:
         cols, rid = release.projection(rel, columns), None
@@ -173,11 +176,11 @@ def finish(db, token, caller):
         clock.phase("read")
         plan = p.method.plugin.run(p.frame, req)
         clock.phase("method")
-        if not getattr(p.method.verifier, "READS_SNAPSHOT_VALUES", True):
+        if not p.method.verifier.READS_SNAPSHOT_VALUES:
             # the verifier reads only the row ids: each column's values now live only as
             # long as the plan's tables that write them
             p.frame = Frame(p.frame.n, p.frame.rid, {})
-        trim = heap.release if getattr(p.method.plugin, "RELEASE_HEAP", False) else _no_trim
+        trim = heap.release if p.method.plugin.RELEASE_HEAP else _no_trim
         trim()                   # the method's temporaries: not resident while the write runs
         if p.old:
             release.drop_release_relations(db, p.old)

@@ -175,7 +175,7 @@ class ReleasePlan:
     clusters: Clusters = None
     membership: Membership = None
     metrics: dict = field(default_factory=dict)
-    evidence: dict = field(default_factory=dict)   # what the verifier compares the stored release with
+    evidence: object = None   # the verifier's Evidence (verify.<method>): what it compares the stored release with
 
     def drop_written(self):
         """Forget what the writer stored (tables, RID sets, classes, clusters, membership):

@@ -1,20 +1,31 @@
-"""A third method through the whole pipeline: tests/fixtures/toy_method.py is loaded into the
-server's interpreter and registered (one plug-in, one verifier, one registry line), then
-requested with plain SQL by a role with SELECT and by a policy-only role -- read, method,
-plan, write, verify and log as for the shipped methods."""
+"""A fifth method through the whole pipeline, in the shape every method has: a method folder
+(tests/fixtures/toy_method/methods/toy_counts/plugin.py), a verifier module
+(tests/fixtures/toy_method/verify/toy_counts.py) and one registry line
+(tests/fixtures/toy_method/registry_line.py) are loaded into the server's interpreter as
+deid.methods.toy_counts.plugin and deid.verify.toy_counts and registered, then requested with
+plain SQL by a role with SELECT and by a policy-only role -- read, method, plan, write, verify
+and log as for the shipped methods."""
 import pathlib
 
 import psycopg
 import pytest
 
-TOY = (pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "toy_method.py").read_text()
+TOY = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "toy_method"
+SOURCES = [("deid.verify.toy_counts", (TOY / "verify" / "toy_counts.py").read_text()),
+           ("deid.methods.toy_counts.plugin",
+            (TOY / "methods" / "toy_counts" / "plugin.py").read_text())]
+REGISTRY_LINE = (TOY / "registry_line.py").read_text()
 REGISTER = """
-CREATE OR REPLACE FUNCTION pg_temp.register_toy(src text) RETURNS text LANGUAGE plpython3u AS $$
-import types
+CREATE OR REPLACE FUNCTION pg_temp.register_toy(names text[], sources text[], line text)
+RETURNS text LANGUAGE plpython3u AS $$
+import sys, types
 from deid.methods import registry
-module = types.ModuleType("deid_toy_method")
-exec(compile(src, "toy_method.py", "exec"), module.__dict__)
-return registry.register(module.METHOD).name
+for name, src in zip(names, sources):     # the verifier first: the plug-in imports its Evidence
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(src, name, "exec"), module.__dict__)
+exec(line, vars(registry))
+return registry.METHODS["toy_counts"].plugin.NAME
 $$"""
 
 
@@ -24,7 +35,9 @@ def toy(admin, url):
     conn = psycopg.connect(url, autocommit=True)
     conn.execute("SELECT deid.usage()")               # loads deid into this backend
     conn.execute(REGISTER)
-    assert conn.execute("SELECT pg_temp.register_toy(%s)", [TOY]).fetchone()[0] == "toy_counts"
+    assert conn.execute("SELECT pg_temp.register_toy(%s, %s, %s)",
+                        [[n for n, _ in SOURCES], [s for _, s in SOURCES],
+                         REGISTRY_LINE]).fetchone()[0] == "toy_counts"
     admin.execute("DROP TABLE IF EXISTS public.t_toy CASCADE")
     admin.execute("CREATE TABLE public.t_toy (id int PRIMARY KEY, a text, b int, s text)")
     admin.execute("INSERT INTO public.t_toy SELECT i, 'v' || (i % 3), i % 7, 'x' FROM generate_series(1, 100) i")

@@ -150,14 +150,14 @@ def test_plan_shape_and_evidence_pass_the_verifier():
     source = np.stack([f.columns[c].values.astype(float) for c in r.columns], axis=1)
     cluster = np.empty(f.n, np.int64)
     cluster[np.searchsorted(f.rid, rids)] = np.repeat(np.arange(len(sizes)), sizes)
-    report = verify_condensation(source, cluster, ev["released"], ev["cluster"], 5,
-                                 status_col=ev["status"], moment_columns=[0, 1, 2, 3, 6],
-                                 moment_values=ev["unrounded"], count_columns=[4, 5],
+    report = verify_condensation(source, cluster, ev.released, ev.cluster, 5,
+                                 status_col=ev.status, moment_columns=[0, 1, 2, 3, 6],
+                                 moment_values=ev.unrounded, count_columns=[4, 5],
                                  check_ranges=True, integer_columns=[0, 3, 6, 7])
     assert report["clusters"] == plan.groups
     assert plan.metrics["per_cluster"]["size"] == sizes.tolist()
     again = plugin.run(f, req(**SURV, seed=11))
-    assert np.array_equal(again.evidence["released"], ev["released"])
+    assert np.array_equal(again.evidence.released, ev.released)
 
 
 def test_usage_describes_the_object_option():

@@ -82,11 +82,11 @@ def with_columns(r, types):
 
 
 def released_rows(plan):
-    return plan.evidence["released"]
+    return plan.evidence.released
 
 
 def mapped_source(f, r, plan):
-    gen = plan.evidence["generalized"]
+    gen = plan.evidence.generalized
     return np.stack([mapped_codes(c, f.columns[c], gen[c], r.k).astype(float) if c in gen
                      else f.columns[c].values.astype(float) for c in r.columns], axis=1)
 
@@ -95,15 +95,15 @@ def check(f, r, plan):
     """The independent checks: moments exact, category counts kept, no rare record."""
     ev = plan.evidence
     source = mapped_source(f, r, plan)
-    sizes, rids = ev["membership"]
+    sizes, rids = ev.membership
     cluster = np.empty(f.n, np.int64)
     cluster[np.searchsorted(f.rid, rids)] = np.repeat(np.arange(len(sizes)), sizes)
-    cats = [j for j, kd in enumerate(ev["kinds"]) if kd == "categorical"]
-    nums = [j for j, kd in enumerate(ev["kinds"]) if kd != "categorical"]
-    verify_condensation(source, cluster, ev["released"], ev["cluster"], r.k,
-                        moment_columns=nums, moment_values=ev["unrounded"], count_columns=cats,
+    cats = [j for j, kd in enumerate(ev.kinds) if kd == "categorical"]
+    nums = [j for j, kd in enumerate(ev.kinds) if kd != "categorical"]
+    verify_condensation(source, cluster, ev.released, ev.cluster, r.k,
+                        moment_columns=nums, moment_values=ev.unrounded, count_columns=cats,
                         check_ranges=True)
-    check_rare_records(source, ev["released"], r.k, cats, list(r.columns))
+    check_rare_records(source, ev.released, r.k, cats, list(r.columns))
     return source
 
 
@@ -281,7 +281,7 @@ def planned(seed=3):
 def test_verifier_fails_a_rare_released_value():
     f, r, plan, source = planned()
     released = released_rows(plan).copy()
-    released[0, 2] = len(plan.evidence["generalized"]["dx"]["labels"])   # a code of no row
+    released[0, 2] = len(plan.evidence.generalized["dx"]["labels"])   # a code of no row
     source[-1, 2] = released[0, 2]                       # ... held by one source row
     with pytest.raises(DeidError) as e:
         check_rare_records(source, released, 10, [2], ["a", "b", "dx"])
@@ -299,7 +299,7 @@ def test_verifier_fails_a_copied_unique_row():
 
 def test_verifier_fails_a_mapping_that_releases_a_rare_value_under_its_own_name():
     f, r, plan, _ = planned()
-    gen = dict(plan.evidence["generalized"]["dx"])
+    gen = dict(plan.evidence.generalized["dx"])
     gen["labels"] = ["A01", "SECRET"]                    # SECRET named, padded with B-D rows
     gen["map"] = {"A01": 0, "B02": 1, "C03": 1, "D04": 1, "SECRET": 1, None: 2}
     with pytest.raises(DeidError) as e:

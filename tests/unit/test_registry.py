@@ -4,15 +4,17 @@ import ast
 import pathlib
 import re
 
-from deid.methods import registry
+import types
+
+from deid.methods import contract, registry
 from deid import usage
 from deid.request.options import Option
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PLUGINS = ROOT / "python_udfs" / "deid" / "plugins"
-# what a plug-in may not import: the database adapter, SQL-building and writing modules
-IMPURE = {"pg", "plpy", "datapath", "catalog", "catalog_log", "writer", "pipeline", "access",
-          "release", "copybin", "copyfields"}
+METHODS = ROOT / "python_udfs" / "deid" / "methods"
+# what a plug-in may not import: the database adapter, SQL-building, reading and writing modules
+IMPURE = {"pg", "plpy", "snapshot", "copy_files", "relations", "release_log", "writer",
+          "pipeline", "access", "release", "copybin", "copyfields", "parallel_pass", "admin"}
 
 
 def readme_methods():
@@ -49,8 +51,47 @@ def test_every_method_has_a_plugin_and_a_verifier():
         assert m.verifier.__name__.startswith("deid.verify.")
 
 
+def test_every_method_conforms_to_the_declared_contract():
+    """Every member the pipeline uses is declared by every method (methods/contract.py)."""
+    for m in registry.METHODS.values():
+        assert isinstance(m.plugin, contract.Plugin), m.name
+        assert isinstance(m.verifier, contract.Verifier), m.name
+        assert contract.conforms(m.plugin, m.verifier) == [], m.name
+        assert m.plugin.read_columns is None or callable(m.plugin.read_columns)
+        assert isinstance(m.plugin.RELEASE_HEAP, bool)
+        assert isinstance(m.verifier.READS_SNAPSHOT_VALUES, bool)
+
+
+def test_the_contract_check_names_what_is_missing():
+    def nothing(*a):
+        return None
+    plugin = types.SimpleNamespace(NAME="x", OPTIONS=(), validate=nothing, plan_read=nothing,
+                                   run=nothing)
+    verifier = types.SimpleNamespace(verify=nothing)
+    assert not isinstance(plugin, contract.Plugin)
+    assert not isinstance(verifier, contract.Verifier)
+    assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.read_columns",
+                                                   "verifier.READS_SNAPSHOT_VALUES"]
+
+
+def test_the_pipeline_probes_no_member():
+    """Declared, not probed: the pipeline reads the contract's members directly."""
+    src = (ROOT / "python_udfs" / "deid" / "pipeline.py").read_text()
+    assert "hasattr(" not in src
+    assert not re.search(r"getattr\(p\.method|getattr\(plugin", src)
+
+
+def test_a_method_is_one_folder_with_its_plugin():
+    for m in registry.METHODS.values():
+        assert m.plugin.__name__ == f"deid.methods.{m.name}.plugin"
+        assert m.verifier.__name__ == f"deid.verify.{m.name}"
+        assert (METHODS / m.name / "plugin.py").is_file()
+
+
 def test_plugins_are_pure():
-    for path in PLUGINS.glob("*.py"):
+    plugins = sorted(METHODS.glob("*/plugin.py"))
+    assert len(plugins) == len(registry.METHODS)
+    for path in plugins:
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):

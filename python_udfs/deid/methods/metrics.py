@@ -1,7 +1,7 @@
 """Utility metrics of a release: discernibility, class sizes, query error,
 generalization loss.
 
-Papers (``/work/shared/papers``):
+Papers (``shared/papers`` of the project, the index in its README):
 
 * 001 Gal, Chen, Gangopadhyay (2008), sec. "Experimental Evaluation":
   discernibility ("the average group size of all records"; best value K),

@@ -1,7 +1,9 @@
 """Every release method, by name: its plug-in (pure: options, read plan, run -> ReleasePlan)
 and its verifier (reads what was stored; never imports deid.methods). This table feeds
 anonymize_request, usage() and the README's method table (tests/unit/test_registry.py checks
-that they agree). Adding a method is one plug-in module, one verifier module and one line here.
+that they agree). Adding a method is one folder methods/<method>/ (its plug-in, plugin.py, beside
+its kernels), one verifier module verify/<method>.py and one line here; both declare the members
+of methods/contract.py (docs/dev/adding-a-method.md).
 """
 import importlib
 from dataclasses import dataclass
@@ -22,11 +24,11 @@ class Method:
     guarantee: str            # one line for the README's method table
 
     @property
-    def plugin(self):         # NAME, OPTIONS, validate(k, l, opts), plan_read(req, rid), run(frame, req)
+    def plugin(self):         # a contract.Plugin
         return _module(self.plugin_ref)
 
     @property
-    def verifier(self):       # verify(db, req, frame, tables) -> report dict
+    def verifier(self):       # a contract.Verifier
         return _module(self.verifier_ref)
 
 

@@ -37,7 +37,8 @@ class Request:
     grant: dict                # access.authorize_request: via select | policy, and the reader
     started: str = None        # clock_timestamp() at the start, as text
     hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
-    evidence: dict = field(default_factory=dict)      # the plan's in-memory evidence, for verify
+    option_hierarchy: object = None   # options.hierarchy, loaded (a set-valued method's)
+    evidence: object = None           # the plan's evidence for its verifier (verify.<method>.Evidence)
 
 
 def projection(rel, columns):

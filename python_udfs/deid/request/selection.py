@@ -425,13 +425,13 @@ class _Parser:
         return lit[1]
 
     # -- predicates ------------------------------------------------------------------------
-    def pred(self, node, depth=0):
+    def predicate(self, node, depth=0):
         if depth > _MAX_DEPTH:
             raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
                             hint="Write long OR chains as col IN (...) and flatten parentheses.")
         t = type(node)
         if t is exp.Paren:
-            return self.pred(node.this, depth + 1)
+            return self.predicate(node.this, depth + 1)
         if t in (exp.And, exp.Or):
             items = []
             stack = [node]
@@ -441,10 +441,10 @@ class _Parser:
                     stack.append(n.expression)
                     stack.append(n.this)
                 else:
-                    items.append(self.pred(n, depth + 1))
+                    items.append(self.predicate(n, depth + 1))
             return (_And if t is exp.And else _Or)(tuple(items))
         if t is exp.Not:
-            inner = self.pred(node.this, depth + 1)
+            inner = self.predicate(node.this, depth + 1)
             if isinstance(inner, _InList):
                 return _InList(inner.column, inner.values, not inner.negated)
             if isinstance(inner, _Between):
@@ -580,7 +580,7 @@ def parse_selection(text: str, columns: dict[str, str], as_text=frozenset()) -> 
         raise DeidError(INVALID_PARAMETER_VALUE, "columns must be a dict of column name -> type")
     p = _Parser(columns)
     try:
-        root = p.pred(trees[0])
+        root = p.predicate(trees[0])
     except RecursionError:
         raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
                             hint="Write long OR chains as col IN (...) and flatten parentheses.")

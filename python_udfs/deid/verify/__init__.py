@@ -51,7 +51,7 @@ check the method's arrays and prove by server-side digests that the stored
 rows are those arrays (anatomy's RID sets, condensation), and call the
 checks above.
 
-Papers (``/work/shared/papers``):
+Papers (``shared/papers`` of the project, the index in its README):
 
 * 001 Gal, Chen, Gangopadhyay (2008): Def. 1 (partition), Def. 4
   (K-anonymity), Def. 6 ((K,L) model over several sensitive attributes),

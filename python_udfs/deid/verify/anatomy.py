@@ -20,6 +20,8 @@ transferring and unpacking every stored RID.  deid.verify_release (no snapshot, 
 """
 import json
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
@@ -31,6 +33,17 @@ from .shared.readers import Coded
 from .shared.rid_set_digest import check_stored, stored_digests
 
 READS_SNAPSHOT_VALUES = False    # of the snapshot, only its row ids (the pipeline may drop the rest)
+
+
+@dataclass
+class Evidence:
+    """What anatomy's plug-in computed in memory and hands this verifier (methods/contract.py):
+    its RID sets, one array per kind (see in_memory_rid_sets), and what they were made from."""
+    rid_sets: dict                 # group, code, count, rids, entries, attributes, dictionaries
+    rids: np.ndarray = None        # the snapshot's row ids
+    sensitive: list = None         # the sensitive attributes, in request order
+    column_l: dict = None          # options.column_l
+    l: int = None                  # the L of the (K,L) model, None for other models
 PACKED_HINT = ("deid.rid_set packs 4 bytes per value in group_ids and rid_counts (big-endian int4)"
                " and 8 per RID in rids (big-endian int8): a row of another shape was changed after"
                " deid wrote it.")
@@ -50,7 +63,7 @@ def verify(db, req, frame, tables):
             first_rids = flat[np.repeat(a == sas[0], n)]
             entries = {s: (g[a == s], v[a == s], n[a == s]) for s in sas}
         else:
-            sets = (getattr(req, "evidence", None) or {}).get("rid_sets")
+            sets = req.evidence.rid_sets if req.evidence is not None else None
             if sets is None:
                 raise DeidError(VERIFICATION_FAILED, "no RID sets to verify for this request",
                                 hint=VERIFY_HINT)

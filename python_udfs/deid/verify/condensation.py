@@ -43,6 +43,9 @@ import hashlib
 import json
 import secrets
 
+from dataclasses import dataclass, field
+from typing import Optional
+
 import numpy as np
 
 from ..errors import DeidError, VERIFICATION_FAILED
@@ -51,6 +54,23 @@ from .shared.cluster_moments import verify_condensation
 from .shared.rare_records import check_rare_records, mapped_codes, stored_category_counts
 from .shared.rid_set_digest import INT8OID, array_elements, array_header, unpack_arrays
 from .shared import row_hash
+
+READS_SNAPSHOT_VALUES = True     # the verifier compares the snapshot's values (methods/contract.py)
+
+
+@dataclass
+class Evidence:
+    """What condensation's plug-in computed in memory and hands this verifier
+    (methods/contract.py)."""
+    kinds: list                # per released column: "numeric" | "integer" | "categorical" | ...
+    released: np.ndarray       # the released rows, as stored (after rounding and repair)
+    membership: tuple          # (cluster sizes, the member RIDs concatenated)
+    unrounded: np.ndarray      # the moment-exact synthetic rows, before rounding
+    cluster: np.ndarray        # the cluster of every released row
+    status: Optional[int]      # the vital-status column's index (004 Alg. 2), or None
+    time: Optional[int]        # the survival-time column's index, or None
+    survival_times: str        # how survival times were released
+    generalized: dict = field(default_factory=dict)   # column -> {"labels", "map"} (rare values)
 
 STORE_SCHEMA = "deid_release"
 NUMERIC_RTOL = 1e-12
@@ -62,26 +82,26 @@ def verify(db, req, frame, tables):
     if getattr(frame, "stored_only", False):
         return verify_stored(db, req, frame, tables)
     ev = req_evidence(req)
-    sizes, member_rids = ev["membership"]
+    sizes, member_rids = ev.membership
     rows, clusters = membership_rows(sizes, member_rids, frame.rid)
-    generalized = ev.get("generalized") or {}
+    generalized = ev.generalized or {}
     source = np.stack([mapped_codes(c, frame.columns[c], generalized[c], req.k)
                        .astype(np.float64) if c in generalized
                        else frame.columns[c].values.astype(np.float64) for c in req.columns],
                       axis=1) if req.columns else np.zeros((frame.n, 0))
-    kinds = ev["kinds"]
-    numeric = [j for j, kd in enumerate(kinds) if kd != "categorical" and j != ev["status"]]
+    kinds = ev.kinds
+    numeric = [j for j, kd in enumerate(kinds) if kd != "categorical" and j != ev.status]
     categories = [j for j, kd in enumerate(kinds) if kd == "categorical"
-                  and j not in (ev["status"], ev["time"])]
+                  and j not in (ev.status, ev.time)]
     report = verify_condensation(
-        source, (rows, clusters), ev["released"], ev["cluster"], req.k,
-        status_col=ev["status"], time_col=ev["time"], survival_times=ev["survival_times"],
-        moment_columns=numeric, moment_values=ev["unrounded"], count_columns=categories,
+        source, (rows, clusters), ev.released, ev.cluster, req.k,
+        status_col=ev.status, time_col=ev.time, survival_times=ev.survival_times,
+        moment_columns=numeric, moment_values=ev.unrounded, count_columns=categories,
         check_ranges=True, integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"])
-    report["rare_records"] = check_rare_records(source, ev["released"], req.k,
+    report["rare_records"] = check_rare_records(source, ev.released, req.k,
                                                 categories, list(req.columns))
     report["stored_membership"] = check_membership(db, req.release_id, sizes, member_rids)
-    report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev["released"],
+    report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev.released,
                                                generalized)
     report["stored_digest"] = stored_digest(db, req.columns, tables[0])
     return json.loads(json.dumps(report, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
@@ -130,8 +150,8 @@ def logged_verification(db, release_id):
 
 def req_evidence(req):
     """What the method computed in memory (plan.evidence, handed over by the pipeline)."""
-    ev = getattr(req, "evidence", None) or {}
-    if "released" not in ev:
+    ev = req.evidence
+    if not isinstance(ev, Evidence):
         raise DeidError(VERIFICATION_FAILED, "no condensation evidence for this request", hint=HINT)
     return ev
 

@@ -17,6 +17,8 @@ from ..sqltext import qualified
 from .shared.km import verify_km, verify_stored_km
 from .shared.stored_release import STORE_SCHEMA, _fail, _ints, dictionary_keys
 
+READS_SNAPSHOT_VALUES = True     # the verifier compares the snapshot's values (methods/contract.py)
+
 
 def _code_expr(exact):
     """SQL of the code id of element e: hashtext (mapped back in numpy) or, when two labels

@@ -34,6 +34,8 @@ from . import check_k_per_source
 from .shared.failures import _fail
 from .shared.k_per_source import check_joint_k
 
+READS_SNAPSHOT_VALUES = True     # the verifier compares the snapshot's values (methods/contract.py)
+
 STORE_SCHEMA = "deid_release"
 STORED_HINT = ("The stored release was changed after it was written, or it predates deid 1.1.0 "
                "(since then a policy release holds the policy's minimum over all its "

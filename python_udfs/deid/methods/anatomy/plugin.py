@@ -15,8 +15,10 @@ from ...errors import DeidError, INVALID_PARAMETER_VALUE
 from ...read.frame import EncodedColumn, value_dictionary
 from ...request.options import Option
 from ...plan import Classes, Fixed, Labels, ReleasePlan, RidSets, SourceCodes, SourceValues, Table
+from ...verify.anatomy import Evidence
 
 NAME = "anatomy"
+read_columns = None             # the projection and the source's row id (methods/contract.py)
 # the pipeline hands the C heap's free pages back after the method and after each written table
 # (deid.heap): anatomy's peak memory, not paid by methods whose phases allocate less
 RELEASE_HEAP = True
@@ -137,9 +139,9 @@ def run(frame, req):
                  "quasi_identifiers": qis, "sensitive": sas},
         # the arrays the writer stores: the verifier checks them and proves the stored rows
         # are they (verify/rid_set_digest.py)
-        evidence={"rid_sets": flat.evidence(sas, [d for _, _, d in distinct]),
-                  "rids": frame.rid, "sensitive": sas, "column_l": column_l,
-                  "l": req.l if req.options.get("model", "kl") == "kl" else None})
+        evidence=Evidence(rid_sets=flat.evidence(sas, [d for _, _, d in distinct]),
+                          rids=frame.rid, sensitive=sas, column_l=column_l,
+                          l=req.l if req.options.get("model", "kl") == "kl" else None))
 
 
 def by_group(group, n_groups):

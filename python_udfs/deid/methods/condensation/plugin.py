@@ -31,8 +31,11 @@ from ...errors import (DeidError, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE
 from ...request.options import Option
 from ...read.frame import value_dictionary
 from ...plan import Clusters, Labels, ReleasePlan, SourceCodes, Synthetic, Table
+from ...verify.condensation import Evidence
 
 NAME = "condensation"
+RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
+read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("survival", "object", "the survival time and vital status columns (004 Alg. 2 step 1 "
            "splits on the status, step 2.d.ii keeps the times' order); both must be projected.",
@@ -199,14 +202,14 @@ def run(frame, req):
         discernibility=float((sizes.astype(float) ** 2).sum() / max(frame.n, 1)),
         clusters=Clusters(sizes, member_rids),
         metrics=metrics,
-        evidence={"kinds": kinds, "released": res.synthetic, "membership": (sizes, member_rids),
-                  "unrounded": res.synthetic_unrounded, "cluster": res.synthetic_cluster_id,
-                  "status": index[survival["status"]] if split else None,
-                  "time": index[survival["time"]] if split else None,
-                  "survival_times": res.survival_times,
-                  "generalized": {req.columns[j]: {"labels": g.labels,
-                                                   "map": generalized_map(frame, req.columns[j], g)}
-                                  for j, g in generalized.items()}})
+        evidence=Evidence(kinds=kinds, released=res.synthetic, membership=(sizes, member_rids),
+                          unrounded=res.synthetic_unrounded, cluster=res.synthetic_cluster_id,
+                          status=index[survival["status"]] if split else None,
+                          time=index[survival["time"]] if split else None,
+                          survival_times=res.survival_times,
+                          generalized={req.columns[j]: {"labels": g.labels,
+                                                        "map": generalized_map(frame, req.columns[j], g)}
+                                       for j, g in generalized.items()}))
 
 
 def generalize_categories(req, frame, X, kinds, fixed):

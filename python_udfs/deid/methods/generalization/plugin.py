@@ -24,6 +24,8 @@ from ...request.options import Option
 from ...plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
 
 NAME = "generalization"
+RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
+read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "
            "(002 sec. 4.3: a higher priority is generalized later).", low=0, high=1,
@@ -212,8 +214,7 @@ def run(frame, req):
                  # what the release protects over all its QIs together (issue 26)
                  "joint_k": int(sizes.min()) if len(sizes) else None,
                  "joint_classes": int(len(sizes)), "joint_k_required": joint_k,
-                 "suppressed": [a.name for a, lv in zip(attrs, result.levels) if lv == len(a.labels) - 1]},
-        evidence={"sources": by_source})
+                 "suppressed": [a.name for a, lv in zip(attrs, result.levels) if lv == len(a.labels) - 1]})
 
 
 def joint_k_required(grant):

@@ -1,0 +1,55 @@
+"""The plug-in contract: every member the pipeline uses of a method's plug-in and of its
+verifier, declared here and by every method (not probed with hasattr). A method is one folder
+``methods/<method>/`` (its plug-in ``plugin.py`` beside its kernels), one verifier module
+``verify/<method>.py`` and one line in ``methods/registry.py``; tests/unit/test_registry.py
+checks every registered method against these protocols (docs/dev/adding-a-method.md).
+
+The plug-in is pure: no SQL, no plpy. The pipeline (pipeline.py) calls, in order::
+
+    validate(k, l, opts)                  refuse a request the method cannot take (22023 + hint)
+    read_columns(rel, columns, opts)      the columns read and the record id, or None: the
+                                          projection's columns and the source's row id
+    plan_read(req, rid) -> plan.ReadSpec  what to read
+    run(frame, req) -> plan.ReleasePlan   the release: tables, catalog artefacts, metrics and
+                                          the verifier's evidence (its own typed object)
+
+and then the verifier, on what was written::
+
+    verify(db, req, frame, tables) -> dict   the report the log keeps; raises DE002 on a fault
+
+The verifier imports nothing from deid.methods (tests/unit/test_verify_independence.py); the
+plug-in builds the evidence object the verifier module declares (``verify.<method>.Evidence``),
+so the two agree on its fields without the verifier importing the method.
+"""
+from typing import Callable, Optional, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    NAME: str                          # the method's name in anonymize_request
+    OPTIONS: tuple                     # request.options.Option: the method's own options
+    RELEASE_HEAP: bool                 # trim the heap after the method and each written table
+    read_columns: Optional[Callable]   # (rel, columns, opts) -> (columns, record id) or None
+
+    def validate(self, k, l, opts): ...
+
+    def plan_read(self, req, rid): ...
+
+    def run(self, frame, req): ...
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    READS_SNAPSHOT_VALUES: bool        # False: only the snapshot's row ids (the rest may go)
+
+    def verify(self, db, req, frame, tables): ...
+
+
+def conforms(plugin, verifier):
+    """The members of the contract a method's modules lack ([] when it conforms)."""
+    missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
+                                       "validate", "plan_read", "run")
+               if not hasattr(plugin, m)]
+    missing += [f"verifier.{m}" for m in ("READS_SNAPSHOT_VALUES", "verify")
+                if not hasattr(verifier, m)]
+    return missing
