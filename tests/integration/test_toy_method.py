@@ -1,7 +1,7 @@
 """A fifth method through the whole pipeline, in the shape every method has: a method folder
 (tests/fixtures/toy_method/methods/toy_counts/plugin.py), a verifier module
 (tests/fixtures/toy_method/verify/toy_counts.py) and one registry line
-(tests/fixtures/toy_method/registry_line.py) are loaded into the server's interpreter as
+(tests/fixtures/toy_method/registry_line.txt) are loaded into the server's interpreter as
 deid.methods.toy_counts.plugin and deid.verify.toy_counts and registered, then requested with
 plain SQL by a role with SELECT and by a policy-only role -- read, method, plan, write, verify
 and log as for the shipped methods."""
@@ -14,7 +14,7 @@ TOY = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "toy_method"
 SOURCES = [("deid.verify.toy_counts", (TOY / "verify" / "toy_counts.py").read_text()),
            ("deid.methods.toy_counts.plugin",
             (TOY / "methods" / "toy_counts" / "plugin.py").read_text())]
-REGISTRY_LINE = (TOY / "registry_line.py").read_text()
+REGISTRY_LINE = (TOY / "registry_line.txt").read_text()
 REGISTER = """
 CREATE OR REPLACE FUNCTION pg_temp.register_toy(names text[], sources text[], line text)
 RETURNS text LANGUAGE plpython3u AS $$
