@@ -25,14 +25,14 @@ BEGIN
 END $$;
 
 -- COPY one of deid's private files (binary, or text format when its name ends in ".text";
--- written by datapath.copy_fields under base/pgsql_tmp, mode 0600) into one of deid's own
+-- written by copy_files.copy_fields under base/pgsql_tmp, mode 0600) into one of deid's own
 -- tables. Owned by deid_loader, the only holder of pg_read_server_files. Before it reads a
 -- byte it checks that nothing of a caller can run during the COPY: the target is a plain table
 -- of deid_owner in schema deid or deid_release, without triggers, rules, row security or
 -- defaults, every column of a type in pg_catalog; and that the file is one of deid's own: a
 -- name of deid's temporary files, in a normalized absolute path whose directory resolves to
 -- the server's own temporary directory (<data directory>/base/pgsql_tmp: the backend's working
--- directory, as datapath._temp_path writes it), opened without following a link (O_NOFOLLOW,
+-- directory, as copy_files._temp_path writes it), opened without following a link (O_NOFOLLOW,
 -- relative to that directory), a regular file of the server's user with one link and no
 -- access for others. PL/pgSQL cannot see links, hence PL/Python (created by the installing
 -- superuser, given to deid_loader). The COPY reads the file it opened (/proc/self/fd/<n>: the

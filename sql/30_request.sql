@@ -42,7 +42,7 @@ $$;
 #@WRAP deid.drop_release(release text) RETURNS text => deid._drop_release(release, current_user)
 
 -- Run a committed release's verifier again on what is stored (after a restore, an upgrade, or
--- for an audit): deid_admin only; reads only deid's catalog and deid_release (reverify.py).
+-- for an audit): deid_admin only; reads only deid's catalog and deid_release (releases/reverify.py).
 CREATE FUNCTION deid._verify_release(release text, caller name)
 RETURNS jsonb LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT

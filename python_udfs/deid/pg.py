@@ -21,7 +21,7 @@ class Database:
     """SPI access with cached prepared plans. All SQL text passed here is
     built from fixed fragments and quote_ident()'ed identifiers; values are
     always bound parameters (deid's own integers excepted: the read's page cuts and random
-    seed, in a statement that must run unprepared to run in parallel, readpass.run).
+    seed, in a statement that must run unprepared to run in parallel, parallel_pass.run).
     ``sql_seconds`` adds up the time spent inside
     statements (for the phase timings in the release log)."""
 

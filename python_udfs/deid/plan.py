@@ -12,7 +12,7 @@ import numpy as np
 @dataclass
 class ReadSpec:
     """What a request reads, planned by a plug-in (plan_read) and read by the role the request
-    reads as (pipeline.read_pending through datapath.read_spec): the source's `names` and row id
+    reads as (pipeline.read_pending through snapshot.read_spec): the source's `names` and row id
     of the rows matching the rendered selection ((sql, params) or None)."""
     rel: object               # catalog.Relation
     names: list
@@ -24,7 +24,7 @@ class ReadSpec:
 @dataclass
 class SetReadSpec:
     """A set-valued read (003): the records of the source as sets of items, read by
-    datapath.read_sets -- an array column `item` of rows identified by `record` (long=False),
+    snapshot.read_sets -- an array column `item` of rows identified by `record` (long=False),
     or a long table of (record, item) rows (long=True)."""
     rel: object               # catalog.Relation
     record: str

@@ -1,6 +1,6 @@
 """Dictionary codes of categorical values from their hashes (pure numpy; no SQL).
 
-The read (datapath.read) packs each categorical value as a hash: hashtext() (32 bits), matched
+The read (snapshot.read) packs each categorical value as a hash: hashtext() (32 bits), matched
 against the dictionary's hashes (codes_from_hashes), or hashtextextended() with a random seed
 (64 bits), whose distinct values are found in O(n) (distinct_hashes: a table indexed by 16 of their
 bits, read straight from the packed big-endian rows by low_16_bits) and given each a row that

@@ -1,4 +1,4 @@
-"""The read's one aggregate pass (see datapath.read): every row's fields sent as big-endian
+"""The read's one aggregate pass (see snapshot.read): every row's fields sent as big-endian
 binary and concatenated by one string_agg (packed), fields laid out for numpy (layout); for
 a large plain table the pass runs as complementary ctid ranges that PostgreSQL may read in
 parallel workers (run)."""

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ..catalog import relations as catalog
-from . import snapshot, parallel_pass as readpass
+from . import parallel_pass, snapshot
 from ..write import copy_files
 
 MD5_ROWS = 200_000
@@ -46,6 +46,6 @@ def datapath_probe(db, relid, columns, rid_column, write):
         }
     return json.dumps({"rows": frame.n, "read_s": t1 - t0, "write_s": t2 - t1,
                        "written": written, "rid_first": frame.rid[:3].tolist(),
-                       "parts": len(readpass.parallel_cuts(db, rel)) + 1,
+                       "parts": len(parallel_pass.parallel_cuts(db, rel)) + 1,
                        "md5": digest and digest.hexdigest(),
                        "columns": summary})

@@ -22,7 +22,7 @@ import secrets
 from dataclasses import dataclass
 import numpy as np
 
-from . import parallel_pass as readpass
+from . import parallel_pass
 from .frame import EncodedColumn, Frame, value_dictionary  # noqa: F401 (re-exported)
 from ..errors import DeidError, NULL_VALUE_NOT_ALLOWED, SERIALIZATION_FAILURE
 from ..segments import ranges
@@ -117,9 +117,9 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append("__rid")
     categories = [c for c in cols if column_kind(c.base_type) == "category"]
     categorical = {c.name for c in categories}
-    # Without bound parameters the pass may run as parallel parts (readpass.run); the read's
+    # Without bound parameters the pass may run as parallel parts (parallel_pass.run); the read's
     # own seed is then written into the statement as an integer literal.
-    cuts = [] if params else readpass.parallel_cuts(db, rel)
+    cuts = [] if params else parallel_pass.parallel_cuts(db, rel)
     seed = secrets.randbits(62) if rid_column and categories else None
     if seed is not None:
         params.append(seed)
@@ -153,7 +153,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
         names.append(c.name)
         if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
             null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
-    select, dtypes, names = readpass.int4_last(select, dtypes, names)
+    select, dtypes, names = parallel_pass.int4_last(select, dtypes, names)
     if joins:                   # they bind dictionaries as parameters: one serial pass
         cuts = []
     base = (f"{src} t{''.join(joins)}", where)
@@ -162,16 +162,16 @@ def read(db, rel, columns, rid_column=None, selection=None):
     # have no NULL at all, so the first pass packs the values as they are and counts the rows;
     # if fewer rows were packed than counted (a NULL value, or a NULL row id), the second pass
     # packs NULLs as defaults with their flags, and counts the NULL row ids.
-    row = readpass.run(db, f"{readpass.packed(select, nulls=False)}, count(*) AS n", base,
+    row = parallel_pass.run(db, f"{parallel_pass.packed(select, nulls=False)}, count(*) AS n", base,
                        params, types, cuts)
-    if len(row["c"]) != int(row["n"]) * readpass.layout(dtypes).itemsize:
+    if len(row["c"]) != int(row["n"]) * parallel_pass.layout(dtypes).itemsize:
         for word in sorted({w for w, _ in null_terms}):    # flags beside the values they mark
             select.append(("int8send", " | ".join(t for w, t in null_terms if w == word), None))
             dtypes.append(">i8")
             names.append(f"__null{word}")
         extra = f", count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids" \
             if rid_column else ""
-        row = readpass.run(db, f"{readpass.packed(select, nulls=True)}, count(*) AS n{extra}",
+        row = parallel_pass.run(db, f"{parallel_pass.packed(select, nulls=True)}, count(*) AS n{extra}",
                            base, params, types, cuts)
     n = int(row["n"])
     if row.get("null_rids"):
@@ -179,7 +179,7 @@ def read(db, rel, columns, rid_column=None, selection=None):
                         hint=f'Every row needs an id: filter the NULLs out with selection => '
                              f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.',
                         data_dependent=True)
-    layout = readpass.layout(dtypes)
+    layout = parallel_pass.layout(dtypes)
     packed = np.frombuffer(row["c"], layout)
     if len(packed) != n:
         raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"

@@ -4,7 +4,7 @@ deid reads a relation as some role R -- the caller, a policy's grantor, or a dei
 checking a hierarchy. Whatever code that read executes runs with R's rights: the functions
 and operators of a view (and of the views it reads), the row-security policies of every table
 it reaches, the domain checks an expression casts to, and the casts deid itself applies to the
-columns it reads (``::text`` of a category, datapath._value_expr / column_kind; to_jsonb in
+columns it reads (``::text`` of a category, snapshot._value_expr / column_kind; to_jsonb in
 deid.equivalence_classes). Before reading, :func:`check_read` walks all of it in the catalog
 (pg_rewrite -> pg_depend, pg_policy -> pg_depend, pg_operator, pg_aggregate, pg_constraint,
 pg_cast, pg_type) and refuses unless every function that would run as R belongs to a trusted

@@ -1,5 +1,5 @@
 """Releases: the request record, names and owners, and deid.drop_release. The sequence of a
-request lives in pipeline.py; what it logs, in catalog_log.py.
+request lives in pipeline.py; what it logs, in log/release_log.py.
 
 Storage: the tables of a release live in schema ``deid_release`` (owned by deid_owner, no
 grants); analysts read views of the same names in schema ``release`` (SELECT granted to

@@ -8,7 +8,7 @@ helper of plugins.disassociation: no SQL (the hierarchy was loaded by the pipeli
                                              the cut (de-duplicated), in seeded random order
     and, for audit (deid.cluster_member, deid_admin only), the records grouped by their released
     set: cluster c holds the records whose released set is the c-th distinct one.
-The independent check of what was stored is verify/km_generalization.py.
+The independent check of what was stored is verify/shared/km_generalization.py.
 """
 import numpy as np
 
