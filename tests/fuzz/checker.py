@@ -29,6 +29,7 @@ import json
 import re
 import struct
 from collections import Counter
+from decimal import Decimal
 
 from psycopg import sql
 
@@ -64,8 +65,9 @@ class Checker:
     """conn: a superuser connection (the catalog and the release tables); oracle: a connection
     of a role with SELECT on the sources (the selection is run as that role, read-only)."""
 
-    def __init__(self, conn, oracle):
+    def __init__(self, conn, oracle, stats=None):
         self.conn, self.oracle = conn, oracle
+        self.stats = stats if stats is not None else Counter()         # what was checked: groups, classes, chunks, clusters, ...
 
     # ---------------------------------------------------------------- successes
     def check_release(self, release_id, result_rows):
@@ -79,6 +81,7 @@ class Checker:
         if status != "committed":
             return [("status", f"release {name} is {status}")]
         out = []
+        self.stats[f"{method}_releases_checked"] += 1
         try:
             rids = self._oracle(src, src_oid, params, method)
             check = getattr(self, "_" + method)
@@ -94,10 +97,18 @@ class Checker:
         """The record ids the selection picks (row ids; records for a long table)."""
         opts = params.get("options") or {}
         rid = opts.get("record") or opts.get("row_id") or self._primary_key(src_oid)
-        where = params.get("selection")
-        q = sql.SQL("SELECT DISTINCT {} FROM {}").format(sql.Identifier(rid), sql.SQL(src))
+        return self._select(src, sql.Identifier(rid), params.get("selection"))
+
+    def _rid_column(self, src, params):
+        return (params.get("options") or {}).get("row_id") or self._primary_key(
+            self.conn.execute("SELECT %s::regclass::oid", [src]).fetchone()[0])
+
+    def _select(self, src, what, where):
+        """The distinct values of `what` over the source rows the selection picks, read by the
+        oracle role in a read-only transaction, with the selection's text as written."""
+        q = sql.SQL("SELECT DISTINCT {} FROM {}").format(what, sql.SQL(src))
         if where:
-            q = q + sql.SQL(" WHERE (") + sql.SQL(where) + sql.SQL(")")  # the accepted text, as written
+            q = q + sql.SQL(" WHERE (") + sql.SQL(where) + sql.SQL(")")
         try:
             with self.oracle.transaction():
                 self.oracle.execute("SET TRANSACTION READ ONLY")
@@ -141,11 +152,52 @@ class Checker:
             small = [c for c in self._groups(table, qis) if c < k]
             if small:
                 out.append(("k_per_source", f"{name}: source {s!r} over {qis} has a class of {min(small)} < k={k}"))
+        self.stats["generalization_classes_checked"] += sum(len(self._groups(table, q)) for q in sources.values())
+        self._generalization_truth(name, src, params, table, rids, out)
         qis = [c for v in sources.values() for c in v]
         if len(sources) > 1 and params.get("authorized_via", {}).get("via") not in (None, "select"):
             small = [c for c in self._groups(table, qis) if c < k]
             if small:
                 out.append(("policy_joint_k", f"{name}: a policy release is {min(small)}-anonymous over {qis} jointly, k={k}"))
+
+    def _generalization_truth(self, name, src, params, table, rids, out):
+        """Every released column is the source column over the selection, as a multiset: raw for
+        columns that are not quasi-identifiers, mapped to one level of the column's hierarchy
+        (002: whole columns are generalized) for quasi-identifiers."""
+        roles = params.get("roles") or {}
+        bound = dict(self.conn.execute("SELECT column_name::text, hierarchy FROM deid.column_role"
+                                       " WHERE relation = %s::regclass", [src]).fetchall())
+        vals = self._source_values(src, params, params["columns"], rids)
+        for c in params["columns"]:
+            released = Counter(_canon(r[0]) for r in self.conn.execute(
+                sql.SQL("SELECT {}::text FROM {}").format(sql.Identifier(c), _rel(table))))
+            source = Counter(_canon(v[c]) for v in vals.values())
+            if (roles.get(c) or {}).get("role") != "quasi_identifier" or not bound.get(c):
+                ok = released == source
+            else:
+                ok = any(released == image for image in self._images(bound[c], source))
+            self.stats["generalization_columns_checked"] += 1
+            if not ok:
+                out.append(("truth", f"{name}: column {c} is not the selected source column "
+                            f"at any level of its hierarchy"))
+
+    def _images(self, hierarchy, source):
+        """The source multiset mapped to each level of the hierarchy (002 Tables 6-7)."""
+        kind, levels, low, widths = self.conn.execute(
+            "SELECT kind, levels, low, widths FROM deid.hierarchy WHERE name = %s", [hierarchy]).fetchone()
+        yield source
+        if kind == "member":
+            parent = {(lv, v): p for lv, v, p in self.conn.execute(
+                "SELECT level, value, parent FROM deid.hierarchy_member WHERE hierarchy = %s", [hierarchy])}
+            cur = dict((v, v) for v in source)
+            for lv in range(levels - 1):
+                top = lv == levels - 2          # NULL (options.nulls 'value') joins '*' at the top only
+                cur = {v: (parent.get((lv, a)) if a != NULL else ("*" if top else NULL)) for v, a in cur.items()}
+                yield _mapped(source, cur)
+            return
+        for w in widths:
+            yield _mapped(source, {v: NULL if v == NULL else _band(Decimal(v), low, w) for v in source})
+        yield _mapped(source, {v: "*" for v in source})
 
     # ---------------------------------------------------------------- anatomy (001)
     def _anatomy(self, name, src, params, relations, rids, out):
@@ -168,6 +220,7 @@ class Checker:
         sizes = dict(self.conn.execute(sql.SQL("SELECT group_id, count(*) FROM {} GROUP BY 1").format(_rel(qit))).fetchall())
         if sum(sizes.values()) != len(rids):
             out.append(("rows", f"{name}: QIT has {sum(sizes.values())} rows, the selection picks {len(rids)}"))
+        self.stats["anatomy_groups_checked"] += len(sizes)
         if sizes and min(sizes.values()) < k:
             out.append(("k", f"{name}: a QIT group of {min(sizes.values())} rows < K={k}"))
         counts = {}
@@ -255,6 +308,7 @@ class Checker:
         for size in range(1, l):
             combos = sum(1 for _ in itertools.islice(itertools.combinations(keys, size), EXACT_L_COMBINATIONS + 1))
             if combos > EXACT_L_COMBINATIONS:
+                self.stats["anatomy_l_groups_too_large_for_exact"] += 1
                 return
             for combo in itertools.combinations(keys, size):
                 per = Counter(a for a, _ in combo)
@@ -263,10 +317,10 @@ class Checker:
                 if set().union(*(entries[c] for c in combo)) >= members:
                     out.append(("l", f"{name}: group {g} is emptied by deleting {size} values < L={l}"))
                     return
+        self.stats["anatomy_l_groups_checked_exactly"] += 1
 
     def _source_values(self, src, params, cols, rids):
-        rid = (params.get("options") or {}).get("row_id") or self._primary_key(
-            self.conn.execute("SELECT %s::regclass::oid", [src]).fetchone()[0])
+        rid = self._rid_column(src, params)
         q = sql.SQL("SELECT {}, {} FROM {} WHERE {} = ANY(%s)").format(
             sql.Identifier(rid), sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols),
             sql.SQL(src), sql.Identifier(rid))
@@ -281,6 +335,7 @@ class Checker:
                 "SELECT cluster_id, rids FROM deid.cluster_member WHERE release_id = %s", [rel_id]):
             sizes[cid] = len(members)
             seen.extend(members)
+        self.stats["clusters_checked"] += len(sizes)
         if sizes and min(sizes.values()) < k:
             out.append(("k", f"{name}: a cluster of {min(sizes.values())} < k={k}"))
         if len(seen) != len(set(seen)) or set(seen) != set(rids):
@@ -296,7 +351,7 @@ class Checker:
             out.append(("rows", f"{name}: {n} rows released, the selection picks {len(rids)}"))
         self._membership(name, k, rids, out)
         cols = params["columns"]
-        rid = (params.get("options") or {}).get("row_id") or "id"
+        rid = self._rid_column(src, params)
         fmt = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols)
         rare = {tuple(r[:-1]) for r in self.conn.execute(
             sql.SQL("SELECT {}, count(*) FROM {} WHERE {} = ANY(%s) GROUP BY {} HAVING count(*) < %s").format(
@@ -343,15 +398,14 @@ class Checker:
             self._km(name, f"shared chunk {sid}", subs, k, m, out)
         released = {c for subs in list(chunks.values()) + list(shared.values()) for s in subs for c in s}
         released |= {r[0] for r in self.conn.execute(sql.SQL("SELECT code FROM {}").format(_rel(ic)))}
-        col = (opts.get("item") or params["columns"][0])
-        rid = opts.get("record") or "id"
-        if opts.get("record"):
-            q = sql.SQL("SELECT DISTINCT {}::text FROM {} WHERE {} = ANY(%s) AND {} IS NOT NULL")
-            q = q.format(sql.Identifier(col), sql.SQL(src), sql.Identifier(rid), sql.Identifier(col))
+        if opts.get("record"):          # the codes of the selected (record, code) rows
+            source = self._select(src, sql.SQL("{}::text").format(sql.Identifier(opts["item"])),
+                                  params.get("selection"))
+            source.discard(None)
         else:
             q = sql.SQL("SELECT DISTINCT c FROM {}, unnest({}) c WHERE {} = ANY(%s) AND c IS NOT NULL").format(
-                sql.SQL(src), sql.Identifier(col), sql.Identifier(rid))
-        source = {r[0] for r in self.conn.execute(q, [list(rids)])}
+                sql.SQL(src), sql.Identifier(params["columns"][0]), sql.Identifier(self._rid_column(src, params)))
+            source = {r[0] for r in self.conn.execute(q, [list(rids)])}
         if released != source:
             out.append(("truth", f"{name}: released codes differ from the selected records' codes "
                         f"(only released: {sorted(released - source)[:3]}, only source: {sorted(source - released)[:3]})"))
@@ -359,6 +413,7 @@ class Checker:
     def _km(self, name, what, subrecords, k, m, out):
         """k^m-anonymity (003 Def. 1) of one chunk: every itemset of <= m codes that a subrecord
         holds is held by >= k subrecords of the chunk."""
+        self.stats["km_chunks_checked"] += 1
         support = Counter()
         for s in subrecords:
             items = sorted(set(s or ()), key=str)
@@ -402,7 +457,7 @@ class Checker:
                 echo = set(NUMBER.findall(detail)) <= set(NUMBER.findall(request_text))
                 out.append(("policy_detail_echo" if echo else "leak",
                             f"{state}: a detail for a caller without SELECT: {detail[:200]!r}"))
-            found = [s for s in secrets if s in text or (detail and s in detail)]
+            found = [s for s in secrets if (s in text or (detail and s in detail)) and s not in request_text]
             if found:
                 out.append(("leak", f"{state}: value {found[0]!r} in {text[:200]!r}"))
             asked = set(NUMBER.findall(request_text))
@@ -421,6 +476,37 @@ class Checker:
             " NOT EXISTS (SELECT 1 FROM deid.release r WHERE r.release_id = s.release_id)) +"
             " (SELECT count(*) FROM deid.equivalence_class s WHERE NOT EXISTS (SELECT 1 FROM"
             " deid.release r WHERE r.release_id = s.release_id))").fetchone()[0]
+
+
+NULL = "\0NULL"
+
+
+def _canon(v):
+    """A released or source value as compared: numbers by value (a numeric(6,2) 15.00 is
+    released as 15.0), NULL and the label 'NULL' (options.nulls 'value') alike."""
+    if v is None or v == "NULL":
+        return NULL
+    try:
+        return _num(Decimal(v)) if re.fullmatch(r"-?\d+(\.\d+)?", v) else v
+    except ArithmeticError:
+        return v
+
+
+def _band(v, low, width):
+    start = low + ((v - low) // width) * width
+    return f"[{_num(start)},{_num(start + width)})"
+
+
+def _num(d):
+    d = d.normalize()
+    return format(d, "f") if d == d.to_integral() else str(d)
+
+
+def _mapped(source, mapping):
+    out = Counter()
+    for v, n in source.items():
+        out[mapping[v]] += n
+    return out
 
 
 def dumps(obj):

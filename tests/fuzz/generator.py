@@ -175,6 +175,8 @@ def _base(rng, method, t):
             opts["max_cluster_size"] = rng.randint(k, 3 * k)
         if rng.random() < 0.1:
             opts["utility"] = [["c0", "c1"], ["c2"]]
+        if rng.random() < 0.15:
+            opts["model"], opts["hierarchy"] = "generalization", t.code_hierarchy
     return [c.name for c in cols], cols, k, l, opts
 
 
@@ -183,7 +185,13 @@ def request(rng, method, t, release):
     names, cols, k, l, opts = _base(rng, method, t)
     role = rng.choices(("analyst", "researcher", "admin"), weights=(5, 3, 1))[0]
     req = Request(method, t.name, k, l, names, None, opts, release, role)
-    if role == "researcher":
+    if method == "disassociation" and rng.random() < 0.3:      # the long (record, code) form
+        req.relation, req.columns = t.long_name, None
+        req.options.update({"record": "pid", "item": "icd"})
+        if role != "researcher" and rng.random() < 0.5:
+            req.selection = rng.choice(("pid > 3", "icd <> 'c0'", "icd IN ('c1', 'c2', 'c3')",
+                                        "pid BETWEEN 1 AND 500 OR icd IS NULL", "rid > 2"))
+    elif role == "researcher":
         allowed = [c for c in cols if c.role == "quasi_identifier"]
         req.selection = selection(rng, allowed, t)
     else:

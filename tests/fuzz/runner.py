@@ -69,6 +69,7 @@ class Tally:
         self.hostile = Counter()
         self.findings = Counter()
         self.examples = defaultdict(list)
+        self.checked = Counter()                   # the checker's counts of what it checked
         self.messages = Counter()                  # refusal messages, digits masked
         self.seconds = Counter()                   # where the time went: table, request, check, drop
 
@@ -80,7 +81,7 @@ class Tally:
     def as_dict(self):
         return {"methods": {m: dict(c) for m, c in self.methods.items()},
                 "refusals_by_sqlstate": {m: dict(c) for m, c in self.states.items()},
-                "hostile": dict(self.hostile),
+                "hostile": dict(self.hostile), "checked": dict(self.checked),
                 "messages": dict(self.messages.most_common(60)), "findings": dict(self.findings),
                 "examples": dict(self.examples), "seconds": {k: round(v, 2) for k, v in self.seconds.items()}}
 
@@ -93,6 +94,7 @@ class Tally:
         self.findings.update(d["findings"])
         self.seconds.update(d["seconds"])
         self.messages.update(d["messages"])
+        self.checked.update(d["checked"])
         for k, v in d["examples"].items():
             self.examples[k].extend(v[:EXAMPLES - len(self.examples[k])])
 
@@ -127,10 +129,11 @@ def run_worker(url, seed, worker, n_per_method, batch):
             one(checker, conn, req, t, secrets, tally)
             if conn.closed or admin.closed:             # a crashed backend: reconnect, go on
                 admin, analyst, researcher = _connect(url), _connect(url, ANALYST), _connect(url, RESEARCHER)
-                checker = Checker(admin, analyst)
+                checker = Checker(admin, analyst, checker.stats)
         clock = time.perf_counter()
         tables.drop(admin, t)
         tally.seconds["table"] += time.perf_counter() - clock
+    tally.checked.update(checker.stats)
     o = checker.orphans()
     if o:
         tally.finding("orphan_catalog_rows", f"{o} catalog rows without a log row", req)
@@ -209,6 +212,7 @@ def print_summary(d, out=sys.stdout):
         p(f"{m:<16}{c.get('requests', 0):>9}{c.get('successes', 0):>9}{c.get('refusals', 0):>9}"
           f"{c.get('policy_requests', 0):>8}{c.get('policy_successes', 0):>8}  {states}")
     p(f"seconds: {d['seconds']}")
+    p(f"checked: {dict(sorted(d['checked'].items()))}")
     p(f"hostile inputs: {dict(sorted(d['hostile'].items()))}")
     p(f"checker failures: {d['checker_failures']}   internal errors: {d['internal_errors']}   "
       f"errors without HINT: {d['errors_without_hint']}   pending (issue 26): {d['pending_issue_26']}")

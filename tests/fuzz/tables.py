@@ -46,6 +46,15 @@ class Table:
     min_k: int                 # the policy minimum of the researcher
     ids: list = field(default_factory=list)
 
+    @property
+    def long_name(self):
+        """The same codes as a long table of (record, code) rows (003's other source form)."""
+        return self.name + "_dx"
+
+    @property
+    def code_hierarchy(self):
+        return self.hierarchies[-1]
+
     def col(self, name):
         return next((c for c in self.columns if c.name == name), None)
 
@@ -138,6 +147,7 @@ def generate(rng, schema, tag):
             if c.kind in ("int", "numeric", "text") and rng.random() < 0.9:
                 c.hierarchy = f"fz{tag}_{c.name}"
                 hierarchies.append(c.hierarchy)
+    hierarchies.append(f"fz{tag}_icd")                 # the codes' member hierarchy (AA, model generalization)
     return Table(name, n, shape, cols, enum_type, hierarchies, min_k=rng.choice((2, 3, 4)))
 
 
@@ -164,6 +174,12 @@ def create(conn, t, rng, researcher, analyst):
             for i, rid in enumerate(ids):
                 cp.write_row([rid] + [c.values[i] for c in t.columns])
     t.ids = ids
+    conn.execute(sql.SQL("CREATE TABLE {} (rid serial PRIMARY KEY, pid int NOT NULL, icd text)").format(
+        sql.SQL(t.long_name)))
+    conn.execute(sql.SQL("INSERT INTO {} (pid, icd) SELECT id, c FROM {}, unnest(codes) c").format(
+        sql.SQL(t.long_name), ident))
+    conn.execute("SELECT deid.load_hierarchy(%s, %s)", [t.code_hierarchy, "\n".join(
+        f"c{j};g{j // 4};*" for j in range(CODE_POOL))])
     for c in t.columns:
         if not c.hierarchy:
             continue
@@ -182,12 +198,13 @@ def create(conn, t, rng, researcher, analyst):
     if zip_col.hierarchy and rng.random() < 0.08:     # a value outside the hierarchy, after binding
         conn.execute(sql.SQL("UPDATE {} SET zip = 'zqzxout' WHERE id = %s").format(ident), [ids[0]])
         zip_col.values[0] = "zqzxout"
-    conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, sql.Identifier(analyst)))
-    conn.execute("SELECT deid.allow_requests(%s, %s, %s)", [researcher, t.name, t.min_k])
+    for rel in (t.name, t.long_name):
+        conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(rel), sql.Identifier(analyst)))
+        conn.execute("SELECT deid.allow_requests(%s, %s, %s)", [researcher, rel, t.min_k])
 
 
 def drop(conn, t):
-    conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.SQL(t.name)))
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {} CASCADE").format(sql.SQL(t.name), sql.SQL(t.long_name)))
     conn.execute(sql.SQL("DROP TYPE IF EXISTS {} CASCADE").format(sql.SQL(t.enum_type)))
     for h in t.hierarchies:
         try:

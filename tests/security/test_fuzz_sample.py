@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from fuzz import runner
+from fuzz.checker import Checker
 
 N = 100
 SEED = 26
@@ -69,3 +70,62 @@ def test_unbalanced_parenthesis_selection_has_no_python_internals(admin):
                       " columns => '{age,dx}', selection => '(')")
     assert e.value.diag.sqlstate == "42601"
     assert "<class" not in e.value.diag.message_primary, e.value.diag.message_primary
+
+
+# ---- the checker is not vacuous: a release tampered with after its commit fails it
+TAMPERS = [
+    ("anatomy", "{age,sex,dx}", "UPDATE deid_release.{r}_qit SET group_id = (SELECT max(group_id)"
+     " FROM deid_release.{r}_qit) WHERE ctid = (SELECT min(ctid) FROM deid_release.{r}_qit"
+     " WHERE group_id = (SELECT min(group_id) FROM deid_release.{r}_qit))", {"count_table", "truth"}),
+    ("anatomy", "{age,sex,dx}", "UPDATE deid_release.{r}_dx SET count = count + 1 WHERE ctid ="
+     " (SELECT min(ctid) FROM deid_release.{r}_dx)", {"count_table"}),
+    ("anatomy", "{age,sex,dx}", "DELETE FROM deid_release.{r}_qit WHERE group_id = (SELECT"
+     " min(group_id) FROM deid_release.{r}_qit)", {"k", "rows", "count_table"}),
+    ("generalization", "{age,sex,dx}", "UPDATE deid_release.{r} SET sex = 'zz' WHERE ctid ="
+     " (SELECT min(ctid) FROM deid_release.{r})", {"k_per_source", "truth"}),
+    ("generalization", "{age,sex,dx}", "UPDATE deid_release.{r} SET dx = 'zz' WHERE ctid ="
+     " (SELECT min(ctid) FROM deid_release.{r})", {"truth"}),
+    ("condensation", "{age,sex}", "DELETE FROM deid_release.{r} WHERE ctid = (SELECT min(ctid)"
+     " FROM deid_release.{r})", {"rows"}),
+    ("condensation", "{age,sex}", "UPDATE deid.cluster_member SET rids = rids[2:] WHERE release_id ="
+     " (SELECT release_id FROM deid.release WHERE name = '{r}' AND status = 'committed') AND cluster_id = 0",
+     {"k", "membership"}),
+    ("disassociation", "{codes}", "INSERT INTO deid_release.{r}_record_chunk SELECT cluster_id, chunk_id,"
+     " '{{zz_new}}' FROM deid_release.{r}_record_chunk LIMIT 1", {"km", "chunk", "truth"}),
+    ("disassociation", "{codes}", "UPDATE deid_release.{r}_cluster SET size = 1 WHERE cluster_id ="
+     " (SELECT min(cluster_id) FROM deid_release.{r}_cluster)", {"k", "rows", "membership", "chunk"}),
+]
+
+
+@pytest.fixture(scope="module")
+def tamper_table(admin):
+    admin.execute("DROP TABLE IF EXISTS public.t_fz_tamper")
+    admin.execute("CREATE TABLE public.t_fz_tamper (id int PRIMARY KEY, age int, sex text, dx text, codes text[])")
+    admin.execute("INSERT INTO public.t_fz_tamper SELECT i, 20 + i % 4, CASE WHEN i % 2 = 0 THEN 'F'"
+                  " ELSE 'M' END, 'd' || i % 5, ARRAY['c' || i % 3, 'c' || (i % 2 + 3)]"
+                  " FROM generate_series(1, 60) i")
+    admin.execute("SELECT deid.drop_hierarchy(name) FROM deid.hierarchy WHERE name IN ('fzt_age', 'fzt_sex')")
+    admin.execute("SELECT deid.interval_hierarchy('fzt_age', 0, 100, '{10}')")
+    admin.execute("SELECT deid.load_hierarchy('fzt_sex', E'F;*\\nM;*')")
+    admin.execute("SELECT deid.set_role('public.t_fz_tamper', 'age', 'quasi_identifier', 'fzt_age')")
+    admin.execute("SELECT deid.set_role('public.t_fz_tamper', 'sex', 'quasi_identifier', 'fzt_sex')")
+    admin.execute("SELECT deid.set_role('public.t_fz_tamper', 'dx', 'sensitive')")
+    yield admin
+    admin.execute("DROP TABLE public.t_fz_tamper")
+
+
+@pytest.mark.parametrize("i", range(len(TAMPERS)), ids=[f"{t[0]}_{i}" for i, t in enumerate(TAMPERS)])
+def test_checker_finds_a_tampered_release(tamper_table, i):
+    method, columns, tamper, kinds = TAMPERS[i]
+    admin, name = tamper_table, f"fzt_{i}"
+    release_id, rows = admin.execute(
+        "SELECT release_id, rows FROM deid.anonymize_request('public.t_fz_tamper', %s, k => 3, l => %s,"
+        " columns => %s, release => %s)", [method, 2 if method == "anatomy" else None, columns, name]).fetchone()
+    checker = Checker(admin, admin)
+    try:
+        assert checker.check_release(release_id, rows) == []            # untouched: clean
+        admin.execute(tamper.format(r=name))
+        found = {kind for kind, _ in checker.check_release(release_id, rows)}
+        assert found & kinds, f"{method}: tampering found {found}, expected one of {kinds}"
+    finally:
+        admin.execute("SELECT deid.drop_release(%s)", [name])
