@@ -44,7 +44,8 @@ DATA_STATES = {"DE001", "22004"}
 DATA_WORDS = re.compile(r"\b(?:rows?|records?|NULL|class(?:es)?|groups?|distinct|hierarchy)\b", re.I)
 EXACT_L_COMBINATIONS = 20000      # beyond this many deletion sets a group gets the necessary check
 # Findings of issue 26's items that are not yet in this branch's methods: reported, not failures.
-PENDING = {"condensation_copies_rare_row", "policy_joint_k", "enum_selection_42883", "policy_detail_echo"}
+PENDING = {"condensation_copies_rare_row", "policy_joint_k", "enum_selection_42883", "policy_detail_echo",
+           "notice_count"}
 
 
 class Finding(Exception):
@@ -352,6 +353,7 @@ class Checker:
         self._membership(name, k, rids, out)
         cols = params["columns"]
         rid = self._rid_column(src, params)
+        self._ranges(name, src, table, cols, rid, rids, out)
         fmt = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols)
         rare = {tuple(r[:-1]) for r in self.conn.execute(
             sql.SQL("SELECT {}, count(*) FROM {} WHERE {} = ANY(%s) GROUP BY {} HAVING count(*) < %s").format(
@@ -361,6 +363,22 @@ class Checker:
         if copies:
             out.append(("condensation_copies_rare_row", f"{name}: {copies} released rows equal a source "
                         f"row shared by fewer than k={k} rows"))
+
+    def _ranges(self, name, src, table, cols, rid, rids, out):
+        """004 Alg. 2 step 2.d.iii: synthetic numbers and dates stay in the selected rows' range."""
+        kinds = dict(self.conn.execute(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attrelid = %s::regclass AND attnum > 0", [src]).fetchall())
+        for c in cols:
+            if not re.match(r"(integer|bigint|smallint|numeric|real|double|date)", kinds.get(c, "")):
+                continue
+            lo, hi = self.conn.execute(sql.SQL("SELECT min({c}), max({c}) FROM {s} WHERE {r} = ANY(%s)").format(
+                c=sql.Identifier(c), s=sql.SQL(src), r=sql.Identifier(rid)), [list(rids)]).fetchone()
+            rlo, rhi = self.conn.execute(sql.SQL("SELECT min({c}), max({c}) FROM {t}").format(
+                c=sql.Identifier(c), t=_rel(table))).fetchone()
+            self.stats["condensation_ranges_checked"] += 1
+            if rlo is not None and lo is not None and (rlo < lo or rhi > hi):
+                out.append(("range", f"{name}: {c} released in [{rlo}, {rhi}], the selection holds [{lo}, {hi}]"))
 
     # ---------------------------------------------------------------- disassociation (003)
     def _disassociation(self, name, src, params, relations, rids, out):
@@ -394,6 +412,8 @@ class Checker:
         shared = {}
         for sid, cids, codes in self.conn.execute(sql.SQL("SELECT shared_id, cluster_ids, codes FROM {}").format(_rel(sc))):
             shared.setdefault(sid, []).append(codes)
+            if not set(cids) <= set(sizes) or len(cids) < 2:
+                out.append(("chunk", f"{name}: shared chunk {sid} joins clusters {cids} of {sorted(sizes)}"))
         for sid, subs in shared.items():
             self._km(name, f"shared chunk {sid}", subs, k, m, out)
         released = {c for subs in list(chunks.values()) + list(shared.values()) for s in subs for c in s}
@@ -424,8 +444,9 @@ class Checker:
             out.append(("km", f"{name}: {what}: itemset {low[0][0]} in {low[0][1]} subrecords < k={k} (m={m})"))
 
     # ---------------------------------------------------------------- refusals
-    def check_refusal(self, err, release, policy_caller, k, request_text, secrets):
-        """Findings for an error raised by a request (err: a psycopg.Error)."""
+    def check_refusal(self, err, release, policy_caller, k, request_text, secrets, notices=()):
+        """Findings for an error raised by a request (err: a psycopg.Error); notices: the
+        texts of the NOTICEs the request sent before it failed."""
         out = []
         d = getattr(err, "diag", None)
         state = getattr(d, "sqlstate", None) if d else None
@@ -466,6 +487,12 @@ class Checker:
                      if data and n not in asked and isinstance(k, int) and int(n) < k]
             if small:
                 out.append(("leak", f"{state}: number {small[0]} < k={k} in {text[:200]!r}"))
+            for n in notices:           # progress sent before the refusal (issue 26 item 4)
+                counts = [x for x in NUMBER.findall(STATIC.sub(" ", n)) if x not in asked
+                          and isinstance(k, int) and int(x) < k]
+                if counts or any(s in n for s in secrets if s not in request_text):
+                    out.append(("notice_count", f"{state}: NOTICE {n[:200]!r} before a refusal, k={k}"))
+                    break
         return state, out
 
     def orphans(self):

@@ -57,7 +57,8 @@ def setup(url):
 
 def _connect(url, user=None):
     c = psycopg.connect(url, user=user, autocommit=True) if user else psycopg.connect(url, autocommit=True)
-    c.add_notice_handler(lambda n: None)
+    c.notices = []                                  # the NOTICEs of the current request
+    c.add_notice_handler(lambda n: c.notices.append(n.message_primary or ""))
     c.execute(f"SET statement_timeout = '{REQUEST_TIMEOUT}'")
     return c
 
@@ -149,6 +150,7 @@ def one(checker, conn, req, t, secrets, tally):
     if req.hostile:
         tally.hostile[req.hostile] += 1
     clock = time.perf_counter()
+    conn.notices.clear()
     try:
         row = conn.execute(CALL, [req.relation, req.method, req.k, req.l, req.columns, req.selection,
                                   req.options_text(), req.release]).fetchone()
@@ -165,7 +167,8 @@ def one(checker, conn, req, t, secrets, tally):
         tally.seconds["request"] += time.perf_counter() - clock
         clock = time.perf_counter()
         state, found = checker.check_refusal(
-            e, req.release, req.role == "researcher", req.k, json.dumps(req.as_dict()), secrets)
+            e, req.release, req.role == "researcher", req.k, json.dumps(req.as_dict()), secrets,
+            conn.notices)
         tally.states[req.method][state or "none"] += 1
         primary = re.sub(r"\d+", "#", (e.diag.message_primary or str(e))[:90])
         tally.messages[f"{req.method} {state} {primary}"] += 1
