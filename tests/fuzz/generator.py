@@ -156,13 +156,14 @@ def _base(rng, method, t):
         if rng.random() < 0.3:
             opts["search"] = rng.choice(("greedy", "optimal"))
     elif method == "condensation":
-        pool = [t.col(n) for n in ("age", "zip", "sex", "bmi", "seen", "alive", "dx", "tr", "stage")]
+        pool = [t.col(n) for n in ("age", "zip", "sex", "bmi", "seen", "alive", "months", "dx", "tr", "stage")]
         pool = [c for c in pool if c.role or rng.random() < 0.1]
         cols = rng.sample(pool, rng.randint(1, 5))
         k = max(k, 3) if rng.random() < 0.9 else k
         if rng.random() < 0.15:
-            cols = [c for c in cols if c.name not in ("age", "alive")] + [t.col("age"), t.col("alive")]
-            opts["survival"] = {"time": "age", "status": "alive"}
+            time_col = rng.choice(("months", "months", "age"))
+            cols = [c for c in cols if c.name not in (time_col, "alive")] + [t.col(time_col), t.col("alive")]
+            opts["survival"] = {"time": time_col, "status": "alive"}
             if rng.random() < 0.3:
                 opts["survival_times"] = rng.choice(("coarsened", "perturbed", "original"))
         if rng.random() < 0.1 and "survival" not in opts:
@@ -177,6 +178,8 @@ def _base(rng, method, t):
             opts["utility"] = [["c0", "c1"], ["c2"]]
         if rng.random() < 0.15:
             opts["model"], opts["hierarchy"] = "generalization", t.code_hierarchy
+            opts.pop("max_cluster_size", None)
+            opts.pop("utility", None)
     return [c.name for c in cols], cols, k, l, opts
 
 

@@ -76,7 +76,9 @@ class Tally:
 
     def finding(self, kind, text, req):
         self.findings[kind] += 1
-        if len(self.examples[kind]) < EXAMPLES:
+        same = re.sub(r"\d+", "#", text[:120])
+        if len(self.examples[kind]) < EXAMPLES and not any(
+                re.sub(r"\d+", "#", e["finding"][:120]) == same for e in self.examples[kind]):
             self.examples[kind].append({"finding": text, "request": req.as_dict()})
 
     def as_dict(self):

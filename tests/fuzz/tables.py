@@ -127,6 +127,7 @@ def generate(rng, schema, tag):
         Column("bmi", "numeric", values=_with_nulls(rng, [decimal.Decimal(v) / 4 + 15
                                                           for v in _ints(rng, n, col_shape(), 0, 80)], shape)),
         Column("alive", "int", values=[rng.randint(0, 1) for _ in range(n)]),
+        Column("months", "int", values=_ints(rng, n, col_shape(), 0, 120)),
         Column("dx", "text", values=_with_nulls(rng, _text_values(rng, n, col_shape(), "d", 7), shape, 0.05)),
         Column("tr", "text", values=_with_nulls(rng, _text_values(rng, n, col_shape(), "t", 3), shape, 0.05)),
         Column("note", "text", values=[f"zqnx{i}" for i in range(n)]),
@@ -134,10 +135,12 @@ def generate(rng, schema, tag):
         Column("codes", "codes", values=_codes(rng, n, shape)),
     ]
     if rng.random() < 0.1:      # unicode and quotes in a sensitive value
-        cols[7].values = [v if v is None or rng.random() < 0.7 else v + "'ü名" for v in cols[7].values]
+        dx = next(c for c in cols if c.name == "dx")
+        dx.values = [v if v is None or rng.random() < 0.7 else v + "'ü名" for v in dx.values]
     roles = {"age": "quasi_identifier", "zip": "quasi_identifier", "sex": "quasi_identifier",
              "stage": rng.choice(("quasi_identifier", None)), "seen": rng.choice(("quasi_identifier", None)),
              "bmi": rng.choice(("quasi_identifier", "insensitive")), "alive": "insensitive",
+             "months": "insensitive",
              "dx": "sensitive", "tr": "sensitive", "note": "insensitive", "name": "identifier"}
     hierarchies = []
     for c in cols:
