@@ -24,12 +24,24 @@ FUZZ = pathlib.Path(__file__).resolve().parents[1] / "fuzz"
 KNOWN_INTERNAL = re.compile(r"<class 'sqlglot\.")
 
 
+CHECKER = ("checker", "check_sets", "check_refusal", "stored")
+
+
 def test_checker_imports_nothing_of_deid():
-    for path in (FUZZ / "checker.py",):
-        tree = ast.parse(path.read_text())
-        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-        assert not [n for n in names if n.split(".")[0] in ("deid", "python_udfs") or n.startswith(".")], names
+    """The checker's modules import the standard library, psycopg and each other only."""
+    for module in CHECKER:
+        tree = ast.parse((FUZZ / f"{module}.py").read_text())
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import):
+                names = [a.name.split(".")[0] for a in n.names]
+            elif isinstance(n, ast.ImportFrom):
+                names = [n.module if n.level else n.module.split(".")[0]]
+                if n.level:
+                    assert n.level == 1 and n.module in CHECKER, f"{module}: from {'.' * n.level}{n.module}"
+                    continue
+            else:
+                continue
+            assert not [x for x in names if x in ("deid", "python_udfs", "fuzz", "tests")], f"{module}: {names}"
 
 
 @pytest.fixture(scope="module")
