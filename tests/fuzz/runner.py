@@ -36,6 +36,7 @@ REQUEST_TIMEOUT = "60s"
 CALL = ("SELECT release_id, rows FROM deid.anonymize_request(%s, %s, k => %s, l => %s, columns => %s,"
         " selection => %s, options => %s, release => %s)")
 EXAMPLES = 5                                        # kept per finding kind
+PROGRESS = 1000                                     # a line on stderr every so many requests
 
 
 def setup(url):
@@ -106,9 +107,9 @@ def _quota(n, workers, w):
     return n // workers + (1 if w < n % workers else 0)
 
 
-def run_worker(url, seed, worker, n_per_method, batch):
+def run_worker(url, seed, worker, n_per_method, batch, progress=False):
     """Run this worker's share of requests; returns Tally.as_dict()."""
-    rng = random.Random(f"{seed}:{worker}")
+    rng, start = random.Random(f"{seed}:{worker}"), time.monotonic()
     admin, analyst, researcher = _connect(url), _connect(url, ANALYST), _connect(url, RESEARCHER)
     checker = Checker(admin, analyst)
     left = {m: n_per_method for m in generator.METHODS}
@@ -130,6 +131,9 @@ def run_worker(url, seed, worker, n_per_method, batch):
             req = generator.request(rng, method, t, f"fz{worker}n{seq}")
             conn = {"admin": admin, "analyst": analyst, "researcher": researcher}[req.role]
             one(checker, conn, req, t, secrets, tally)
+            if progress and seq % PROGRESS == 0:
+                print(f"worker {worker}: {seq} requests in {time.monotonic() - start:.0f} s, "
+                      f"findings {dict(tally.findings)}", file=sys.stderr, flush=True)
             if conn.closed or admin.closed:             # a crashed backend: reconnect, go on
                 admin, analyst, researcher = _connect(url), _connect(url, ANALYST), _connect(url, RESEARCHER)
                 checker = Checker(admin, analyst, checker.stats)
@@ -228,7 +232,7 @@ def print_summary(d, out=sys.stdout):
 def run(url, n, seed, workers=2, batch=40, out=None, quiet=False):
     setup(url)
     start = time.monotonic()
-    args = [(url, seed, w, _quota(n, workers, w), batch) for w in range(workers)]
+    args = [(url, seed, w, _quota(n, workers, w), batch, not quiet) for w in range(workers)]
     if workers == 1:
         results = [run_worker(*args[0])]
     else:
