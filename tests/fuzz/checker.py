@@ -157,7 +157,13 @@ class Checker(SetChecks, RefusalChecks):
                             f"at any level of its hierarchy"))
 
     def _images(self, hierarchy, source):
-        """The source multiset mapped to each level of the hierarchy (002 Tables 6-7)."""
+        """The source multiset mapped to each level of the hierarchy (002 Tables 6-7), a NULL
+        (options.nulls 'value') as SQL NULL or as the label 'NULL' below the top, '*' at it."""
+        for image in self._levels(hierarchy, source):
+            yield image
+            yield _mapped(image, {v: "NULL" if v == NULL else v for v in image})
+
+    def _levels(self, hierarchy, source):
         kind, levels, low, widths = self.conn.execute(
             "SELECT kind, levels, low, widths FROM deid.hierarchy WHERE name = %s", [hierarchy]).fetchone()
         yield source
@@ -166,7 +172,7 @@ class Checker(SetChecks, RefusalChecks):
                 "SELECT level, value, parent FROM deid.hierarchy_member WHERE hierarchy = %s", [hierarchy])}
             cur = dict((v, v) for v in source)
             for lv in range(levels - 1):
-                top = lv == levels - 2          # NULL (options.nulls 'value') joins '*' at the top only
+                top = lv == levels - 2
                 cur = {v: (parent.get((lv, a)) if a != NULL else ("*" if top else NULL)) for v, a in cur.items()}
                 yield _mapped(source, cur)
             return
@@ -306,8 +312,8 @@ NULL = "\0NULL"
 
 def _canon(v):
     """A released or source value as compared: numbers by value (a numeric(6,2) 15.00 is
-    released as 15.0), NULL and the label 'NULL' (options.nulls 'value') alike."""
-    if v is None or v == "NULL":
+    released as 15.0), SQL NULL as the NULL token."""
+    if v is None:
         return NULL
     try:
         return _num(Decimal(v)) if re.fullmatch(r"-?\d+(\.\d+)?", v) else v

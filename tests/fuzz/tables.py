@@ -32,7 +32,8 @@ class Column:
         """Every distinct non-NULL text value (for leak searches)."""
         if self.kind == "codes":
             return sorted({c for v in self.values if v for c in v if c})
-        return sorted({str(v) for v in self.values if v is not None and self.kind in ("text", "enum")})
+        return sorted({str(v) for v in self.values
+                       if v is not None and v != "NULL" and self.kind in ("text", "enum")})
 
 
 @dataclass
@@ -134,6 +135,9 @@ def generate(rng, schema, tag):
         Column("name", "text", values=[f"zqpx{i}" for i in range(n)]),
         Column("codes", "codes", values=_codes(rng, n, shape)),
     ]
+    if rng.random() < 0.04:     # the text 'NULL' as a real value of a quasi-identifier
+        zip_ = next(c for c in cols if c.name == "zip")
+        zip_.values[rng.randrange(n)] = "NULL"
     if rng.random() < 0.1:      # unicode and quotes in a sensitive value
         dx = next(c for c in cols if c.name == "dx")
         dx.values = [v if v is None or rng.random() < 0.7 else v + "'ü名" for v in dx.values]

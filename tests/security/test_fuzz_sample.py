@@ -22,6 +22,7 @@ FUZZ = pathlib.Path(__file__).resolve().parents[1] / "fuzz"
 # Findings the fuzzer made that belong to other engineers' open work (issue 26); each has its
 # reproduction below as a strict xfail, so that the fix shows up here.
 KNOWN_INTERNAL = re.compile(r"<class 'sqlglot\.")
+KNOWN_NO_HINT = re.compile(r"repeats a label")
 
 
 CHECKER = ("checker", "check_sets", "check_refusal", "stored")
@@ -67,7 +68,8 @@ def test_no_checker_failure(sample):
 def test_no_internal_error_and_every_error_has_a_hint(sample):
     internal = [e for e in sample["examples"].get("internal", []) if not KNOWN_INTERNAL.search(e["finding"])]
     assert not internal, internal
-    assert sample["errors_without_hint"] == 0, sample["examples"].get("no_hint")
+    no_hint = [e for e in sample["examples"].get("no_hint", []) if not KNOWN_NO_HINT.search(e["finding"])]
+    assert not no_hint, no_hint
 
 
 @pytest.mark.xfail(strict=True, reason="issue 26 fuzz finding: sqlglot's internal class in a 42601 message")
@@ -82,6 +84,23 @@ def test_unbalanced_parenthesis_selection_has_no_python_internals(admin):
                       " columns => '{age,dx}', selection => '(')")
     assert e.value.diag.sqlstate == "42601"
     assert "<class" not in e.value.diag.message_primary, e.value.diag.message_primary
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 fuzz finding: the text 'NULL' and a NULL under nulls 'value'")
+def test_text_null_beside_a_null_has_a_hint(admin):
+    admin.execute("DROP TABLE IF EXISTS public.t_fz_null")
+    admin.execute("CREATE TABLE public.t_fz_null (id int PRIMARY KEY, s text)")
+    admin.execute("INSERT INTO public.t_fz_null SELECT i, CASE WHEN i <= 3 THEN NULL WHEN i <= 6"
+                  " THEN 'NULL' ELSE 'x' END FROM generate_series(1, 12) i")
+    admin.execute("SELECT deid.drop_hierarchy(name) FROM deid.hierarchy WHERE name = 'fzt_null'")
+    admin.execute("SELECT deid.load_hierarchy('fzt_null', E'NULL;*\\nx;*')")
+    admin.execute("SELECT deid.set_role('public.t_fz_null', 's', 'quasi_identifier', 'fzt_null')")
+    with pytest.raises(psycopg.Error) as e:       # or a release: either way not a bare 22023
+        admin.execute("SELECT * FROM deid.anonymize_request('public.t_fz_null', 'generalization', k => 3,"
+                      " columns => '{s}', options => '{\"nulls\": \"value\"}', release => 'fzt_null')")
+        admin.execute("SELECT deid.drop_release('fzt_null')")
+        raise psycopg.Error("released")
+    assert e.value.diag.message_hint, f"{e.value.diag.sqlstate} {e.value.diag.message_primary}"
 
 
 # ---- the checker is not vacuous: a release tampered with after its commit fails it
