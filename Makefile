@@ -10,7 +10,7 @@ TEST_DB := deid_test
 
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean
+.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz
 
 all: install
 
@@ -55,6 +55,17 @@ test: start venv
 	    $(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit tests/integration tests/upgrade tests/security
 	$(PSQL) "$$($(CLUSTER) url $(TEST_DB))" -q -c "SET deid.drop_with_releases = on" -c "DROP EXTENSION IF EXISTS deid CASCADE" -c "CREATE EXTENSION deid CASCADE" -c "CREATE EXTENSION IF NOT EXISTS pgtap"
 	pg_prove --ext .sql -r tests/pgtap --dbname "$$($(CLUSTER) url $(TEST_DB))"
+
+## fuzz: FUZZ_N random requests per method against the real server, each success and refusal
+## checked by tests/fuzz/checker.py (issue 26); summary on stdout, JSON in FUZZ_OUT
+FUZZ_N ?= 10000
+FUZZ_SEED ?= 1
+FUZZ_WORKERS ?= 2
+FUZZ_OUT ?= /tmp/deid_fuzz_$(FUZZ_SEED).json
+fuzz: start venv
+	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS deid_fuzz WITH (FORCE)" -c "CREATE DATABASE deid_fuzz"
+	$(VENV)/bin/python -m tests.fuzz.runner --url "$$($(CLUSTER) url deid_fuzz)" --n $(FUZZ_N) \
+	    --seed $(FUZZ_SEED) --workers $(FUZZ_WORKERS) --out $(FUZZ_OUT)
 
 unit: venv
 	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit
