@@ -48,7 +48,6 @@ Decisions beyond the paper (documented deviations / choices):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from sqlglot import errors as sg_errors
 from sqlglot import exp
@@ -57,6 +56,8 @@ from sqlglot.tokens import TokenType
 
 from ..errors import (FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE, SYNTAX_ERROR,
                       UNDEFINED_COLUMN, DeidError)
+from .selection_tree import (_And, _Between, _BoolColumn, _Cmp, _CMP_NODES, _FLIP, _InList,  # noqa: F401
+                             _IsNull, _Not, _NUMBER_RE, _Or, Selection, cast_type, quote_ident)
 
 __all__ = ["quote_ident", "parse_selection", "Selection", "MAX_SELECTION_LENGTH"]
 
@@ -67,244 +68,6 @@ _GRAMMAR_HINT = (
     "A selection may only use the allowed columns, literals ('text', 42, -1.5, TRUE, FALSE), "
     "= <> != < > <= >=, IN (...), BETWEEN ... AND ..., IS [NOT] NULL, AND, OR, NOT and parentheses."
 )
-
-
-def quote_ident(name: str) -> str:
-    """Quote an identifier for PostgreSQL: wrap in double quotes, double embedded quotes."""
-    if not isinstance(name, str) or name == "" or "\x00" in name:
-        raise DeidError(INVALID_PARAMETER_VALUE, f"invalid identifier: {name!r}")
-    return '"' + name.replace('"', '""') + '"'
-
-
-# --------------------------------------------------------------------------------------------
-# Our own AST (immutable; rendering never goes back to sqlglot)
-
-
-@dataclass(frozen=True)
-class _Cmp:
-    op: str  # '=', '<>', '<', '>', '<=', '>='
-    column: str
-    value: str
-
-
-@dataclass(frozen=True)
-class _InList:
-    column: str
-    values: tuple
-    negated: bool
-
-
-@dataclass(frozen=True)
-class _Between:
-    column: str
-    low: str
-    high: str
-    negated: bool
-
-
-@dataclass(frozen=True)
-class _IsNull:
-    column: str
-    negated: bool
-
-
-@dataclass(frozen=True)
-class _BoolColumn:
-    column: str
-
-
-@dataclass(frozen=True)
-class _And:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class _Or:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class _Not:
-    item: object
-
-
-_FLIP = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
-_CMP_NODES = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.GT: ">", exp.LTE: "<=", exp.GTE: ">="}
-_NUMBER_RE = re.compile(r"^(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-
-
-class Selection:
-    """A validated selection predicate (002 sec. 4.4: sigma_(alpha_i op cri)*)."""
-
-    __slots__ = ("_root", "_types", "_as_text", "columns", "text")
-
-    def __init__(self, root, types: dict, text: str, as_text=frozenset()):
-        self._root, self._as_text = root, as_text     # as_text: compared as their text
-        self._types = types  # referenced column -> cast type (typmod removed)
-        self.columns = frozenset(types)
-        self.text = text
-
-    def __repr__(self):
-        return f"Selection({self.text!r})"
-
-    # -- rendering -------------------------------------------------------------------------
-    def render(self, expand=None, start: int = 1) -> tuple[str, list]:
-        """SQL boolean expression + parameter values (str, or None for SQL NULL).
-
-        Identifiers are :func:`quote_ident`-ed; each literal is ``$n::<column type>`` with n
-        counting from ``start``.  ``expand(column, value) -> list[str] | None`` rewrites
-        ``col = v`` to ``col IN (expand(v))`` and ``col <> v`` to ``col NOT IN (...)`` (and each
-        IN-list item likewise): 002 sec. 5.2 step 1, "PT = 1 matches 1a, 1b, 1c, 1mic".
-        An empty expansion renders ``FALSE`` (for = / IN) or ``col IS NOT NULL`` (for <> / NOT IN).
-        Ordering comparisons and BETWEEN are never expanded.
-        """
-        params: list = []
-
-        def bind(column, value):
-            params.append(value)
-            return f"${start + len(params) - 1}::{self._types[column]}"
-
-        def ref(column, ordered=False):
-            if column not in self._as_text:
-                return quote_ident(column)
-            if ordered:
-                raise DeidError(FEATURE_NOT_SUPPORTED, f"column {column!r} is compared as text: "
-                                "it has no order in a selection", hint="Use =, <>, IN or IS NULL.")
-            return f"({quote_ident(column)})::text"
-
-        def expanded(column, values):
-            if expand is None:
-                return list(values)
-            out, seen = [], set()
-            for v in values:
-                repl = expand(column, v)
-                for item in ([v] if repl is None else repl):
-                    if item is None:
-                        raise DeidError(INVALID_PARAMETER_VALUE,
-                                        f"expand() returned NULL for column {column!r}")
-                    item = str(item)
-                    if item not in seen:
-                        seen.add(item)
-                        out.append(item)
-            return out
-
-        def in_list(column, values, negated):
-            col = ref(column)
-            if not values:
-                return f"({col} IS NOT NULL)" if negated else "FALSE"
-            if len(values) == 1:
-                return f"{col} {'<>' if negated else '='} {bind(column, values[0])}"
-            items = ", ".join(bind(column, v) for v in values)
-            return f"{col} {'NOT IN' if negated else 'IN'} ({items})"
-
-        def walk(node):
-            if isinstance(node, _Cmp):
-                if node.op in ("=", "<>") and expand is not None:
-                    return in_list(node.column, expanded(node.column, [node.value]), node.op == "<>")
-                return (f"{ref(node.column, node.op not in ('=', '<>'))} {node.op} "
-                        f"{bind(node.column, node.value)}")
-            if isinstance(node, _InList):
-                return in_list(node.column, expanded(node.column, node.values), node.negated)
-            if isinstance(node, _Between):
-                kw = "NOT BETWEEN" if node.negated else "BETWEEN"
-                return (f"{ref(node.column, True)} {kw} {bind(node.column, node.low)} "
-                        f"AND {bind(node.column, node.high)}")
-            if isinstance(node, _IsNull):
-                return f"{ref(node.column)} IS {'NOT NULL' if node.negated else 'NULL'}"
-            if isinstance(node, _BoolColumn):
-                return quote_ident(node.column)
-            if isinstance(node, _And):
-                return "(" + " AND ".join(walk(i) for i in node.items) + ")"
-            if isinstance(node, _Or):
-                return "(" + " OR ".join(walk(i) for i in node.items) + ")"
-            if isinstance(node, _Not):
-                return f"(NOT {walk(node.item)})"
-            raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
-
-        return walk(self._root), params
-
-    # -- selection limits ------------------------------------------------------------------
-    def equalities(self) -> dict[str, set[str]]:
-        """Columns pinned by the top-level AND-conjunction of ``col = lit`` / ``col IN (lits)``.
-
-        Used for 002 sec. 4.5 step 2 (selection-derived generalization limits).  Conjuncts under
-        OR or NOT never pin.  Several pins of one column intersect (``a = 1 AND a IN (1, 2)`` ->
-        ``{'1'}``); an empty set means the conjunction can match no row.
-        """
-        out: dict[str, set[str]] = {}
-
-        def conjuncts(node):
-            if isinstance(node, _And):
-                for i in node.items:
-                    yield from conjuncts(i)
-            else:
-                yield node
-
-        for node in conjuncts(self._root):
-            if isinstance(node, _Cmp) and node.op == "=":
-                vals = {node.value}
-            elif isinstance(node, _InList) and not node.negated:
-                vals = set(node.values)
-            else:
-                continue
-            out[node.column] = out[node.column] & vals if node.column in out else vals
-        return out
-
-    def literals(self):
-        """Every (column, literal text) the selection compares, in order (each becomes a bound
-        parameter cast to the column's type)."""
-        def walk(node):
-            if isinstance(node, _Cmp):
-                yield node.column, node.value
-            elif isinstance(node, _InList):
-                for v in node.values:
-                    yield node.column, v
-            elif isinstance(node, _Between):
-                yield node.column, node.low
-                yield node.column, node.high
-            elif isinstance(node, (_And, _Or)):
-                for i in node.items:
-                    yield from walk(i)
-            elif isinstance(node, _Not):
-                yield from walk(node.item)
-        return list(walk(self._root))
-
-
-# --------------------------------------------------------------------------------------------
-# Parsing
-
-_TYPE_TOKEN_RE = re.compile(
-    r'\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_$]*)|(?P<quoted>"(?:[^"]|"")+")|(?P<dot>\.)'
-    r"|(?P<array>\[\d*\])|(?P<typmod>\(\s*\d+\s*(?:,\s*-?\d+\s*)?\)))"
-)
-
-
-def cast_type(column: str, pg_type) -> str:
-    """The type to cast a bound literal to: ``pg_type`` (format_type output) without typmods."""
-    if not isinstance(pg_type, str) or not pg_type.strip():
-        raise DeidError(FEATURE_NOT_SUPPORTED, f"column {column!r} has no usable type: {pg_type!r}")
-    parts, pos, s = [], 0, pg_type.strip()
-    while pos < len(s):
-        m = _TYPE_TOKEN_RE.match(s, pos)
-        if m is None or m.end() == pos:
-            raise DeidError(FEATURE_NOT_SUPPORTED,
-                            f"column {column!r} has a type deid cannot bind values to: {pg_type!r}")
-        pos = m.end()
-        kind = m.lastgroup
-        if kind == "typmod":
-            continue
-        parts.append((kind, m.group(kind)))
-    typ, prev = "", None
-    for kind, text in parts:
-        if kind in ("dot", "array") or prev == "dot":
-            typ += text
-        else:
-            typ += (" " if typ else "") + text
-        prev = kind
-    # An explicit cast to bare "character"/"bit" means length 1: use the unlimited forms.
-    typ = re.sub(r"^character(?=$|\[)", "bpchar", typ)
-    typ = re.sub(r"^bit(?=$|\[)", "bit varying", typ)
-    return typ
 
 
 def _fold(name: str) -> str:
@@ -566,7 +329,8 @@ def parse_selection(text: str, columns: dict[str, str], as_text=frozenset()) -> 
         err = (e.errors or [{}])[0]
         where = f" at or near {err.get('highlight')!r}" if err.get("highlight") else ""
         raise DeidError(SYNTAX_ERROR,
-                        f"syntax error in selection{where}: {err.get('description') or _first_line(e)}",
+                        f"syntax error in selection{where}: "
+                        f"{_plain(err.get('description') or _first_line(e))}",
                         hint=_GRAMMAR_HINT)
     except sg_errors.SqlglotError as e:
         raise DeidError(SYNTAX_ERROR, f"syntax error in selection: {_first_line(e)}", hint=_GRAMMAR_HINT)
@@ -587,6 +351,13 @@ def parse_selection(text: str, columns: dict[str, str], as_text=frozenset()) -> 
     return Selection(root, p.types, text, frozenset(as_text) & frozenset(p.types))
 
 
+def _plain(description) -> str:
+    """sqlglot's description of a parse error without its Python internals (class names)."""
+    if "Required keyword" in description or "<class" in description:
+        return "the condition is incomplete"
+    return description
+
+
 def _first_line(e) -> str:
     msg = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
-    return msg.strip().splitlines()[0][:200] if msg.strip() else type(e).__name__
+    return _plain(msg.strip().splitlines()[0][:200]) if msg.strip() else "the selection is malformed"

@@ -12,6 +12,12 @@ import numpy as np
 
 from ...errors import INVALID_PARAMETER_VALUE, DeidError
 
+HINT = ("Check the hierarchy's rows (deid.load_hierarchy: value;level1;...;*) and its binding "
+        "(deid.set_role(..., hierarchy => ...)).")
+REPEATED_HINT = ("Every level's labels must be distinct. Under options.nulls = 'value' a NULL is "
+                 "released as the label 'NULL': a column whose text also holds 'NULL' needs "
+                 "nulls => 'error' or another spelling of that value.")
+
 __all__ = ["AttributeHierarchy", "selection_limit"]
 
 
@@ -36,8 +42,8 @@ class AttributeHierarchy:
     _label_levels: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        def bad(msg):
-            raise DeidError(INVALID_PARAMETER_VALUE, f"hierarchy {self.name!r}: {msg}")
+        def bad(msg, hint=HINT):
+            raise DeidError(INVALID_PARAMETER_VALUE, f"hierarchy {self.name!r}: {msg}", hint=hint)
 
         if not isinstance(self.labels, (list, tuple)) or len(self.labels) < 1:
             bad("needs at least one level of labels")
@@ -58,7 +64,7 @@ class AttributeHierarchy:
         self.parents = parents
         for i, lv in enumerate(self.labels):
             if len(set(lv)) != len(lv):
-                bad(f"level {i} repeats a label")
+                bad(f"level {i} repeats a label", hint=REPEATED_HINT)
         loss = [float(x) for x in self.info_loss]
         if len(loss) != nlev:
             bad(f"info_loss needs {nlev} values (one per level), got {len(loss)}")
