@@ -68,6 +68,7 @@ Deviations from 004 (each also noted where it is implemented):
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 import time
 
 import numpy as np
@@ -110,10 +111,34 @@ class CondensationResult:
     timings: dict = field(default_factory=dict)
 
 
-def condense(X, kinds, k, *, status=None, time_col=None, weights=None, survival_times=None,
-             algorithm="improved", seed=0, block_rows="auto", max_iter=kmeans.DEFAULT_MAX_ITER,
-             rebalance_rounds=rebalance_mod.DEFAULT_ROUNDS, categories="counts", workers=1):
+@dataclass(frozen=True)
+class CondenseOptions:
+    """How condense() runs (each field is described in its docstring); pass one, or its fields
+    as keywords."""
+    status: int = None
+    time_col: int = None
+    weights: object = None
+    survival_times: str = None
+    algorithm: str = "improved"
+    seed: object = 0
+    block_rows: object = "auto"
+    max_iter: int = kmeans.DEFAULT_MAX_ITER
+    rebalance_rounds: int = rebalance_mod.DEFAULT_ROUNDS
+    categories: str = "counts"
+    workers: int = 1
+
+
+class Job(NamedTuple):
+    """One block of the per-block step: its status value, its rows, and its path (status
+    subset, block) that seeds its random stream."""
+    status: int
+    rows: np.ndarray
+    path: tuple
+
+
+def condense(X, kinds, k, options=None, **chosen):
     """Condense the rows of ``X`` into clusters of >= k rows and synthesise them (004 Alg. 1/2).
+    ``options``: a :class:`CondenseOptions`, or its fields as keywords (``chosen``).
 
     ``X``: (n, m) numbers; categorical columns hold any numeric codes.  ``kinds``: one of
     "float", "int", "categorical" per column.  ``status``/``time_col``: column indices of the
@@ -135,6 +160,8 @@ def condense(X, kinds, k, *, status=None, time_col=None, weights=None, survival_
     NaN/inf, PRIVACY_MODEL_UNSATISFIABLE when the table or a status subset has fewer than k rows.
     """
     t_start = time.perf_counter()
+    o = options if options is not None else CondenseOptions(**chosen)
+    status, time_col, algorithm, survival_times = o.status, o.time_col, o.algorithm, o.survival_times
     X, kinds, k = _check_table(X, kinds, k)
     n, m = X.shape
     if algorithm not in ALGORITHMS:
@@ -143,16 +170,17 @@ def condense(X, kinds, k, *, status=None, time_col=None, weights=None, survival_
     survival = _check_survival(X, kinds, status, time_col)
     split = survival and algorithm == "improved"
     survival_times = _check_survival_times(survival_times, survival, algorithm)
-    attr_weights = _attribute_weights(weights, m, status if split else None, time_col,
+    attr_weights = _attribute_weights(o.weights, m, status if split else None, time_col,
                                       survival, algorithm)
-    base_seed = _base_seed(seed)
-    block_rows = _check_block_rows(block_rows, k)
+    base_seed = _base_seed(o.seed)
+    block_rows = _check_block_rows(o.block_rows, k)
+    categories = o.categories
     if categories not in release_values.DECODINGS:
         _invalid(f"unknown categories decoding {categories!r}",
                  "use 'counts' (default) or 'argmax'")
-    workers = _check_count(workers, "workers", 1, "threads for the per-block step")
-    max_iter = _check_count(max_iter, "max_iter", 1, "Lloyd rounds of 004 Alg. 2 step 2a")
-    rebalance_rounds = _check_count(rebalance_rounds, "rebalance_rounds", 0,
+    workers = _check_count(o.workers, "workers", 1, "threads for the per-block step")
+    max_iter = _check_count(o.max_iter, "max_iter", 1, "Lloyd rounds of 004 Alg. 2 step 2a")
+    rebalance_rounds = _check_count(o.rebalance_rounds, "rebalance_rounds", 0,
                                     "rebalanced Lloyd rounds after step 2c; 0 = the paper")
 
     subsets = _subsets(X, status if split else None, k)
@@ -175,7 +203,7 @@ def condense(X, kinds, k, *, status=None, time_col=None, weights=None, survival_
     t0 = time.perf_counter()
 
     def run(job):
-        return cluster_block(features[job[1]], k, _rng(base_seed, _STREAM_CLUSTER, *job[2]),
+        return cluster_block(features[job.rows], k, _rng(base_seed, _STREAM_CLUSTER, *job.path),
                              algorithm, max_iter, rebalance_rounds)
 
     if workers > 1 and len(jobs) > 1:
@@ -186,10 +214,10 @@ def condense(X, kinds, k, *, status=None, time_col=None, weights=None, survival_
     cluster_id = np.empty(n, dtype=np.int64)
     status_of_cluster, block_of_cluster = [], []
     next_cluster = 0
-    for b, ((status_value, block_rows_index, _), labels) in enumerate(zip(jobs, block_labels)):
+    for b, (job, labels) in enumerate(zip(jobs, block_labels)):
         count = int(labels.max()) + 1
-        cluster_id[block_rows_index] = labels + next_cluster
-        status_of_cluster.extend([status_value] * count)
+        cluster_id[job.rows] = labels + next_cluster
+        status_of_cluster.extend([job.status] * count)
         block_of_cluster.extend([b] * count)
         next_cluster += count
     n_clusters, n_blocks = next_cluster, len(jobs)
@@ -243,7 +271,7 @@ def partition_blocks(features, subsets, k, block_rows):
     for subset_index, (status_value, rows) in enumerate(subsets):
         blocks = kmeans.kd_blocks(features[rows], k, block_rows)
         for b, block in enumerate(kmeans.rows_by_block(blocks)):
-            jobs.append((status_value, rows[block], (subset_index, b)))
+            jobs.append(Job(status_value, rows[block], (subset_index, b)))
     return jobs
 
 

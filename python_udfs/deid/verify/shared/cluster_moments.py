@@ -33,6 +33,8 @@ Every failure raises :class:`deid.errors.DeidError` with SQLSTATE ``VERIFICATION
 below k.  Malformed input raises ``INVALID_PARAMETER_VALUE``.  On success a dict report.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from deid.errors import DeidError, INVALID_PARAMETER_VALUE, VERIFICATION_FAILED
@@ -43,11 +45,25 @@ _HINT = ("The release was rolled back; nothing was written.  The condensation ou
          "the independent check, which points to a bug in the method: please report it.")
 
 
-def verify_condensation(source, membership, released, released_cluster, k, *,
-                        status_col=None, time_col=None, survival_times=None,
-                        moment_columns=(), moment_values=None, rtol=DEFAULT_RTOL,
-                        count_columns=(), check_ranges=False, integer_columns=()):
+@dataclass(frozen=True)
+class Checks:
+    """What verify_condensation checks besides partition and sizes (see its docstring); pass
+    one, or its fields as keywords."""
+    status_col: int = None
+    time_col: int = None
+    survival_times: str = None
+    moment_columns: tuple = ()
+    moment_values: object = None
+    rtol: float = DEFAULT_RTOL
+    count_columns: tuple = ()
+    check_ranges: bool = False
+    integer_columns: tuple = ()
+
+
+def verify_condensation(source, membership, released, released_cluster, k, checks=None,
+                        **chosen):
     """Verify a condensation release; return a report dict or raise DeidError (DE002).
+    ``checks``: a :class:`Checks`, or its fields as keywords (``chosen``).
 
     ``source``: (n, m) source rows.  ``membership``: the cluster id of each source row (1-D,
     length n), or a pair ``(rows, clusters)`` of equal-length arrays (the catalog's form: one
@@ -57,6 +73,8 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
     column indices.  ``survival_times``: "original" enables check 6.  ``count_columns``: columns
     whose value counts per cluster must be unchanged.
     """
+    c = checks if checks is not None else Checks(**chosen)
+    status_col, time_col, count_columns = c.status_col, c.time_col, c.count_columns
     source = _matrix(source, "source")
     released = _matrix(released, "released")
     n, m = source.shape
@@ -67,9 +85,9 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
     released_cluster = _ids(released_cluster, "released_cluster")
     if released_cluster.size != released.shape[0]:
         _bad("released_cluster must give one cluster id per released row")
-    moment_columns = [_column(c, m, "moment column") for c in moment_columns]
-    moment_values = released if moment_values is None else _matrix(moment_values,
-                                                                    "moment_values")
+    moment_columns = [_column(j, m, "moment column") for j in c.moment_columns]
+    moment_values = released if c.moment_values is None else _matrix(c.moment_values,
+                                                                      "moment_values")
     if moment_values.shape != released.shape:
         _bad("moment_values must have the shape of the released rows")
 
@@ -100,13 +118,13 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
     if moment_columns and n:
         mean_err, cov_err = _check_moments(source[:, moment_columns],
                                            moment_values[:, moment_columns],
-                                           src_index, rel_index, ids, rtol)
-        report.update(moment_columns=len(moment_columns), rtol=rtol,
+                                           src_index, rel_index, ids, c.rtol)
+        report.update(moment_columns=len(moment_columns), rtol=c.rtol,
                       max_mean_error=mean_err, max_cov_error=cov_err)
 
     # 5: status counts (and any other value counts) per cluster
     counted = ([] if status_col is None else [_column(status_col, m, "status_col")]) + \
-        [_column(c, m, "count column") for c in count_columns]
+        [_column(j, m, "count column") for j in count_columns]
     for s in counted:
         what = "vital-status" if s == status_col else f"column {s} value"
         src_values, src_codes = _unique(source[:, s])
@@ -125,7 +143,7 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
         report["count_columns"] = len(count_columns)
 
     # 6: original survival times, as multisets per cluster
-    if survival_times == "original":
+    if c.survival_times == "original":
         if time_col is None:
             _bad("survival_times='original' needs time_col")
         t = _column(time_col, m, "time_col")
@@ -139,14 +157,14 @@ def verify_condensation(source, membership, released, released_cluster, k, *,
         report["times_checked"] = True
 
     # 7: permissible values
-    if check_ranges and n:
+    if c.check_ranges and n:
         lo, hi = source.min(axis=0), source.max(axis=0)
         outside = (released.min(axis=0) < lo) | (released.max(axis=0) > hi)    # per column
         if outside.any():
             _fail(f"column {int(np.flatnonzero(outside)[0])} releases values "
                   "outside its observed range (004 Alg. 2 step 2.d.iii)")
         report["ranges_checked"] = True
-    integral = [_column(c, m, "integer column") for c in integer_columns]
+    integral = [_column(j, m, "integer column") for j in c.integer_columns]
     if integral:
         values = released[:, integral]
         whole = (values == np.rint(values)).all(axis=0)
