@@ -67,100 +67,102 @@ def _greedy(rs, caps, L, groups, vector_max=_VECTOR_MAX_GROUP):
     return out
 
 
-def _greedy_vectorised(groups, starts, ents, e, caps, L, sizes):
+def _greedy_vectorised(groups, starts, ents, n_entries, caps, L, sizes):
     """001 Fig. 6 then Figs. 7-8, in lock-step over ``groups``: step t looks
     at the t-th row (in Fig. 6 order) of every group still undecided.
     Same result as :func:`certify_group_scalar` group by group."""
-    m = ents.shape[1]
-    K = L - 1
-    capK = np.minimum(caps, K)
-    gsize = sizes[groups]
-    order = np.argsort(-gsize, kind="stable")
-    groups, gsize = groups[order], gsize[order]
-    gstart = starts[groups]
-    neg = -gsize
+    n_attrs = ents.shape[1]
+    top = L - 1
+    caps_top = np.minimum(caps, top)
+    group_size = sizes[groups]
+    order = np.argsort(-group_size, kind="stable")
+    groups, group_size = groups[order], group_size[order]
+    group_start = starts[groups]
+    neg_size = -group_size
 
     # --- Fig. 6: greedy value-disjoint set C; stop at L rows (line 8)
-    used = np.zeros(e, dtype=bool)
-    inC = np.zeros(ents.shape[0], dtype=bool)
-    csize = np.zeros(groups.size, dtype=np.int64)
-    for t in range(int(gsize[0])):
-        na = int(np.searchsorted(neg, -t, side="left"))   # groups with size > t
-        act = np.flatnonzero(csize[:na] < L)
-        if act.size == 0:
+    used = np.zeros(n_entries, dtype=bool)
+    in_c = np.zeros(ents.shape[0], dtype=bool)
+    c_size = np.zeros(groups.size, dtype=np.int64)
+    for step in range(int(group_size[0])):
+        n_live = int(np.searchsorted(neg_size, -step, side="left"))   # groups with size > t
+        live = np.flatnonzero(c_size[:n_live] < L)
+        if live.size == 0:
             break
-        r = gstart[act] + t
-        E = np.take(ents, r, axis=0)
-        ok = ~used[E].any(axis=1)
-        r, E = r[ok], E[ok]
-        used[E.ravel()] = True
-        inC[r] = True
-        csize[act[ok]] += 1
-    cert = _disjoint_cert(csize, caps)
-    todo = np.flatnonzero(cert < L)
-    if todo.size == 0:
-        return _unsort(cert, order)
+        rows = group_start[live] + step
+        entries = np.take(ents, rows, axis=0)
+        disjoint = ~used[entries].any(axis=1)
+        rows, entries = rows[disjoint], entries[disjoint]
+        used[entries.ravel()] = True
+        in_c[rows] = True
+        c_size[live[disjoint]] += 1
+    certified = _disjoint_cert(c_size, caps)
+    open_ = np.flatnonzero(certified < L)
+    if open_.size == 0:
+        return _unsort(certified, order)
 
     # --- Figs. 7-8 on the groups C did not certify.  Per group and
     # attribute we keep the K = L-1 largest frequencies in C with their
-    # value ids (Bf, Be); S_1..S_K follow from them.
-    nt = todo.size
-    tl = gsize[todo]
-    it = np.int32 if ents.shape[0] < 2 ** 31 - 1 else np.int64     # row positions
-    loc = _runs(tl, 0, it)
-    r = np.arange(tl.sum(), dtype=it)              # row t of group j: gstart[j] + t
-    r -= _repeat(np.cumsum(tl) - tl - gstart[todo], tl, it)
-    c_mask = inC[r]
-    rc, lc = r[c_mask], loc[c_mask]
-    slot = np.arange(rc.size) - np.repeat(np.cumsum(csize[todo]) - csize[todo], csize[todo])
-    fC = np.zeros(e, dtype=np.int64)
-    ents_c = np.take(ents, rc, axis=0)
-    fC[ents_c.ravel()] = 1
-    Bf = np.zeros((nt, m, K), dtype=np.int64)
-    Be = np.full((nt, m, K), -1, dtype=np.int64)
-    Be[lc[:, None], np.arange(m)[None, :], slot[:, None]] = ents_c
-    del ents_c
-    Bf[lc[:, None], np.arange(m)[None, :], slot[:, None]] = 1
-    cand = r[~c_mask]                                   # by group, in Fig. 6 order
-    ncand = tl - csize[todo]
-    cstart = np.cumsum(ncand) - ncand
-    o2 = np.argsort(-ncand, kind="stable")
-    ncand, cstart = ncand[o2], cstart[o2]
-    Bf, Be = np.take(Bf, o2, axis=0), np.take(Be, o2, axis=0)
-    x = cert[todo][o2]
-    sz = csize[todo][o2]
-    negc = -ncand
-    for t in range(int(ncand[0])):
-        na = int(np.searchsorted(negc, -t, side="left"))
-        act = np.flatnonzero(x[:na] < L)
-        if act.size == 0:
+    # value ids (top_freq, top_entry); S_1..S_K follow from them.
+    n_open = open_.size
+    open_size = group_size[open_]
+    pos_dtype = np.int32 if ents.shape[0] < 2 ** 31 - 1 else np.int64     # row positions
+    row_group = _runs(open_size, 0, pos_dtype)
+    # row t of open group j: group_start[j] + t
+    rows = np.arange(open_size.sum(), dtype=pos_dtype)
+    rows -= _repeat(np.cumsum(open_size) - open_size - group_start[open_], open_size, pos_dtype)
+    in_c_rows = in_c[rows]
+    c_rows, c_group = rows[in_c_rows], row_group[in_c_rows]
+    c_slot = np.arange(c_rows.size) - np.repeat(np.cumsum(c_size[open_]) - c_size[open_],
+                                                c_size[open_])
+    freq_c = np.zeros(n_entries, dtype=np.int64)
+    c_entries = np.take(ents, c_rows, axis=0)
+    freq_c[c_entries.ravel()] = 1
+    top_freq = np.zeros((n_open, n_attrs, top), dtype=np.int64)
+    top_entry = np.full((n_open, n_attrs, top), -1, dtype=np.int64)
+    top_entry[c_group[:, None], np.arange(n_attrs)[None, :], c_slot[:, None]] = c_entries
+    del c_entries
+    top_freq[c_group[:, None], np.arange(n_attrs)[None, :], c_slot[:, None]] = 1
+    candidates = rows[~in_c_rows]                                   # by group, in Fig. 6 order
+    n_cand = open_size - c_size[open_]
+    cand_start = np.cumsum(n_cand) - n_cand
+    by_cand = np.argsort(-n_cand, kind="stable")
+    n_cand, cand_start = n_cand[by_cand], cand_start[by_cand]
+    top_freq, top_entry = np.take(top_freq, by_cand, axis=0), np.take(top_entry, by_cand, axis=0)
+    cert_x = certified[open_][by_cand]
+    size_x = c_size[open_][by_cand]
+    neg_cand = -n_cand
+    for step in range(int(n_cand[0])):
+        n_live = int(np.searchsorted(neg_cand, -step, side="left"))
+        live = np.flatnonzero(cert_x[:n_live] < L)
+        if live.size == 0:
             break
-        E = np.take(ents, cand[cstart[act] + t], axis=0)    # (A, m): line 6
-        fnew = fC[E] + 1
-        bf = np.take(Bf, act, axis=0)
-        be = np.take(Be, act, axis=0)
-        inb = be == E[:, :, None]
-        has = inb.any(axis=2)
-        slot_min = bf.argmin(axis=2)
-        minval = np.take_along_axis(bf, slot_min[:, :, None], axis=2)[:, :, 0]
-        where = np.where(has, inb.argmax(axis=2), slot_min)
-        ai, mi = np.nonzero(has | (fnew > minval))
-        si = where[ai, mi]
-        bf[ai, mi, si] = fnew[ai, mi]
-        be[ai, mi, si] = E[ai, mi]
-        S = _top_sums(bf, capK, K)                          # line 7
-        newx = 1 + (S < (sz[act] + 1)[:, None]).sum(axis=1)
-        acc = newx >= x[act]                                # lines 8-9
-        ga = act[acc]
-        Bf[ga] = bf[acc]
-        Be[ga] = be[acc]
-        fC[E[acc].ravel()] += 1
-        sz[ga] += 1
-        x[ga] = newx[acc]                                   # lines 11-12
-    back = np.empty_like(o2)
-    back[o2] = np.arange(nt)
-    cert[todo] = np.maximum(cert[todo], x[back])
-    return _unsort(cert, order)
+        entries = np.take(ents, candidates[cand_start[live] + step], axis=0)    # (A, m): line 6
+        freq_new = freq_c[entries] + 1
+        freq_live = np.take(top_freq, live, axis=0)
+        entry_live = np.take(top_entry, live, axis=0)
+        in_top = entry_live == entries[:, :, None]
+        has_entry = in_top.any(axis=2)
+        min_slot = freq_live.argmin(axis=2)
+        min_freq = np.take_along_axis(freq_live, min_slot[:, :, None], axis=2)[:, :, 0]
+        target_slot = np.where(has_entry, in_top.argmax(axis=2), min_slot)
+        at_group, at_attr = np.nonzero(has_entry | (freq_new > min_freq))
+        at_slot = target_slot[at_group, at_attr]
+        freq_live[at_group, at_attr, at_slot] = freq_new[at_group, at_attr]
+        entry_live[at_group, at_attr, at_slot] = entries[at_group, at_attr]
+        top_sums = _top_sums(freq_live, caps_top, top)                          # line 7
+        new_x = 1 + (top_sums < (size_x[live] + 1)[:, None]).sum(axis=1)
+        accepted = new_x >= cert_x[live]                                # lines 8-9
+        grown = live[accepted]
+        top_freq[grown] = freq_live[accepted]
+        top_entry[grown] = entry_live[accepted]
+        freq_c[entries[accepted].ravel()] += 1
+        size_x[grown] += 1
+        cert_x[grown] = new_x[accepted]                                   # lines 11-12
+    unsort = np.empty_like(by_cand)
+    unsort[by_cand] = np.arange(n_open)
+    certified[open_] = np.maximum(certified[open_], cert_x[unsort])
+    return _unsort(certified, order)
 
 
 def _top_sums(bf, capK, K):
