@@ -1,5 +1,5 @@
-"""Every ```sql block of docs/tutorial.md and docs/methods/*.md runs, in order, against the
-demo's data, and its output is compared with tests/golden/docs/<page>.out (pg_regress style,
+"""Every ```sql block of the docs (docs/tutorial.md, docs/methods/*.md, docs/install.md,
+docs/operations.md) and of README.md's tour runs, in order, against the demo's data, and its output is compared with tests/golden/docs/<page>.out (pg_regress style,
 the golden mechanism of test_golden.py; DEID_GOLDEN_UPDATE=1 rewrites the files).
 
 The pages run in one psql session as the superuser, inside one transaction that is rolled
@@ -17,7 +17,9 @@ from test_golden import GOLDEN, assert_golden, run_psql
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = ["tutorial"] + sorted(f"methods/{p.stem}" for p in (DOCS / "methods").glob("*.md"))
+PAGES = (["tutorial"] + sorted(f"methods/{p.stem}" for p in (DOCS / "methods").glob("*.md"))
+         + ["install", "operations", "README"])
+PATHS = {"README": ROOT / "README.md"}      # the user's first page; the others under docs/
 MARK = "@@page "
 _SQL_BLOCK = re.compile(r"^```sql[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _GENERATE = re.compile(r"SELECT registry\.generate_patients\(\d+, [0-9.]+\)")
@@ -25,7 +27,7 @@ _GENERATE = re.compile(r"SELECT registry\.generate_patients\(\d+, [0-9.]+\)")
 
 def sql_blocks(page):
     """The ```sql blocks of a doc page, in order."""
-    return _SQL_BLOCK.findall((DOCS / f"{page}.md").read_text())
+    return _SQL_BLOCK.findall(PATHS.get(page, DOCS / f"{page}.md").read_text())
 
 
 def script():
@@ -37,6 +39,9 @@ def script():
              "BEGIN;", "SET LOCAL deid.drop_with_releases = on;",
              "DROP EXTENSION IF EXISTS deid CASCADE;", "CREATE EXTENSION deid CASCADE;",
              "DROP SCHEMA IF EXISTS registry CASCADE;",
+             # the roles docs/install.md grants to (created in the rolled-back transaction)
+             "DO $$ BEGIN CREATE ROLE alice; CREATE ROLE bob;"
+             " EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
              (ROOT / "scripts" / "sample_patients.sql").read_text(), generate + ";"]
     for page in PAGES:
         parts += [f"\\echo {MARK}{page}", "\\set ECHO all"]
@@ -60,6 +65,15 @@ def outputs(admin, url, tmp_path_factory):
         elif current is not None and line.rstrip("\n") != "\\set ECHO none":
             pages[current].append(line)
     return {page: "".join(lines) for page, lines in pages.items()}
+
+
+def test_every_page_with_sql_runs():
+    """A doc page with a ```sql block is one of PAGES (a new page is not left untested)."""
+    pages = {str(p.relative_to(DOCS).with_suffix("")) for p in DOCS.rglob("*.md")
+             if _SQL_BLOCK.search(p.read_text())}
+    if _SQL_BLOCK.search((ROOT / "README.md").read_text()):
+        pages.add("README")
+    assert pages <= set(PAGES), sorted(pages - set(PAGES))
 
 
 def test_pages_have_sql():
