@@ -89,7 +89,27 @@ def read_pending(db, token):
 
 
 def begin(db, relid, method, k, l, columns, selection, options, name, caller):
-    """SECURITY DEFINER: validate, authorize, plan; for a policy, have the grantor read."""
+    """SECURITY DEFINER: validate, authorize, plan; for a policy, have the grantor read. A
+    refusal before the grant is known (an option, k, the selection) keeps its detail only for
+    a caller with SELECT on the relation: a requester without it learns no detail at all."""
+    try:
+        return _begin(db, relid, method, k, l, columns, selection, options, name, caller)
+    except DeidError as e:
+        if e.detail is not None and not _may_select(db, caller, relid):
+            e.detail = None
+        raise
+
+
+def _may_select(db, caller, relid):
+    try:
+        with db.subtransaction():
+            return bool(db.value("SELECT pg_catalog.has_table_privilege($1, $2, 'SELECT')",
+                                 [caller, relid], ["name", "oid"]))
+    except Exception:          # an aborted statement, a role or relation gone: no detail
+        return False
+
+
+def _begin(db, relid, method, k, l, columns, selection, options, name, caller):
     access.caller_role(db, caller)
     rel = catalog.relation(db, relid)
     catalog.require(method, "method", "One of: " + ", ".join(registry.METHODS) + ".")

@@ -129,10 +129,14 @@ class Checker(SetChecks, RefusalChecks):
         self.stats["generalization_classes_checked"] += sum(len(self._groups(table, q)) for q in sources.values())
         self._generalization_truth(name, src, params, table, rids, out)
         qis = [c for v in sources.values() for c in v]
-        if len(sources) > 1 and params.get("authorized_via", {}).get("via") not in (None, "select"):
-            small = [c for c in self._groups(table, qis) if c < k]
+        grant = params.get("authorized_via") or {}
+        if len(sources) > 1 and grant.get("via") not in (None, "select") and not grant.get("per_source_k"):
+            # the policy's minimum holds over all quasi-identifiers jointly (not the request's k)
+            joint_k = grant.get("min_k") or k
+            small = [c for c in self._groups(table, qis) if c < joint_k]
             if small:
-                out.append(("policy_joint_k", f"{name}: a policy release is {min(small)}-anonymous over {qis} jointly, k={k}"))
+                out.append(("policy_joint_k", f"{name}: a policy release is {min(small)}-anonymous over {qis}"
+                            f" jointly, the policy's min_k={joint_k}"))
 
     def _generalization_truth(self, name, src, params, table, rids, out):
         """Every released column is the source column over the selection, as a multiset: raw for

@@ -180,3 +180,25 @@ def test_a_release_s_notices_carry_no_count_but_its_phases(refuse, connect):
     assert [n.split()[1] for n in notices] == ["read", "method", "write", "verify"], notices
     for n in notices:
         assert not re.search(r"\d", re.sub(r" in \d+\.\d+ s", "", n)), n
+
+
+@pytest.mark.parametrize("method, k, l, options", [
+    ("disassociation", 1, None, {}),             # k below 2: the method's validation, detail "k = 1"
+    ("generalization", 3, None, {"search": "nope"}),   # an option outside its schema
+])
+def test_a_refusal_before_the_grant_has_no_detail_for_a_policy_requester(refuse, connect, method,
+                                                                          k, l, options):
+    """Refusals raised before deid knows how the requester may read (the method's validation
+    of k, l and options) keep their detail only for a caller with SELECT on the source."""
+    import json
+    errors = {}
+    for role in (RESEARCHER, ANALYST):
+        with pytest.raises(psycopg.Error) as e:
+            connect(role).execute(
+                "SELECT * FROM deid.anonymize_request(%s, %s, k => %s, l => %s,"
+                " columns => %s, options => %s::jsonb)",
+                [TABLE, method, k, l, "{dx}" if method == "disassociation" else "{age,sex,dx}",
+                 json.dumps(options)]).fetchall()
+        errors[role] = e.value.diag
+    assert errors[RESEARCHER].message_detail is None, errors[RESEARCHER].message_detail
+    assert errors[RESEARCHER].message_hint and errors[RESEARCHER].sqlstate == errors[ANALYST].sqlstate
