@@ -10,13 +10,13 @@
 CREATE FUNCTION deid._set_role(relid oid, column_name name, role text, hierarchy text, source text)
 RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.set_role', relid, column_name, role, hierarchy, source)
+return entry('admin.set_role', relid, column_name, role, hierarchy, source)
 $$;
 CREATE FUNCTION deid._store_role(relid oid, column_name name, role text, hierarchy text, source text,
                                  caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.store_role', relid, column_name, role, hierarchy, source, caller)
+return entry('admin.store_role', relid, column_name, role, hierarchy, source, caller)
 $$;
 #@WRAP deid.set_role(relation regclass, "column" name, role text, hierarchy text DEFAULT NULL, source text DEFAULT NULL) RETURNS text => deid._set_role(relation::oid, "column", role, hierarchy, source)
 COMMENT ON FUNCTION deid.set_role(regclass, name, text, text, text) IS
@@ -26,7 +26,7 @@ COMMENT ON FUNCTION deid.set_role(regclass, name, text, text, text) IS
 CREATE FUNCTION deid._unset_role(relid oid, column_name name, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.unset_role', relid, column_name, caller)
+return entry('admin.unset_role', relid, column_name, caller)
 $$;
 #@WRAP deid.unset_role(relation regclass, "column" name) RETURNS text => deid._unset_role(relation::oid, "column", current_user)
 COMMENT ON FUNCTION deid.unset_role(regclass, name) IS
@@ -35,7 +35,7 @@ COMMENT ON FUNCTION deid.unset_role(regclass, name) IS
 CREATE FUNCTION deid._clear_roles(relid oid, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.clear_roles', relid, caller)
+return entry('admin.clear_roles', relid, caller)
 $$;
 #@WRAP deid.clear_roles(relation regclass) RETURNS text => deid._clear_roles(relation::oid, current_user)
 COMMENT ON FUNCTION deid.clear_roles(regclass) IS
@@ -44,7 +44,7 @@ COMMENT ON FUNCTION deid.clear_roles(regclass) IS
 CREATE FUNCTION deid._load_hierarchy(name text, rows text, info_loss float8[], caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.load_hierarchy', name, rows, info_loss, caller)
+return entry('admin.load_hierarchy', name, rows, info_loss, caller)
 $$;
 #@WRAP deid.load_hierarchy(name text, rows text, info_loss float8[] DEFAULT NULL) RETURNS text => deid._load_hierarchy(name, rows, info_loss, current_user)
 COMMENT ON FUNCTION deid.load_hierarchy(text, text, float8[]) IS
@@ -53,7 +53,7 @@ COMMENT ON FUNCTION deid.load_hierarchy(text, text, float8[]) IS
 CREATE FUNCTION deid._interval_hierarchy(name text, low numeric, high numeric, widths numeric[], info_loss float8[], caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.interval_hierarchy', name, low, high, widths, info_loss, caller)
+return entry('admin.interval_hierarchy', name, low, high, widths, info_loss, caller)
 $$;
 #@WRAP deid.interval_hierarchy(name text, low numeric, high numeric, widths int[], info_loss float8[] DEFAULT NULL) RETURNS text => deid._interval_hierarchy(name, low, high, widths::numeric[], info_loss, current_user)
 COMMENT ON FUNCTION deid.interval_hierarchy(text, numeric, numeric, int[], float8[]) IS
@@ -62,7 +62,7 @@ COMMENT ON FUNCTION deid.interval_hierarchy(text, numeric, numeric, int[], float
 CREATE FUNCTION deid._drop_hierarchy(name text, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.drop_hierarchy', name, caller)
+return entry('admin.drop_hierarchy', name, caller)
 $$;
 #@WRAP deid.drop_hierarchy(name text) RETURNS text => deid._drop_hierarchy(name, current_user)
 
@@ -70,7 +70,7 @@ CREATE FUNCTION deid._allow_requests(grantee name, relid oid, min_k int, min_l i
                                      per_source_k boolean, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.allow_requests', grantee, relid, min_k, min_l, per_source_k, caller)
+return entry('admin.allow_requests', grantee, relid, min_k, min_l, per_source_k, caller)
 $$;
 #@WRAP deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL, per_source_k boolean DEFAULT false) RETURNS text => deid._allow_requests(role, relation::oid, min_k, min_l, coalesce(per_source_k, false), current_user)
 COMMENT ON FUNCTION deid.allow_requests(name, regclass, int, int, boolean) IS
@@ -80,7 +80,7 @@ COMMENT ON FUNCTION deid.allow_requests(name, regclass, int, int, boolean) IS
 CREATE FUNCTION deid._revoke_requests(grantee name, relid oid, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('catalog.admin.revoke_requests', grantee, relid, caller)
+return entry('admin.revoke_requests', grantee, relid, caller)
 $$;
 #@WRAP deid.revoke_requests(role name, relation regclass) RETURNS text => deid._revoke_requests(role, relation::oid, current_user)
 COMMENT ON FUNCTION deid.revoke_requests(name, regclass) IS

@@ -39,5 +39,5 @@ CREATE FUNCTION deid._datapath_probe(relid oid, columns text[], rid_column text 
                                      write boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('read.probe.datapath_probe', relid, columns, rid_column, write)
+return entry('probe.datapath_probe', relid, columns, rid_column, write)
 $$;

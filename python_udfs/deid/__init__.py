@@ -12,7 +12,7 @@ docs/dev/architecture.md draws them):
   write     write/: writer.py (release tables), copy_files.py, copybin.py/copyfields.py
   verify    verify/<method>.py with verify/shared/ (never imports methods/)
   log       log/: overlap.py (pairs of releases), release_log.py (views, release row, artefacts)
-Around it: pg.py (the only plpy user), catalog/ (relations, roles, hierarchies, admin),
-releases/ (verify_release, reconstruct, utility policies), measure.py, usage.py, errors.py.
+Around it: pg.py (the only plpy user), catalog/ (relations, roles, hierarchies), admin.py,
+releases/ (verify_release, reconstruct, utility policies), measure.py, probe.py, usage.py.
 """
 __version__ = "1.1.0"

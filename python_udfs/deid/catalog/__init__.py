@@ -1,1 +1,1 @@
-"""deid's catalog: relations and their column roles, hierarchies, administration."""
+"""deid's catalog: relations and their column roles, hierarchies."""

@@ -1,11 +1,11 @@
 """Administration: column roles, hierarchies and request policies."""
 import re
 
-from ..request import access, code_trust
-from . import relations as catalog, hierarchies
-from ..errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT,
+from .request import access, code_trust
+from .catalog import relations as catalog, hierarchies
+from .errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT,
                       INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE, UNDEFINED_OBJECT)
-from ..sqltext import quote_ident, quote_literal
+from .sqltext import quote_ident, quote_literal
 
 
 def set_role(db, relid, column, role, hierarchy, source):
@@ -86,7 +86,7 @@ def check_binding(db, rel, col, h):
                             f'"{h.name}"', detail="missing: " + ", ".join(repr(r["v"]) for r in bad),
                             hint="Add the values to the hierarchy rows and load it again.")
     else:
-        from ..read.snapshot import column_kind
+        from .read.snapshot import column_kind
         if column_kind(col.base_type) not in ("int", "float"):
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'interval hierarchy "{h.name}" needs a numeric column, '

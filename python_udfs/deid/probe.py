@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
-from ..catalog import relations as catalog
-from . import parallel_pass, snapshot
-from ..write import copy_files
+from .catalog import relations as catalog
+from .read import parallel_pass, snapshot
+from .write import copy_files
 
 MD5_ROWS = 200_000
 
