@@ -89,3 +89,10 @@ def test_a_role_without_deid_admin_is_refused(url, released, argv):
     assert r.returncode != 0 and r.stdout == ""
     assert "(42501)" in r.stderr and "GRANT deid_admin" in r.stderr
     assert RELEASE not in r.stderr
+
+
+@pytest.mark.skipif(pathlib.Path(sys.prefix) != ROOT / ".venv", reason="not the project's venv")
+def test_make_venv_installs_the_console_script():
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "deid"), "--version"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "deid 1.1.0"
