@@ -10,9 +10,11 @@ TEST_DB := deid_test
 
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz
+.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz dist
 
-all: install
+## all: build the extension's SQL scripts, as any user (`pgxn install` runs make, then sudo make install)
+all:
+	@$(MAKE) -s --no-print-directory -C extension all PG_CONFIG=$(PG_CONFIG) SERVER_PYTHON=$(SERVER_PYTHON)
 
 ## deps: Debian packages (root; idempotent)
 deps:
@@ -42,9 +44,11 @@ demo: start
 	@$(PSQL) "$$($(CLUSTER) url)" -q -f scripts/demo.sql
 
 ## test: unit tests (no server), integration tests (psycopg), pgTAP (pg_prove)
-$(VENV)/.stamp: tests/requirements.txt
+## venv: the client-side venv: the test requirements and the `deid` command (client/, editable)
+$(VENV)/.stamp: tests/requirements.txt client/pyproject.toml
 	$(SERVER_PYTHON) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e client
 	touch $@
 
 venv: deps $(VENV)/.stamp
@@ -87,6 +91,11 @@ bench-eval: $(EVAL_VENV)/.stamp
 ## eval-condensation: utility + risk of condensation vs copulas and DataSynthesizer (004 sec. 3.5)
 eval-condensation: bench-eval
 	$(EVAL_VENV)/bin/python -m bench.eval_condensation.run
+
+## dist: the PGXN distribution deid-<version>.zip of the committed tree (META.json; `pgxn install deid`)
+VERSION = $(shell sed -n 's/^EXTVERSION *= *//p' extension/Makefile)
+dist:
+	git archive --format zip --prefix=deid-$(VERSION)/ -o deid-$(VERSION).zip HEAD
 
 clean:
 	-$(CLUSTER) stop
