@@ -61,7 +61,11 @@ def read_real(path, first=None):
         while node is not None:
             chain.append(node.code)
             node = node.parent
-        hier.append(tuple(chain[-3:]) if len(chain) >= 3 else (c[:3], "S" + c[:3], "C" + c[:3]))
+        # code -> [4-digit] -> category -> [section] -> chapter; 280-289 has no section
+        ranges = [a for a in chain if "-" in a] or ["C" + c[:3]]
+        cat = next((a for a in chain if "-" not in a and len(a) == (4 if a[0] == "E" else 3)),
+                   c[:4] if c[0] == "E" else c[:3])
+        hier.append((cat, "S" + ranges[0], "C" + ranges[-1]))
     return offsets, np.concatenate(rows).astype(np.int64), names, hier
 
 
