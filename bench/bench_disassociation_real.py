@@ -225,7 +225,8 @@ def main(argv):
     plot(out, RESULTS / "disassociation_real.png")
     if data.exists():
         print("\n" + DISCLAIMER)
-    print(f"\nwrote {path.relative_to(HERE.parent)} and disassociation_real.png ({time.perf_counter() - t0:.0f} s)")
+    print(f"\nwrote {path.relative_to(HERE.parent)} and disassociation_real.png "
+          f"({time.perf_counter() - t0:.0f} s)")
 
 
 if __name__ == "__main__":
