@@ -68,13 +68,15 @@ def make_groups(rng, category, chapter, n_groups=90, group_codes=20, group_skew=
 
 def make_records(n, mean_codes=5.11, max_codes=43, seed=0, n_codes=631, background_share=0.12,
                  group_codes=20, group_skew=1.2, groups_per_record=(0.45, 0.4, 0.15),
-                 n_groups=90, category_repeat=1.0):
+                 n_groups=90, category_repeat=0.275):
     """CSR records (offsets, codes), the code names and the level-1 constraints.
 
     ``category_repeat``: the share of same-category repeats kept (a second, third, ... code
     of one 3-digit category in a record); below 1 the others are dropped before the mean is
     calibrated, so the shape (Table 1) stays and only within-category co-occurrence changes.
-    1.0 (the default) draws nothing extra: the default data set is unchanged."""
+    The default 0.275 gives 1.083 codes per (record, 3-digit category) among the pairs that
+    hold any (58,302 records, seed 0), the ratio measured on real ICD-9-CM discharges
+    (../shared/data/README.md); 1.0 keeps every repeat (1.255, the former default)."""
     rng = np.random.default_rng(seed)
     names, category, chapter = make_codes(rng, n_codes)
     D = len(names)

@@ -182,6 +182,7 @@ def main(argv):
 GENERATORS = [  # make_records keyword arguments: all match 003 Table 1 (58,302 records, 631
     # codes, mean ~5, max 43); they differ in how concentrated co-occurrence is
     ("default (bench data)", {}),
+    ("every same-category repeat kept (former default)", dict(category_repeat=1.0)),
     ("less background", dict(background_share=0.03)),
     ("concentrated", dict(background_share=0.03, group_codes=10,
                           groups_per_record=(0.7, 0.25, 0.05))),
