@@ -7,7 +7,6 @@ survival multisets, permissible values."""
 import pathlib
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from deid.errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
@@ -172,14 +171,12 @@ def test_larger_tie_heavy_and_skewed_tables():
                             integer_columns=[0, 2, 4])
 
 
-@pytest.mark.xfail(strict=True, reason="known: exact moments (004 Alg. 3) miss rtol 1e-9 by 2x on a "
-                   "near-constant cluster of a heavy-tailed table; found by the property test above")
 def test_near_constant_cluster_of_a_heavy_tailed_table_keeps_its_covariance():
     """A falsifying example of test_condense_properties: 202 rows, integer columns with values
     1 .. 1e4 (sd ~700-1350), k = 25. Cluster 6 is 24 rows of 1 and one 2 in column 0 (variance
-    0.04): its synthetic covariance differs by 2.1e-9 of itself. Either the synthesis loses
-    precision in whole-table units, or the verifier's tolerance (scaled by |x|, not by the
-    centred value the check computes with) is too tight there."""
+    0.04) beside one-hot blocks of variance ~0.2: its synthetic covariance differed by 2.1e-9 of
+    itself while the synthesis rounded relative to the cluster's largest variance. Each column
+    is now synthesised in units of its own within-cluster spread (pca_synthesis)."""
     X = np.loadtxt(pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "condensation_cov_case.txt")
     res = condense(X, ["int", "categorical", "int"], 25, algorithm="improved", block_rows=25, seed=0)
     verify_condensation(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id, 25,

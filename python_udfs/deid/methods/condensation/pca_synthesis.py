@@ -17,7 +17,8 @@ and variance of Z_i and the Z'_i are exactly uncorrelated (steps 2-3).  Rotating
     C'_j = mu + Z' V^T,   so   mean(C'_j) = mu   and   (C'_j - mu)^T (C'_j - mu) = A^T A,
 
 i.e. the synthetic cluster has the original mean vector and covariance matrix up to floating-
-point rounding (about 1e-15 relative to the cluster's largest variance).
+point rounding (about 1e-15 relative to each column's variance: every column is synthesised
+in units of its own within-cluster spread, then scaled back).
 
 Fewer rows than attributes (n <= p).  The centred cluster spans at most n - 1 dimensions.
 Prop. 1 (the transpose trick): the eigenvectors u of the n x n matrix A A^T give those of
@@ -110,6 +111,13 @@ def synthesize_batch(clusters, rng):
     centered[np.broadcast_to(constant[:, None, :], centered.shape)] = 0.0
     if p == 0:
         return clusters.copy()
+    # each column in units of its own within-cluster spread: rounding then stays relative to
+    # every column's variance, not to the cluster's largest (a near-constant numeric column
+    # beside one-hot blocks kept its covariance only to ~1e-15 of the one-hots' variance).
+    # synthetic = (mu +) O A for a random orthogonal O either way: the same distribution.
+    spread = np.sqrt(np.einsum("gnp,gnp->gp", centered, centered))
+    spread[spread == 0] = 1.0
+    centered /= spread[:, None, :]
     if n_rows - 1 >= p:                                               # direct PCA
         lam, comps = pca_direct(centered)
         colour = np.sqrt(np.maximum(lam, 0.0))[:, :, None] * np.swapaxes(comps, 1, 2)
@@ -124,6 +132,7 @@ def synthesize_batch(clusters, rng):
         colour = np.matmul(transform, colour)                         # whiten, then colour
     synthetic = np.matmul(draws, colour)
     synthetic -= synthetic.mean(axis=1, keepdims=True)
+    synthetic *= spread[:, None, :]
     synthetic += mean
     if constant.any():
         fixed = np.broadcast_to(constant[:, None, :], synthetic.shape)
