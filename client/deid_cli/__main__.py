@@ -4,7 +4,8 @@ import sys
 
 import psycopg
 
-from . import __version__, connection, list_cmd, output, report_cmd, verify_cmd
+from . import __version__, connection, list_cmd, output, verify_cmd
+from . import report_cmd
 
 COMMANDS = [list_cmd, verify_cmd, report_cmd]
 EXAMPLE = """examples:

@@ -15,6 +15,14 @@ CLASSES = """SELECT coalesce(source, ''), array_agg(cardinality ORDER BY class_i
                FROM deid.equivalence_class WHERE release_id = %s GROUP BY 1 ORDER BY 1"""
 CLUSTERS = """SELECT array_agg(cardinality(rids) ORDER BY cluster_id)
                 FROM deid.cluster_member WHERE release_id = %s"""
+# per method, the logged metrics the privacy section shows beside the sizes (chunk statistics,
+# cluster summaries, the certified L); condensation's rare-value and verbatim-row checks come
+# from the verifier's report (metrics->'verification')
+FACTS = {"anatomy": ["min_group", "min_certified_l", "sensitive", "quasi_identifiers"],
+         "generalization": ["joint_k", "levels", "limits", "suppressed"],
+         "condensation": ["clusters", "cluster_sizes", "clusters_by_status", "survival_times"],
+         "disassociation": ["m", "clusters", "min_cluster", "max_cluster_size", "record_chunks",
+                            "shared_chunks", "item_chunk_codes", "codes", "occurrences"]}
 # the logged metrics the report shows as utility (never the digests or the phase times)
 UTILITY_KEYS = ["rows", "groups", "discernibility", "loss", "levels", "suppressed", "steps",
                 "joint_k", "min_group", "min_certified_l", "search", "are", "mre", "chunks",
@@ -61,6 +69,8 @@ def _distributions(conn, rel, k):
             "kind": "class", "histogram": histogram(joint), "risk": risk(joint, k)}
     if _may(conn, "SELECT has_table_privilege('deid.cluster_member', 'SELECT')", []):
         (sizes,) = conn.execute(CLUSTERS, [rel["release_id"]]).fetchone()
+        if not sizes:        # condensation logs the sizes of up to PER_CLUSTER_METRICS clusters
+            sizes = (rel["metrics"].get("per_cluster") or {}).get("size")
         if sizes:
             dist["clusters"] = {"kind": "cluster", "histogram": histogram(sizes), "risk": risk(sizes, k)}
     return dist
@@ -106,6 +116,14 @@ def _source(conn, rel):
     return {"relation": src, "rows": int(n)}
 
 
+def _facts(method, metrics):
+    out = {key: metrics[key] for key in FACTS.get(method, []) if key in metrics}
+    checks = metrics.get("verification") or {}
+    out.update({f"verified {key}": v for key, v in checks.items()
+                if "rare" in key or "verbatim" in key or "copies" in key})
+    return out
+
+
 def gather(conn, name):
     """The report as one dict: request, verification, privacy, utility, source (or None)."""
     row = conn.execute(RELEASE, [name]).fetchone()
@@ -118,7 +136,8 @@ def gather(conn, name):
     report = {"request": rel,
               "verification": _verification(conn, rel, metrics),
               "privacy": {"k": k, "joint_k": metrics.get("joint_k"),
-                          "distributions": _distributions(conn, rel_m, k)},
+                          "distributions": _distributions(conn, rel_m, k),
+                          "facts": _facts(rel["method"], metrics)},
               "utility": {key: metrics[key] for key in UTILITY_KEYS if key in metrics}}
     source = _source(conn, rel)
     if source is not None:

@@ -62,7 +62,7 @@ def _table(rows):
 
 
 def _privacy(p):
-    parts = [_table([("k", p["k"]), ("joint k", p["joint_k"])])]
+    parts = [_table([("k", p["k"]), ("joint k", p["joint_k"])] + list(p.get("facts", {}).items()))]
     for label, d in p["distributions"].items():
         r = d["risk"] or {}
         png = plot_png(d["histogram"], p["k"], f"{d['kind']} sizes: {label}")

@@ -58,10 +58,12 @@ def test_report_html_and_json(url, releases, tmp_path, name, method):
     if method == "anatomy":
         assert dist["groups"]["risk"]["min_size"] >= 10 and dist["groups"]["risk"]["records_at_risk"] == 0
         assert dist["groups"]["risk"]["highest"] == 1 / dist["groups"]["risk"]["min_size"]
+        assert rep["privacy"]["facts"]["min_certified_l"] >= 2
     else:
         joint = dist["all quasi-identifiers, from the release"]["risk"]
         assert joint["classes"] == rep["utility"]["groups"]
         assert "loss" in rep["utility"] and "levels" in rep["utility"]
+        assert rep["privacy"]["facts"]["joint_k"] == joint["min_size"] == rep["privacy"]["joint_k"]
     assert "data:image/png;base64," in page and all(h in page for h in HEADINGS)
     assert page.count("data:image/png;base64,") == len(dist)
     # deid_t_admin may SELECT the source: the source section is there
