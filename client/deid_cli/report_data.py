@@ -1,0 +1,145 @@
+"""The report's data (deid report, issue 23), read only from what the connecting role may read:
+deid.release (deid_admin), deid.equivalence_class (class / group sizes), deid.cluster_member
+(cluster sizes, when readable), deid.verify_release (when the role may execute it), and the
+source only when has_table_privilege(source, 'SELECT') says so. No raw row is read."""
+import numpy as np
+from psycopg import sql
+
+RELEASE = """SELECT release_id, name, method, source_name, source::text, parameters, seed,
+                    requested_by::text, started_at, finished_at, status, relations, metrics
+               FROM deid.release WHERE name = %s ORDER BY (status = 'committed') DESC, release_id DESC
+              LIMIT 1"""
+FIELDS = ["release_id", "name", "method", "source", "source_relation", "parameters", "seed",
+          "requested_by", "started_at", "finished_at", "status", "relations"]
+CLASSES = """SELECT coalesce(source, ''), array_agg(cardinality ORDER BY class_id)
+               FROM deid.equivalence_class WHERE release_id = %s GROUP BY 1 ORDER BY 1"""
+CLUSTERS = """SELECT array_agg(cardinality(rids) ORDER BY cluster_id)
+                FROM deid.cluster_member WHERE release_id = %s"""
+# per method, the logged metrics the privacy section shows beside the sizes (chunk statistics,
+# cluster summaries, the certified L); condensation's rare-value and verbatim-row checks come
+# from the verifier's report (metrics->'verification')
+FACTS = {"anatomy": ["min_group", "min_certified_l", "sensitive", "quasi_identifiers"],
+         "generalization": ["joint_k", "levels", "limits", "suppressed"],
+         "condensation": ["clusters", "cluster_sizes", "clusters_by_status", "survival_times"],
+         "disassociation": ["m", "clusters", "min_cluster", "max_cluster_size", "record_chunks",
+                            "shared_chunks", "item_chunk_codes", "codes", "occurrences"]}
+# the logged metrics the report shows as utility (never the digests or the phase times)
+UTILITY_KEYS = ["rows", "groups", "discernibility", "loss", "levels", "suppressed", "steps",
+                "joint_k", "min_group", "min_certified_l", "search", "are", "mre", "chunks",
+                "clusters", "rare_values", "verbatim_rows"]
+
+
+def risk(sizes, k):
+    """Prosecutor re-identification risk as ARX reports it, over classes of these sizes:
+    highest 1/min size, average classes/records, and the share of records whose risk 1/size is
+    above 1/k (their class is smaller than k)."""
+    s = np.asarray(sizes, dtype=np.int64)
+    s = s[s > 0]
+    if not len(s):
+        return None
+    n = int(s.sum())
+    out = {"classes": int(len(s)), "records": n, "min_size": int(s.min()),
+           "highest": 1.0 / float(s.min()), "average": len(s) / n}
+    if k:
+        out["records_at_risk"] = float(s[s < k].sum()) / n
+    return out
+
+
+def histogram(sizes):
+    """Class sizes -> [[size, how many classes], ...], ascending."""
+    v, c = np.unique(np.asarray(sizes, dtype=np.int64), return_counts=True)
+    return [[int(a), int(b)] for a, b in zip(v, c)]
+
+
+def _may(conn, query, args):
+    """The value of a privilege test (has_table_privilege, has_function_privilege)."""
+    return bool(conn.execute(query, args).fetchone()[0])
+
+
+def _distributions(conn, rel, k):
+    """Per source of classes ('' = all quasi-identifiers jointly, or the method's groups): sizes
+    histogram and risk; condensation / disassociation clusters when deid.cluster_member is readable."""
+    dist = {}
+    for source, sizes in conn.execute(CLASSES, [rel["release_id"]]).fetchall():
+        label = source or ("groups" if rel["method"] == "anatomy" else "all quasi-identifiers")
+        dist[label] = {"kind": "class", "histogram": histogram(sizes), "risk": risk(sizes, k)}
+    joint = _joint_sizes(conn, rel)
+    if joint:
+        dist["all quasi-identifiers, from the release"] = {
+            "kind": "class", "histogram": histogram(joint), "risk": risk(joint, k)}
+    if _may(conn, "SELECT has_table_privilege('deid.cluster_member', 'SELECT')", []):
+        (sizes,) = conn.execute(CLUSTERS, [rel["release_id"]]).fetchone()
+        if not sizes:        # condensation logs the sizes of up to PER_CLUSTER_METRICS clusters
+            sizes = (rel["metrics"].get("per_cluster") or {}).get("size")
+        if sizes:
+            dist["clusters"] = {"kind": "cluster", "histogram": histogram(sizes), "risk": risk(sizes, k)}
+    return dist
+
+
+def _joint_sizes(conn, rel):
+    """Generalization: the classes over all quasi-identifiers jointly (joint k), counted on the
+    released table itself when the role may read it (a release, never the source)."""
+    qis = sorted((rel["metrics"].get("levels") or {}).keys())
+    if rel["method"] != "generalization" or not qis or len(rel["relations"]) != 1:
+        return None
+    schema, _, table = rel["relations"][0].partition(".")
+    if not _may(conn, "SELECT has_table_privilege(%s, 'SELECT')", [rel["relations"][0]]):
+        return None
+    q = sql.SQL("SELECT array_agg(n) FROM (SELECT count(*) AS n FROM {} GROUP BY {}) c").format(
+        sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, qis)))
+    return conn.execute(q).fetchone()[0]
+
+
+def _verification(conn, rel, metrics):
+    out = {"logged": metrics.get("verification")}
+    if rel["status"] == "committed" and _may(
+            conn, "SELECT has_function_privilege('deid.verify_release(text)', 'EXECUTE')", []):
+        with conn.transaction():
+            try:
+                out["fresh"] = conn.execute("SELECT deid.verify_release(%s)",
+                                            [rel["name"]]).fetchone()[0]
+            except Exception as e:            # a failed re-verification is the report's news
+                out["fresh"] = {"verified": False, "error": str(getattr(e, "diag", None)
+                                                                and e.diag.message_primary or e)}
+    return out
+
+
+def _source(conn, rel):
+    """Source-derived numbers, only for a role with SELECT on the source (kept minimal: the
+    source's row count against the release's)."""
+    src = rel["source_relation"]
+    if not src or not _may(conn, "SELECT has_table_privilege(%s::regclass, 'SELECT')", [src]):
+        return None
+    schema, table = conn.execute("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n"
+                                 " ON n.oid = c.relnamespace WHERE c.oid = %s::regclass", [src]).fetchone()
+    (n,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))).fetchone()
+    return {"relation": src, "rows": int(n)}
+
+
+def _facts(method, metrics):
+    out = {key: metrics[key] for key in FACTS.get(method, []) if key in metrics}
+    checks = metrics.get("verification") or {}
+    out.update({f"verified {key}": v for key, v in checks.items()
+                if "rare" in key or "verbatim" in key or "copies" in key})
+    return out
+
+
+def gather(conn, name):
+    """The report as one dict: request, verification, privacy, utility, source (or None)."""
+    row = conn.execute(RELEASE, [name]).fetchone()
+    if row is None:
+        return None
+    *values, metrics = row
+    rel = dict(zip(FIELDS, values))
+    rel_m = dict(rel, metrics=metrics)
+    k = (rel["parameters"] or {}).get("k")
+    report = {"request": rel,
+              "verification": _verification(conn, rel, metrics),
+              "privacy": {"k": k, "joint_k": metrics.get("joint_k"),
+                          "distributions": _distributions(conn, rel_m, k),
+                          "facts": _facts(rel["method"], metrics)},
+              "utility": {key: metrics[key] for key in UTILITY_KEYS if key in metrics}}
+    source = _source(conn, rel)
+    if source is not None:
+        report["source"] = source
+    return report
