@@ -153,3 +153,9 @@ def test_release_shows_phases_and_the_result(url, admin, cleanup):
     assert refused.returncode == 1
     assert "ERROR:" in refused.stderr and "already exists (42P07)" in refused.stderr
     assert "HINT:" in refused.stderr
+
+
+def test_help_shows_an_example():
+    for cmd in ("release", "apply"):
+        r = deid("", ADMIN, cmd, "--help")
+        assert r.returncode == 0 and "example" in r.stdout and f"deid {cmd} " in r.stdout
