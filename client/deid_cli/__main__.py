@@ -4,10 +4,9 @@ import sys
 
 import psycopg
 
-from . import __version__, connection, list_cmd, output, verify_cmd
-from . import report_cmd
+from . import __version__, apply_cmd, connection, list_cmd, output, release_cmd, report_cmd, verify_cmd
 
-COMMANDS = [list_cmd, verify_cmd, report_cmd]
+COMMANDS = [list_cmd, verify_cmd, report_cmd, release_cmd, apply_cmd]
 EXAMPLE = """examples:
   PGHOST=db PGUSER=admin PGDATABASE=registry deid list
   deid verify patients_2026q3 --dbname postgresql://admin@db/registry --json
