@@ -9,7 +9,7 @@ import time
 
 import psycopg
 
-from . import plan_steps
+from . import commands, plan_steps
 from .release_cmd import progress
 
 HELP = "run a release plan (TOML): hierarchies, roles, policies, requests"
@@ -24,11 +24,10 @@ COLUMNS = ["step", "kind", "what", "result", "seconds"]
 
 
 def add_parser(sub, parents):
-    p = sub.add_parser("apply", help=HELP, epilog=EXAMPLE, parents=parents, add_help=False,
-                       description="Apply a release plan file in one transaction.",
-                       formatter_class=parents[0].formatter_class)
+    p = commands.subcommand(sub, parents, "apply", HELP,
+                            "Apply a release plan file in one transaction.",
+                            EXAMPLE, run)
     p.add_argument("plan", help="the plan file (TOML; see docs/examples/release-plan.toml)")
-    p.set_defaults(run=run)
 
 
 def _error_object(args, e):

@@ -1,4 +1,6 @@
 """deid list: the release log (deid.release), newest first."""
+from . import commands
+
 COLUMNS = ["name", "method", "k", "status", "rows", "requested_by", "finished_at"]
 QUERY = """SELECT name, method, (parameters->>'k')::int AS k, status,
                   (metrics->>'rows')::bigint AS rows, requested_by::text AS requested_by,
@@ -14,12 +16,11 @@ The release log is readable by deid_admin (GRANT deid_admin TO <role>)."""
 
 
 def add_parser(sub, parents):
-    p = sub.add_parser("list", help=HELP, description="List the releases in deid's release log.",
-                       epilog=EXAMPLE, parents=parents, add_help=False,
-                       formatter_class=parents[0].formatter_class)
+    p = commands.subcommand(sub, parents, "list", HELP,
+                            "List the releases in deid's release log.",
+                            EXAMPLE, run)
     p.add_argument("--all", action="store_true",
                    help="also the replaced and dropped releases (default: committed only)")
-    p.set_defaults(run=run)
 
 
 def run(args, conn, out):

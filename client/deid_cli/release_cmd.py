@@ -5,6 +5,8 @@ import json
 import re
 import sys
 
+from . import commands
+
 HELP = "run one release request"
 EXAMPLE = """example:
   deid release registry.patients --method anatomy --k 10 --l 2 \\
@@ -19,9 +21,9 @@ PHASE = re.compile(r"^deid: (\S+) done in ([0-9.]+) s$")
 
 
 def add_parser(sub, parents):
-    p = sub.add_parser("release", help=HELP, epilog=EXAMPLE, parents=parents, add_help=False,
-                       description="Run one de-identification request (deid.anonymize_request).",
-                       formatter_class=parents[0].formatter_class)
+    p = commands.subcommand(sub, parents, "release", HELP,
+                            "Run one de-identification request (deid.anonymize_request).",
+                            EXAMPLE, run)
     p.add_argument("source", help="the relation to release (schema.table)")
     p.add_argument("--method", required=True,
                    help="anatomy, generalization, disassociation or condensation")
@@ -31,7 +33,6 @@ def add_parser(sub, parents):
     p.add_argument("--selection", help="a WHERE condition over the source's columns")
     p.add_argument("--options", default="{}", help="the method's options as JSON")
     p.add_argument("--name", help="the release's name (default: generated)")
-    p.set_defaults(run=run)
 
 
 def progress(conn, err):

@@ -3,6 +3,8 @@ from what the connecting role may read (report_data.py), written as DIR/RELEASE.
 DIR/RELEASE.json."""
 import pathlib
 
+from . import commands
+
 HELP = "write a release's report (HTML and JSON)"
 EXAMPLE = """example:
   deid report patients_2026q3 --out reports/ --dbname service=registry
@@ -11,12 +13,11 @@ Writes reports/patients_2026q3.html and reports/patients_2026q3.json and prints 
 
 
 def add_parser(sub, parents):
-    p = sub.add_parser("report", help=HELP, epilog=EXAMPLE, parents=parents, add_help=False,
-                       description="Write a release's report: request, verification, privacy, utility.",
-                       formatter_class=parents[0].formatter_class)
+    p = commands.subcommand(sub, parents, "report", HELP,
+                            "Write a release's report: request, verification, privacy, utility.",
+                            EXAMPLE, run)
     p.add_argument("release", help="the release's name (deid list shows them)")
     p.add_argument("--out", default=".", help="directory to write into (default: .)")
-    p.set_defaults(run=run)
 
 
 def run(args, conn, out):

@@ -1,5 +1,7 @@
 """deid verify RELEASE: deid.verify_release() -- the stored release against its digests and
 through its method's verifier again; a failure (DE002) exits non-zero."""
+from . import commands
+
 HELP = "re-verify a committed release"
 EXAMPLE = """example:
   deid verify patients_2026q3 --dbname service=registry
@@ -8,11 +10,10 @@ Exit status: 0 verified, 1 verification failed or refused (e.g. DE002), 2 usage 
 
 
 def add_parser(sub, parents):
-    p = sub.add_parser("verify", help=HELP, epilog=EXAMPLE, parents=parents, add_help=False,
-                       description="Run a committed release's verifier again on what is stored.",
-                       formatter_class=parents[0].formatter_class)
+    p = commands.subcommand(sub, parents, "verify", HELP,
+                            "Run a committed release's verifier again on what is stored.",
+                            EXAMPLE, run)
     p.add_argument("release", help="the release's name (deid list shows them)")
-    p.set_defaults(run=run)
 
 
 def _rows(result):
