@@ -21,7 +21,7 @@ def parser():
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     connection.add_arguments(common)
     p = argparse.ArgumentParser(prog="deid", add_help=False, epilog=EXAMPLE,
-                                description="deid: the release log and its re-verification.",
+                                description="deid: releases, release plans, reports, the release log and its re-verification.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--help", action="help", help="show this help and an example")
     p.add_argument("--version", action="version", version=f"deid {__version__}")
