@@ -46,9 +46,10 @@ def setup(url):
             if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone():
                 c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
         c.execute("CREATE EXTENSION IF NOT EXISTS deid CASCADE")
-        c.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-        c.execute(f"CREATE SCHEMA {SCHEMA}")
-        c.execute(f"GRANT USAGE ON SCHEMA {SCHEMA} TO PUBLIC")
+        schema = sql.Identifier(SCHEMA)
+        c.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
+        c.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+        c.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO PUBLIC").format(schema))
         for (h,) in c.execute("SELECT name FROM deid.hierarchy WHERE name LIKE 'fz%'").fetchall():
             try:
                 c.execute("SELECT deid.drop_hierarchy(%s)", [h])
@@ -60,7 +61,7 @@ def _connect(url, user=None):
     c = psycopg.connect(url, user=user, autocommit=True) if user else psycopg.connect(url, autocommit=True)
     c.notices = []                                  # the NOTICEs of the current request
     c.add_notice_handler(lambda n: c.notices.append(n.message_primary or ""))
-    c.execute(f"SET statement_timeout = '{REQUEST_TIMEOUT}'")
+    c.execute("SELECT set_config('statement_timeout', %s, false)", [REQUEST_TIMEOUT])
     return c
 
 

@@ -11,6 +11,7 @@ import re
 
 import psycopg
 import pytest
+from psycopg import sql
 
 TABLE = "public.t_bad"
 SETS = "public.t_bad_sets"       # sets of codes: NULL (ids 1-10) or empty (ids 11-20)
@@ -170,13 +171,14 @@ def bad(admin):
     admin.execute(f"UPDATE {TABLE} SET race = 'zz_secret_value' WHERE id = 7")
     admin.execute(f"GRANT SELECT ON {TABLE} TO deid_t_analyst")
     admin.execute(f"SELECT deid.allow_requests('deid_t_researcher', '{TABLE}', 5)")
-    admin.execute(f"DROP TABLE IF EXISTS {SETS}")
-    admin.execute(f"CREATE TABLE {SETS} (id int PRIMARY KEY, codes text[])")
-    admin.execute(f"INSERT INTO {SETS} SELECT i, CASE WHEN i > 10 THEN '{{}}'::text[] END"
-                  " FROM generate_series(1, 20) i")
-    admin.execute(f"SELECT deid.set_role('{SETS}', 'codes', 'quasi_identifier')")
-    admin.execute(f"GRANT SELECT ON {SETS} TO deid_t_analyst")
-    admin.execute(f"SELECT deid.allow_requests('deid_t_researcher', '{SETS}', 3)")
+    sets = sql.Identifier(*SETS.split("."))
+    admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sets))
+    admin.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, codes text[])").format(sets))
+    admin.execute(sql.SQL("INSERT INTO {} SELECT i, CASE WHEN i > 10 THEN '{{}}'::text[] END"
+                          " FROM generate_series(1, 20) i").format(sets))
+    admin.execute("SELECT deid.set_role(%s, 'codes', 'quasi_identifier')", [SETS])
+    admin.execute(sql.SQL("GRANT SELECT ON {} TO deid_t_analyst").format(sets))
+    admin.execute("SELECT deid.allow_requests('deid_t_researcher', %s, 3)", [SETS])
     admin.execute("SELECT deid.drop_release(name) FROM deid.release WHERE status = 'committed'"
                   " AND name LIKE 't_bad%'")
     with psycopg.connect(admin.info.dsn, user="deid_t_analyst", autocommit=True) as c:
@@ -184,9 +186,9 @@ def bad(admin):
     yield admin
     admin.execute("SELECT deid.drop_release('t_bad_kept')")
     for rel in (TABLE, SETS):
-        admin.execute(f"DELETE FROM deid.policy WHERE relation = '{rel}'::regclass")
-        admin.execute(f"DELETE FROM deid.column_role WHERE relation = '{rel}'::regclass")
-    admin.execute(f"DROP TABLE {SETS}")
+        admin.execute("DELETE FROM deid.policy WHERE relation = %s::regclass", [rel])
+        admin.execute("DELETE FROM deid.column_role WHERE relation = %s::regclass", [rel])
+    admin.execute(sql.SQL("DROP TABLE {}").format(sets))
 
 
 def state(admin):
@@ -238,25 +240,29 @@ ENUM_TABLE = "public.t_bad_enum"
 @pytest.fixture
 def enum_table(bad):
     """A quasi-identifier of an enum type (issue 26, item 9: its selection failed with 42883)."""
-    bad.execute(f"DROP TABLE IF EXISTS {ENUM_TABLE}")
+    table = sql.Identifier(*ENUM_TABLE.split("."))
+    bad.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
     bad.execute("DROP TYPE IF EXISTS public.t_bad_stage")
     bad.execute("CREATE TYPE public.t_bad_stage AS ENUM ('low', 'medium', 'high')")
-    bad.execute(f"CREATE TABLE {ENUM_TABLE} (id int PRIMARY KEY, stage public.t_bad_stage, dx text)")
-    bad.execute(f"INSERT INTO {ENUM_TABLE} SELECT i, (ARRAY['low', 'medium', 'high'])[1 + i % 3]"
-                "::public.t_bad_stage, 'D' || (i % 4) FROM generate_series(1, 60) i")
+    bad.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, stage public.t_bad_stage, dx text)")
+                .format(table))
+    bad.execute(sql.SQL("INSERT INTO {} SELECT i, (ARRAY['low', 'medium', 'high'])[1 + i % 3]"
+                        "::public.t_bad_stage, 'D' || (i % 4) FROM generate_series(1, 60) i")
+                .format(table))
     bad.execute("SELECT deid.drop_hierarchy('t_bad_stage') FROM deid.hierarchy"
                 " WHERE name = 't_bad_stage'")
     bad.execute("SELECT deid.load_hierarchy('t_bad_stage', E'low;*\\nmedium;*\\nhigh;*')")
     bad.execute("SELECT deid.set_role(%s, 'stage', 'quasi_identifier', 't_bad_stage')", [ENUM_TABLE])
     bad.execute("SELECT deid.set_role(%s, 'dx', 'sensitive')", [ENUM_TABLE])
-    bad.execute(f"GRANT SELECT ON {ENUM_TABLE} TO deid_t_analyst")
-    bad.execute(f"SELECT deid.allow_requests('deid_t_researcher', '{ENUM_TABLE}', 5)")
+    bad.execute(sql.SQL("GRANT SELECT ON {} TO deid_t_analyst").format(table))
+    bad.execute("SELECT deid.allow_requests('deid_t_researcher', %s, 5)", [ENUM_TABLE])
     yield ENUM_TABLE
     bad.execute("SELECT deid.drop_release(name) FROM deid.release WHERE status = 'committed'"
                 " AND name LIKE 't_bad_enum%'")
     for catalog in ("policy", "column_role"):
-        bad.execute(f"DELETE FROM deid.{catalog} WHERE relation = '{ENUM_TABLE}'::regclass")
-    bad.execute(f"DROP TABLE {ENUM_TABLE}")
+        bad.execute(sql.SQL("DELETE FROM {} WHERE relation = %s::regclass").format(
+            sql.Identifier("deid", catalog)), [ENUM_TABLE])
+    bad.execute(sql.SQL("DROP TABLE {}").format(table))
     bad.execute("SELECT deid.drop_hierarchy('t_bad_stage')")
     bad.execute("DROP TYPE public.t_bad_stage")
 

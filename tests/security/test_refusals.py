@@ -21,17 +21,18 @@ ROWS = 120
 
 @pytest.fixture(scope="module")
 def refuse(admin):
-    admin.execute(f"DROP TABLE IF EXISTS {TABLE} CASCADE")
-    admin.execute(f"""CREATE TABLE {TABLE} (id int PRIMARY KEY, name text, age int, death_date date,
-                      sex text, race text, zip text, dx text)""")
+    t = sql.Identifier(*TABLE.split("."))
+    admin.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(t))
+    admin.execute(sql.SQL("""CREATE TABLE {} (id int PRIMARY KEY, name text, age int, death_date date,
+                      sex text, race text, zip text, dx text)""").format(t))
     # 10 patients of each age 20..31 (one diagnosis per age), all dead; patient 1000 is the
     # one aged 99, alive at first (the tests kill and revive them)
-    admin.execute(f"""INSERT INTO {TABLE}
+    admin.execute(sql.SQL("""INSERT INTO {}
         SELECT i, 'Person ' || i, 20 + i % 12, DATE '2020-01-01' + i,
                CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END, 'white',
                CASE WHEN i % 20 = 3 THEN NULL ELSE '100' || (i % 3) END, 'D' || (i % 4)
-          FROM generate_series(1, {ROWS}) i""")
-    admin.execute(f"INSERT INTO {TABLE} VALUES (1000, 'Person 99', 99, NULL, 'F', 'white', '1001', 'D1')")
+          FROM generate_series(1, {}) i""").format(t, sql.Literal(ROWS)))
+    admin.execute(sql.SQL("INSERT INTO {} VALUES (1000, 'Person 99', 99, NULL, 'F', 'white', '1001', 'D1')").format(t))
     admin.execute("SELECT deid.drop_hierarchy(name) FROM deid.hierarchy WHERE name LIKE 't_refuse_%'"
                   " AND NOT EXISTS (SELECT 1 FROM deid.column_role r WHERE r.hierarchy = name)")
     admin.execute("SELECT deid.load_hierarchy('t_refuse_sex', E'F;*\\nM;*')")
@@ -42,13 +43,13 @@ def refuse(admin):
                          ("race", "quasi_identifier", "t_refuse_race"), ("dx", "sensitive", None)]:
         admin.execute("SELECT deid.set_role(%s, %s, %s, %s)", [TABLE, col, role, h])
     # a value outside race's hierarchy arrives after the column was bound to it
-    admin.execute(f"UPDATE {TABLE} SET race = 'zz_outside' WHERE id = 7")
-    admin.execute(f"GRANT SELECT ON {TABLE} TO {ANALYST}")
-    admin.execute(f"SELECT deid.allow_requests('{RESEARCHER}', '{TABLE}', 3)")
+    admin.execute(sql.SQL("UPDATE {} SET race = 'zz_outside' WHERE id = 7").format(t))
+    admin.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(t, sql.Identifier(ANALYST)))
+    admin.execute("SELECT deid.allow_requests(%s, %s, 3)", [RESEARCHER, TABLE])
     yield admin
-    admin.execute(f"DELETE FROM deid.policy WHERE relation = '{TABLE}'::regclass")
-    admin.execute(f"DELETE FROM deid.column_role WHERE relation = '{TABLE}'::regclass")
-    admin.execute(f"DROP TABLE {TABLE}")
+    admin.execute("DELETE FROM deid.policy WHERE relation = %s::regclass", [TABLE])
+    admin.execute("DELETE FROM deid.column_role WHERE relation = %s::regclass", [TABLE])
+    admin.execute(sql.SQL("DROP TABLE {}").format(t))
 
 
 @pytest.fixture(autouse=True)
