@@ -465,7 +465,12 @@ def test_code_changed_while_the_grantor_reads_fails_the_request(world, connect):
 
     worker = threading.Thread(target=request)
     worker.start()
-    time.sleep(0.6)                # the read takes 40 x 0.05 s
+    # the grantor's read has begun once the researcher's backend sleeps inside att.slow
+    deadline = time.monotonic() + 30
+    while not world.execute("SELECT 1 FROM pg_stat_activity WHERE usename = %s"
+                            " AND wait_event = 'PgSleep'", [RESEARCHER]).fetchone():
+        assert time.monotonic() < deadline and worker.is_alive(), "the read never began"
+        time.sleep(0.01)
     connect(ATTACKER).execute("ALTER FUNCTION att.slow(int) SECURITY INVOKER")
     worker.join()
     assert outcome["state"] == "42501", outcome
