@@ -4,12 +4,15 @@
 #   - PostgreSQL 15 server + PL/Python 3 + pgTAP + server headers (PGXS)
 #   - numpy for the server's interpreter (Debian's python3-numpy)
 #   - pg_prove, and python3-venv for the client-side test environment
+#   - PL/Proxy (postgresql-15-plproxy) for releases over sharded nodes
+#   - chromium (headless) for the report's browser test
 # Idempotent: installs only what is missing.
 set -eu
 PG_MAJOR="${PG_MAJOR:-15}"
 PKGS="postgresql-$PG_MAJOR postgresql-plpython3-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
 postgresql-server-dev-$PG_MAJOR python3-numpy python3-pip python3-venv
-libtap-parser-sourcehandler-pgtap-perl make"
+libtap-parser-sourcehandler-pgtap-perl make
+postgresql-$PG_MAJOR-plproxy chromium"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
