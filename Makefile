@@ -39,9 +39,16 @@ url:
 psql: start
 	$(PSQL) "$$($(CLUSTER) url)"
 
-## demo: install, start, load a generated sample, print a report
-demo: start
+## demo: install, start, load a generated sample, print a report; then write each demo
+## release's report (deid report: HTML + JSON) into $(DEMO_REPORTS)/ and print their paths
+DEMO_REPORTS ?= reports
+DEMO_RELEASES := demo_anatomy demo_generalized demo_synthetic demo_dx
+demo: start venv
 	@$(PSQL) "$$($(CLUSTER) url)" -q -f scripts/demo.sql
+	@echo; echo "== 7. The demo releases' reports (deid report; open the .html in a browser) =="
+	@for r in $(DEMO_RELEASES); do \
+	    $(VENV)/bin/deid report $$r --out $(DEMO_REPORTS) --dbname "$$($(CLUSTER) url)" || exit 1; \
+	done
 
 ## test: unit tests (no server), integration tests (psycopg), pgTAP (pg_prove)
 ## venv: the client-side venv: the test requirements and the `deid` command (client/, editable)

@@ -1,0 +1,91 @@
+"""The report of each method's demo release (scripts/demo.sql: anatomy, generalization,
+condensation, disassociation), rendered by a real browser (chromium, headless): the page's
+sections are there and every image loaded; a screenshot of each (issue 23). The demo runs in
+a database of its own beside the test database, as `make demo` runs it."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from test_cli import ROOT, deid
+
+sys.path.insert(0, str(ROOT / "tests"))
+import browser  # noqa: E402
+
+pytestmark = pytest.mark.skipif(browser.CHROMIUM is None, reason="chromium is not installed")
+
+DEMO = {"demo_anatomy": "anatomy", "demo_generalized": "generalization",
+        "demo_synthetic": "condensation", "demo_dx": "disassociation"}
+SECTIONS = ["Summary", "Request", "Verification", "Privacy", "Utility", "Against the source"]
+
+
+def _psql():
+    bindir = os.environ.get("PG_BINDIR")
+    return str(pathlib.Path(bindir) / "psql") if bindir else shutil.which("psql")
+
+
+@pytest.fixture(scope="module")
+def demo_url(admin, url):
+    """scripts/demo.sql run in <test database>_demo, as `make demo` runs it in database deid."""
+    base, _, db = url.rpartition("/")
+    name = db.split("?")[0] + "_demo"
+    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    demo = f"{base}/{name}"
+    r = subprocess.run([_psql(), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "scripts/demo.sql", demo],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    yield demo
+    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.mark.parametrize("release", list(DEMO))
+def test_demo_report_renders_in_a_browser(demo_url, tmp_path, release):
+    r = deid(demo_url, "postgres", "report", release, "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    page = tmp_path / f"{release}.html"
+    headings, images = browser.load(page, tmp_path / "chromium")
+    assert ("h1", f"Release report: {release}") in headings
+    h2 = [text for tag, text in headings if tag == "h2"]
+    assert h2 == SECTIONS, h2
+    # every image decoded to a picture: the class / group / cluster size plots, one at least
+    assert images is not None, "the page's load event never ran"
+    assert images and all(images), images
+    assert len(images) == page.read_text().count("<img ")
+    png = browser.screenshot(page, tmp_path / f"{release}.png", tmp_path / "chromium")
+    assert browser.png_size(png) == (1000, 1300)
+    assert png.stat().st_size > 20_000              # a rendered page, not a blank one
+
+
+def test_the_probe_sees_a_broken_image(tmp_path):
+    """The image check itself: an image that does not decode is reported as not loaded."""
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body><h2>Privacy</h2>"
+                    "<img alt='x' src='data:image/png;base64,AAAA'></body></html>")
+    headings, images = browser.load(page, tmp_path / "chromium")
+    assert headings == [("h2", "Privacy")] and images == [False]
+
+
+def test_the_docs_show_a_screenshot_of_each_demo_report():
+    for release in DEMO:
+        assert browser.png_size(ROOT / "docs" / "img" / f"report_{release}.png")[0] >= 600
+    assert "img/report_demo_" in (ROOT / "docs" / "cli.md").read_text()
+    assert "docs/img/report_demo_" in (ROOT / "README.md").read_text()
+
+
+def test_make_demo_reports_the_demo_releases():
+    """`make demo` writes the reports of exactly these releases."""
+    import re
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^DEMO_RELEASES := (.*)$", makefile, re.M).group(1).split() == list(DEMO)
+
+
+def test_demo_connection_is_the_demo_database(demo_url):
+    with psycopg.connect(demo_url) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM deid.release WHERE status = 'committed'")}
+    assert set(DEMO) <= names
