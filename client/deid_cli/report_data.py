@@ -5,6 +5,8 @@ source only when has_table_privilege(source, 'SELECT') says so. No raw row is re
 import numpy as np
 from psycopg import sql
 
+from . import report_utility
+
 RELEASE = """SELECT release_id, name, method, source_name, source::text, parameters, seed,
                     requested_by::text, started_at, finished_at, status, relations, metrics
                FROM deid.release WHERE name = %s ORDER BY (status = 'committed') DESC, release_id DESC
@@ -105,15 +107,19 @@ def _verification(conn, rel, metrics):
 
 
 def _source(conn, rel):
-    """Source-derived numbers, only for a role with SELECT on the source (kept minimal: the
-    source's row count against the release's)."""
-    src = rel["source_relation"]
-    if not src or not _may(conn, "SELECT has_table_privilege(%s::regclass, 'SELECT')", [src]):
-        return None
-    schema, table = conn.execute("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n"
-                                 " ON n.oid = c.relnamespace WHERE c.oid = %s::regclass", [src]).fetchone()
-    (n,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))).fetchone()
-    return {"relation": src, "rows": int(n)}
+    """The source as an identifier, only for a role with SELECT on it (has_table_privilege);
+    else None: then nothing in the report is derived from the source."""
+    # by OID: a name would need USAGE on the source's schema to resolve
+    row = conn.execute("SELECT n.nspname, c.relname FROM deid.release r JOIN pg_class c ON c.oid = r.source"
+                       " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE r.release_id = %s"
+                       " AND has_table_privilege(c.oid, 'SELECT')", [rel["release_id"]]).fetchone()
+    return None if row is None else sql.Identifier(*row)
+
+
+def _source_facts(conn, rel, source):
+    """Source-derived numbers, for a role with SELECT on the source: its row count."""
+    (n,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(source)).fetchone()
+    return {"relation": rel["source_relation"], "rows": int(n)}
 
 
 def _facts(method, metrics):
@@ -140,6 +146,49 @@ def gather(conn, name):
                           "facts": _facts(rel["method"], metrics)},
               "utility": {key: metrics[key] for key in UTILITY_KEYS if key in metrics}}
     source = _source(conn, rel)
+    measures = report_utility.measures(conn, rel, metrics, source)
+    if measures:
+        report["utility"]["measures"] = measures
     if source is not None:
-        report["source"] = source
+        report["source"] = _source_facts(conn, rel, source)
+    report["summary"] = summary(report, metrics)
     return report
+
+
+SUBJECT = {"anatomy": "group", "generalization": "class", "condensation": "cluster",
+           "disassociation": "cluster"}
+
+
+def summary(report, metrics):
+    """The report in a few plain sentences, from the release and its log only."""
+    req, priv = report["request"], report["privacy"]
+    p = req["parameters"] or {}
+    when = req["finished_at"].strftime("%Y-%m-%d %H:%M %Z") if req["finished_at"] else "(not finished)"
+    model = f"k = {p.get('k')}" + (f", l = {p['l']}" if p.get("l") else "")
+    out = [f"Release {req['name']}: {metrics.get('rows', '?')} rows of {req['source']} released by "
+           f"{req['method']} with {model}, requested by {req['requested_by']}, finished {when}"
+           f" ({req['status']})."]
+    ver = report["verification"]
+    fresh = (ver.get("fresh") or {}).get("verified")
+    out.append("The independent verifier passed it before it was committed"
+               + ("" if ver.get("logged") else " (no verifier report logged)")
+               + {True: "; re-verified now against its digests: passed.",
+                  False: "; re-verified now: FAILED (see Verification).",
+                  None: "; not re-verified now (the role may not run deid.verify_release)."}[fresh])
+    noun = SUBJECT.get(req["method"], "class")
+    for label, d in priv["distributions"].items():
+        r = d["risk"]
+        if not r:
+            continue
+        at_risk = r.get("records_at_risk")
+        out.append(f"{label}: the smallest {noun} holds {r['min_size']} records, so a prosecutor "
+                   f"who knows a patient is in the release links them to a {noun} of at least "
+                   f"{r['min_size']} (risk at most {r['highest']:.1%})"
+                   + ("." if at_risk is None else
+                      f"; {at_risk:.1%} of the records are in {noun}{'es' if noun.endswith('s') else 's'}"
+                      " smaller than k."))
+    if req["method"] == "generalization" and metrics.get("joint_k") is not None \
+            and metrics["joint_k"] < (p.get("k") or 0):
+        out.append(f"k holds per source system, not over all quasi-identifiers jointly: there the "
+                   f"smallest class holds {metrics['joint_k']} record(s); see the privacy section.")
+    return out

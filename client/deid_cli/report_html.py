@@ -36,6 +36,8 @@ COMMON_NOT = ["The privacy model is the whole promise: none of these models is d
 
 
 def _e(v):
+    if hasattr(v, "isoformat"):
+        v = v.isoformat(" ", "seconds")
     return html.escape("" if v is None else (v if isinstance(v, str) else json.dumps(v, default=str)))
 
 
@@ -75,11 +77,74 @@ def _privacy(p):
     return "".join(parts)
 
 
-def _summary(method):
+def _li(items):
+    return "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in items) + "</ul>"
+
+
+def _summary(method, sentences):
     does, does_not = SUMMARY.get(method, ([], []))
-    li = lambda items: "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in items) + "</ul>"
-    return ("<h3>What this release protects against</h3>" + li(does)
+    li = _li
+    return ("".join(f"<p>{_e(x)}</p>" for x in sentences)
+            + "<h3>What this release protects against</h3>" + li(does)
             + "<h3>What it does not protect against</h3>" + li(does_not + COMMON_NOT))
+
+
+def _request(req):
+    p = req["parameters"] or {}
+    rows = [("method", req["method"]), ("source", req["source"]), ("k", p.get("k")), ("l", p.get("l")),
+            ("columns", p.get("columns")), ("selection", p.get("selection") or "(all rows)"),
+            ("options", p.get("options")), ("seed", req["seed"]), ("requested by", req["requested_by"]),
+            ("authorized via", p.get("authorized_via")), ("started", req["started_at"]),
+            ("finished", req["finished_at"]), ("status", req["status"]),
+            ("relations", req["relations"]), ("release id", req["release_id"])]
+    return _table(rows)
+
+
+def _grid(head, rows):
+    return ("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in r) + "</tr>" for r in rows)
+            + "</table>")
+
+
+def _num(v):
+    return None if v is None else round(v, 4)
+
+
+def _moments(m):
+    """004: release against original, per column and pair."""
+    rel, org = m["release"], m.get("original") or {}
+    side = lambda d, key, c: _num((d.get(key) or {}).get(c))
+    head = ["measure", "release"] + (["original"] if org else [])
+    rows = []
+    for key in ("mean", "sd"):
+        rows += [[f"{key} {c}", side(rel, key, c)] + ([side(org, key, c)] if org else []) for c in rel[key]]
+    rows += [[f"corr {c}", side(rel, "corr", c)] + ([side(org, "corr", c)] if org else []) for c in rel["corr"]]
+    rows += [[f"coefficient {c}", side(rel, "coefficients", c)] + ([side(org, "coefficients", c)] if org else [])
+             for c in rel["coefficients"]]
+    return f"<h3>Means, correlations and {_e(m['model'])} (004)</h3>" + _grid(head, rows)
+
+
+def _utility(method, u):
+    u = dict(u)
+    m = u.pop("measures", None)
+    parts = []
+    if method == "generalization" and isinstance(u.get("levels"), dict):
+        limits = u.get("limits") or {}
+        parts.append("<h3>Per attribute (002)</h3>" + _grid(
+            ["attribute", "level", "limit"], [[a, lv, limits.get(a)] for a, lv in u["levels"].items()]))
+        parts.append(_table([("information loss", u.pop("loss", None)),
+                             ("suppressed", u.pop("suppressed", None))]))
+        u.pop("levels")
+    if m and method == "anatomy":
+        parts.append("<h3>Random COUNT queries (001)</h3>" + _table(
+            [("average relative error", m.get("are")), ("queries", m.get("queries")),
+             ("ARE, queries returning < 1 % of the rows", m.get("are_below_1pct")),
+             ("ARE, queries returning >= 1 %", m.get("are_from_1pct")),
+             ("query seed", m.get("query_seed")), ("not computed", m.get("why"))]))
+    elif m and method == "condensation":
+        parts.append(_moments(m))
+    parts.append("<h3>Logged by the method</h3>" + _table(list(u.items())))
+    return "".join(parts)
 
 
 def render(rep):
@@ -87,13 +152,13 @@ def render(rep):
     ver = rep["verification"]
     fresh = ver.get("fresh")
     body = [f"<h1>Release report: {_e(req['name'])}</h1>",
-            "<h2>Summary</h2>", _summary(req["method"]),
-            "<h2>Request</h2>", _table([(k, v) for k, v in req.items()]),
+            "<h2>Summary</h2>", _summary(req["method"], rep.get("summary", [])),
+            "<h2>Request</h2>", _request(req),
             "<h2>Verification</h2>",
             _table([("re-verified now", None if fresh is None else fresh.get("verified")),
                     ("logged by the verifier", ver.get("logged"))]),
             "<h2>Privacy</h2>", _privacy(rep["privacy"]),
-            "<h2>Utility</h2>", _table(list(rep["utility"].items()))]
+            "<h2>Utility</h2>", _utility(req["method"], rep["utility"])]
     if "source" in rep:
         body += ["<h2>Against the source</h2>", _table(list(rep["source"].items()))]
     style = ("body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}"

@@ -62,6 +62,60 @@ def test_demo_report_renders_in_a_browser(demo_url, tmp_path, release):
     assert png.stat().st_size > 20_000              # a rendered page, not a blank one
 
 
+NO_SELECT = "deid_t_report_demo"        # a deid_admin without SELECT on the demo's sources
+
+
+@pytest.fixture(scope="module")
+def no_select(admin, demo_url):
+    if not admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [NO_SELECT]).fetchone():
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(NO_SELECT)))
+    admin.execute(sql.SQL("GRANT deid_admin TO {}").format(sql.Identifier(NO_SELECT)))
+    with psycopg.connect(demo_url) as conn:
+        assert not any(conn.execute("SELECT has_table_privilege(%s, source, 'SELECT') FROM deid.release"
+                                    " WHERE name = ANY(%s)", [NO_SELECT, list(DEMO)]).fetchall()[0])
+    return NO_SELECT
+
+
+def _report(url, role, release, out):
+    import json
+    r = deid(url, role, "report", release, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    return json.loads((out / f"{release}.json").read_text()), (out / f"{release}.html").read_text()
+
+
+def test_utility_in_the_papers_measures(demo_url, tmp_path):
+    """With SELECT on the source: 001's ARE of random COUNT queries (the paper's ~1.6 % for
+    queries returning >= 1 % of the rows at K = 50), 004's moments of the original beside the
+    release's (equal means: condensation keeps each cluster's mean)."""
+    rep, page = _report(demo_url, "postgres", "demo_anatomy", tmp_path)
+    m = rep["utility"]["measures"]
+    assert m["queries"] >= 100 and 0 < m["are"] < 0.5 and m["are_from_1pct"] < 0.05
+    assert "Random COUNT queries (001)" in page
+    rep, page = _report(demo_url, "postgres", "demo_synthetic", tmp_path)
+    m = rep["utility"]["measures"]
+    assert set(m["original"]["mean"]) == set(m["release"]["mean"]) >= {"age", "surv_months"}
+    for c, v in m["original"]["mean"].items():
+        assert m["release"]["mean"][c] == pytest.approx(v, rel=1e-2)
+    assert "surv_months" in m["model"] and "(intercept)" in m["release"]["coefficients"]
+    assert "(004)" in page
+    rep, page = _report(demo_url, "postgres", "demo_generalized", tmp_path)
+    assert "Per attribute (002)" in page and "age" in rep["utility"]["levels"]
+    assert any("not over all quasi-identifiers jointly" in x for x in rep["summary"])
+
+
+@pytest.mark.parametrize("release", list(DEMO))
+def test_a_role_without_select_gets_no_source_derived_measure(demo_url, no_select, tmp_path, release):
+    """Nothing computed on the source: no source section, no ARE (it needs the true counts),
+    only the release's side of 004's moments; the summary speaks of the release alone."""
+    rep, page = _report(demo_url, no_select, release, tmp_path)
+    assert "source" not in rep and "Against the source" not in page
+    m = rep["utility"].get("measures") or {}
+    assert "are" not in m and "original" not in m
+    if release == "demo_synthetic":
+        assert m["release"]["mean"]
+    assert rep["summary"] and "passed" in rep["summary"][1]
+
+
 def test_the_probe_sees_a_broken_image(tmp_path):
     """The image check itself: an image that does not decode is reported as not loaded."""
     page = tmp_path / "broken.html"
