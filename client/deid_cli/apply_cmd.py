@@ -51,6 +51,7 @@ def run(args, conn, out, err=sys.stderr):
         with conn.transaction():
             for i, (kind, what, fn) in enumerate(steps, 1):
                 err.write(f"[{i}/{len(steps)}] {kind} {what}\n")
+                handler.reset()
                 t = time.perf_counter()
                 try:
                     result = fn(conn)

@@ -18,6 +18,8 @@ REQUEST = ("SELECT * FROM deid.anonymize_request(%(source)s::regclass, %(method)
            " l => %(l)s, columns => %(columns)s::text[], selection => %(selection)s,"
            " options => %(options)s::jsonb, release => %(release)s)")
 PHASE = re.compile(r"^deid: (\S+) done in ([0-9.]+) s$")
+FRACTION = re.compile(r"^deid: (\S+) ([0-9]+) %$")
+PHASES = ["read", "method", "write", "verify"]
 
 
 def add_parser(sub, parents):
@@ -35,15 +37,52 @@ def add_parser(sub, parents):
     p.add_argument("--name", help="the release's name (default: generated)")
 
 
-def progress(conn, err):
-    """Show deid's phase notices as they arrive: one line per finished phase on `err`; other
-    notices pass through as psql shows them."""
-    def show(diag):
+class Progress:
+    """A progress bar per request on `err`, fed by deid's notices: `deid: <phase> done in <s> s`
+    closes a phase (read, method, write, verify: a quarter of the bar each), `deid: <phase>
+    <p> %` (a long phase's fraction done, sent to a requester with SELECT) fills its quarter.
+    On a terminal the bar is redrawn in place and each finished phase stays as a line of its
+    own; elsewhere (a log, a pipe) every update is a line. Other notices pass through as psql
+    shows them."""
+    WIDTH = 20
+
+    def __init__(self, err):
+        self.err, self.tty = err, getattr(err, "isatty", lambda: False)()
+        self.reset()
+
+    def reset(self):
+        """A new request: an empty bar."""
+        self.done, self.fraction = [], 0.0
+
+    def bar(self):
+        share = min((len(self.done) + self.fraction) / len(PHASES), 1.0)
+        fill = int(round(share * self.WIDTH))
+        return f"[{'#' * fill}{'-' * (self.WIDTH - fill)}] {share:4.0%}"
+
+    def __call__(self, diag):
         msg = diag.message_primary or ""
-        m = PHASE.match(msg)
-        err.write(f"  {m.group(1):<10} {float(m.group(2)):8.2f} s\n" if m
-                  else f"{diag.severity or 'NOTICE'}:  {msg}\n")
-        err.flush()
+        m, f = PHASE.match(msg), FRACTION.match(msg)
+        if m:
+            self.done.append(m.group(1))
+            self.fraction = 0.0
+            self._line(f"  {m.group(1):<10} {float(m.group(2)):8.2f} s  {self.bar()}", keep=True)
+        elif f:
+            self.fraction = int(f.group(2)) / 100
+            self._line(f"  {f.group(1):<10} {int(f.group(2)):8d} %  {self.bar()}", keep=False)
+        else:
+            self._line(f"{diag.severity or 'NOTICE'}:  {msg}", keep=True)
+
+    def _line(self, text, keep):
+        if self.tty:
+            self.err.write("\r" + text + "\x1b[K" + ("\n" if keep else ""))
+        else:
+            self.err.write(text + "\n")
+        self.err.flush()
+
+
+def progress(conn, err):
+    """Show deid's progress notices as a bar on `err` (Progress); returns the handler."""
+    show = Progress(err)
     conn.add_notice_handler(show)
     return show
 

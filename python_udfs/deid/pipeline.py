@@ -194,6 +194,7 @@ def finish(db, token, caller):
     req, clock = p.req, _Clock(db, p)
     with _redacted(req, after_read=True):
         clock.phase("read")
+        req.progress = clock.fraction("method")
         plan = p.method.plugin.run(p.frame, req)
         clock.phase("method")
         if not p.method.verifier.READS_SNAPSHOT_VALUES:
@@ -206,7 +207,7 @@ def finish(db, token, caller):
             release.drop_release_relations(db, p.old)
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
-        tables = _write(db, req, plan, trim)
+        tables = _write(db, req, plan, trim, clock.fraction("write"))
         clock.phase("write")
         req.evidence = plan.evidence
         plan.drop_written()      # verify's arrays do not stack on the written ones
@@ -224,16 +225,21 @@ def _no_trim():
     return False
 
 
-def _write(db, req, plan, trim=_no_trim):
+def _write(db, req, plan, trim=_no_trim, progress=None):
     """The plan's tables (each kept as its name only once written: what it held may go),
     then its catalog artefacts. `trim` (heap.release for a plug-in with RELEASE_HEAP) runs
-    after each table."""
+    after each table; `progress(fraction)` after each table, the share of the rows written."""
     tables = []
+    sizes = [t.rows for t in plan.tables]
+    total, done = max(sum(sizes), 1), 0
     try:
         for i in range(len(plan.tables)):
             tables.append(writer.write_table(db, release.STORE_SCHEMA, plan.tables[i]))
             plan.tables[i] = Table(tables[-1], [])
             trim()               # its COPY image's pages: not resident under the next table's
+            done += sizes[i]
+            if progress is not None:
+                progress(done / total)
     except Exception as e:
         if getattr(e, "sqlstate", None) == DUPLICATE_TABLE:
             raise DeidError(DUPLICATE_TABLE,
@@ -256,6 +262,21 @@ class _Clock:
         self.times = {"read": pending.read_seconds}
         self.read_sql = pending.read_sql_seconds
         self.held = [] if pending.req.grant["via"] != "select" else None
+
+    def fraction(self, name):
+        """A callable progress(fraction) for the long phase `name`: a NOTICE `deid: <name>
+        <p> %` each time the fraction done passes a 10 % step (below 100: the phase's own
+        notice says it is done). Only for a caller with SELECT on the source, in real time; a
+        policy requester's notices are held until the release is logged, when a fraction
+        tells nothing, so it gets none."""
+        last = [0]
+
+        def progress(fraction):
+            step = min(int(fraction * 10), 9) * 10
+            if self.held is None and step > last[0]:
+                last[0] = step
+                self.db.notice(f"deid: {name} {step} %")
+        return progress
 
     def phase(self, name):
         now = time.perf_counter()

@@ -3,6 +3,7 @@ the test cluster, as a real deid_admin login role: phases on stderr, the result 
 with their SQLSTATE, and a release plan that is idempotent and all-or-nothing."""
 import json
 import pathlib
+import re
 import sys
 
 import pytest
@@ -148,11 +149,50 @@ def test_release_shows_phases_and_the_result(url, admin, cleanup):
     assert "read" in phases and len(phases) >= 3
     table = dict((c.strip() for c in x.split(" | ", 1)) for x in r.stdout.splitlines()[2:-1])
     assert table["rows"] == "3000" and table["verified"] == "True"
+    # a progress bar, fed by the notices: the write's fraction done, then full at the verify
+    bar = re.compile(r"^  (read|method|write|verify) +[0-9.]+ (s|%)  \[#*-*\] +\d+%$")
+    lines = r.stderr.splitlines()[1:]
+    assert all(bar.match(x) for x in lines), lines
+    assert any(re.match(r"^  write +[1-9]0 %", x) for x in lines), lines
+    assert lines[-1].startswith("  verify") and lines[-1].endswith("[####################] 100%")
     refused = deid(url, ADMIN, "release", "registry.patients", "--method", "anatomy", "--k", "10",
                    "--l", "2", "--columns", "age,sex,zip,diagnosis", "--name", "t_cli_release")
     assert refused.returncode == 1
     assert "ERROR:" in refused.stderr and "already exists (42P07)" in refused.stderr
     assert "HINT:" in refused.stderr
+
+
+def test_release_redraws_its_bar_on_a_terminal(url, admin, cleanup):
+    """On a terminal (a real pseudo-terminal as standard error) a fraction redraws the bar in
+    place; a finished phase stays as a line."""
+    import os
+    import pty
+    import subprocess
+    cleanup += ["t_cli_tty"]
+    for col, role in [("age", "quasi_identifier"), ("sex", "quasi_identifier"),
+                      ("zip", "quasi_identifier"), ("diagnosis", "sensitive")]:
+        admin.execute("SELECT deid.set_role('registry.patients', %s, %s)", [col, role])
+    leader, follower = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "client"))
+    p = subprocess.run([sys.executable, "-m", "deid_cli", "release", "registry.patients", "--method",
+                        "anatomy", "--k", "10", "--l", "2", "--columns", "age,sex,zip,diagnosis",
+                        "--name", "t_cli_tty", "--dbname", url, "-U", ADMIN],
+                       stdout=subprocess.PIPE, stderr=follower, env=env, timeout=120)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:                       # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert p.returncode == 0, shown
+    text = shown.decode()
+    assert re.search(r"\r  write +[1-9]0 %  \[#*-*\] +\d+%\x1b\[K\r", text), text
+    assert "\r  verify" in text and "100%\x1b[K" in text
 
 
 def test_help_shows_an_example():

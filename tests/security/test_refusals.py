@@ -183,6 +183,26 @@ def test_a_release_s_notices_carry_no_count_but_its_phases(refuse, connect):
         assert not re.search(r"\d", re.sub(r" in \d+\.\d+ s", "", n)), n
 
 
+def test_fractions_done_only_for_a_requester_with_select(refuse, connect):
+    """Long phases report a fraction done in 10 % steps (`deid: write 90 %`), in real time, to a
+    requester with SELECT; a policy requester, whose notices are held until the release is
+    logged, gets none of them: its notices still carry nothing but the phases and seconds."""
+    fraction = re.compile(r"^deid: (method|write) [1-9]0 %$")
+    seen = {}
+    for who in (ANALYST, RESEARCHER):
+        seen[who] = phase_notices(connect(who), method="anatomy", k=3, columns="{age,sex,dx}",
+                                  options='{"nulls": "value"}')
+        refuse.execute("SELECT deid.drop_release('t_refuse_rel')")
+    fractions = [n for n in seen[ANALYST] if fraction.match(n)]
+    assert fractions and [n.split()[1] for n in seen[ANALYST] if n not in fractions] == \
+        ["read", "method", "write", "verify"], seen[ANALYST]
+    assert seen[ANALYST].index(fractions[-1]) < seen[ANALYST].index(
+        next(n for n in seen[ANALYST] if n.startswith("deid: write done")))
+    assert [n.split()[1] for n in seen[RESEARCHER]] == ["read", "method", "write", "verify"]
+    for n in seen[RESEARCHER]:
+        assert not re.search(r"\d", re.sub(r" in \d+\.\d+ s", "", n)), n
+
+
 @pytest.mark.parametrize("method, k, l, options", [
     ("disassociation", 1, None, {}),             # k below 2: the method's validation, detail "k = 1"
     ("generalization", 3, None, {"search": "nope"}),   # an option outside its schema

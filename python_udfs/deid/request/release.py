@@ -39,6 +39,7 @@ class Request:
     hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
     option_hierarchy: object = None   # options.hierarchy, loaded (a set-valued method's)
     evidence: object = None           # the plan's evidence for its verifier (verify.<method>.Evidence)
+    progress: object = None           # progress(fraction done) of the method phase, or None
 
 
 def projection(rel, columns):

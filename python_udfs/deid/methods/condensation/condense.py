@@ -126,6 +126,7 @@ class CondenseOptions:
     rebalance_rounds: int = rebalance_mod.DEFAULT_ROUNDS
     categories: str = "counts"
     workers: int = 1
+    progress: object = None           # progress(fraction of the blocks clustered), or None
 
 
 class Job(NamedTuple):
@@ -154,7 +155,7 @@ def condense(X, kinds, k, options=None, **chosen):
     ``categories``: "counts" (each cluster keeps its category counts) or "argmax" (step
     2.d.iii decoding, :func:`.release_values.decode_categories`).  ``workers``:
     threads for the per-block step (numpy releases the GIL in its kernels); the result does not
-    depend on it.
+    depend on it.  ``progress``: called with the fraction of the blocks clustered, or None.
 
     Raises DeidError: INVALID_PARAMETER_VALUE for bad arguments, NULL_VALUE_NOT_ALLOWED for
     NaN/inf, PRIVACY_MODEL_UNSATISFIABLE when the table or a status subset has fewer than k rows.
@@ -206,11 +207,20 @@ def condense(X, kinds, k, options=None, **chosen):
         return cluster_block(features[job.rows], k, _rng(base_seed, _STREAM_CLUSTER, *job.path),
                              algorithm, max_iter, rebalance_rounds)
 
+    def report(labels):
+        # in the calling thread only (the progress callback may talk to the server)
+        block_labels.append(labels)
+        if o.progress is not None:
+            o.progress(len(block_labels) / len(jobs))
+
+    block_labels = []
     if workers > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(workers) as pool:
-            block_labels = list(pool.map(run, jobs))
+            for labels in pool.map(run, jobs):
+                report(labels)
     else:
-        block_labels = [run(job) for job in jobs]
+        for job in jobs:
+            report(run(job))
     cluster_id = np.empty(n, dtype=np.int64)
     status_of_cluster, block_of_cluster = [], []
     next_cluster = 0

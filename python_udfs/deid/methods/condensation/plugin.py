@@ -176,7 +176,7 @@ def run(frame, req):
     res = condense(X, kinds, req.k, status=index[survival["status"]] if survival else None,
                    time_col=index[survival["time"]] if survival else None, weights=weights,
                    survival_times=req.options.get("survival_times"), algorithm=algorithm,
-                   seed=req.seed)
+                   seed=req.seed, progress=getattr(req, "progress", None))
     grains = release_grains(req, kinds)
     avoid_copies(req, res, X, kinds, grains, survival_columns)
     columns = []
