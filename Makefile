@@ -10,7 +10,7 @@ TEST_DB := deid_test
 
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz dist
+.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz dist pgxn-check
 
 ## all: build the extension's SQL scripts, as any user (`pgxn install` runs make, then sudo make install)
 all:
@@ -103,6 +103,23 @@ eval-condensation: bench-eval
 VERSION = $(shell sed -n 's/^EXTVERSION *= *//p' extension/Makefile)
 dist:
 	git archive --format zip --prefix=deid-$(VERSION)/ -o deid-$(VERSION).zip HEAD
+
+## pgxn-check: `pgxn install` end to end: the `make dist` zip installed by pgxnclient (from PyPI,
+## in a throwaway venv under build/) into $(PG_CONFIG)'s server, then CREATE EXTENSION deid in a
+## fresh database of the private cluster and one request. PGXN_SUDO: how pgxn elevates for
+## `make install` (default env: none, as root or into a server you own; e.g. PGXN_SUDO=sudo)
+PGXN_VENV := build/pgxn-venv
+PGXN_SUDO ?= env
+pgxn-check: dist start
+	rm -rf $(PGXN_VENV)
+	$(SERVER_PYTHON) -m venv $(PGXN_VENV)
+	$(PGXN_VENV)/bin/pip install --quiet --disable-pip-version-check pgxnclient
+	cd build && ../$(PGXN_VENV)/bin/pgxn install --unstable --make make --sudo $(PGXN_SUDO) \
+	    --pg_config $(PG_CONFIG) ../deid-$(VERSION).zip
+	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS deid_pgxn WITH (FORCE)" -c "CREATE DATABASE deid_pgxn"
+	$(PSQL) "$$($(CLUSTER) url deid_pgxn)" -q -f scripts/pgxn_check.sql
+	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE deid_pgxn WITH (FORCE)"
+	@echo "pgxn-check: deid $(VERSION) installed by pgxn install, created and released"
 
 clean:
 	-$(CLUSTER) stop
