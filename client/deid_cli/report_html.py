@@ -143,6 +143,14 @@ def _utility(method, u):
              ("query seed", m.get("query_seed")), ("not computed", m.get("why"))]))
     elif m and method == "condensation":
         parts.append(_moments(m))
+    elif m and method == "disassociation":
+        parts.append("<h3>On a reconstruction (003 Defs. 2 and 3)</h3>" + _table(
+            [("MRE of the utility policy's constraints, mean", m.get("mre_mean")),
+             ("constraints", m.get("mre_constraints")),
+             ("constraints with |MRE| < 5 %", m.get("mre_within_5pct")),
+             ("MRE, lowest / highest", None if m.get("mre_min") is None else [m["mre_min"], m["mre_max"]]),
+             ("ARE of random itemset COUNT queries", m.get("are")), ("queries", m.get("queries")),
+             ("reconstruction seed", m.get("reconstruction_seed")), ("not computed", m.get("why"))]))
     parts.append("<h3>Logged by the method</h3>" + _table(list(u.items())))
     return "".join(parts)
 

@@ -6,6 +6,9 @@ SELECT on the source), the source. No raw row comes to the client: aggregates on
   4 conditions, at least one on a sensitive attribute, the others equality or range conditions
   on quasi-identifiers; the release's answer is the anatomy estimate (each group's matching QIT
   rows times the sensitive values' share of the group), the true answer the source's count;
+- disassociation (003 sec. 3.3): on a reconstruction drawn inside a rolled-back transaction,
+  the MRE of the utility policy's constraints (Def. 3) and the ARE of random itemset COUNT
+  queries (Def. 2), against the source;
 - condensation (004 sec. 3.5): means and standard deviations, correlations and the coefficients
   of a least-squares model of the survival time (or the last numeric column) on the other
   numeric columns, release against original.
@@ -171,7 +174,70 @@ def condensation(conn, rel, metrics, source):
     return out
 
 
-MEASURES = {"anatomy": anatomy, "condensation": condensation}
+# ---------------------------------------------------------- disassociation: ARE, MRE (003)
+
+CONSTRAINTS = ("SELECT ARRAY(SELECT jsonb_array_elements_text(value)) AS codes, ordinality AS i"
+               " FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY")
+
+
+def _set_counts(conn, recon, source, record, item, sets, match):
+    """Per code set, the records matching it in the reconstruction and in the source: `match`
+    'any' (003 Def. 3: the record holds a code of the constraint) or 'all' (a COUNT query of
+    Def. 2: the record holds every code of the itemset)."""
+    import json
+    op = sql.SQL("&&" if match == "any" else "@>")
+    having = sql.SQL("" if match == "any" else " HAVING count(DISTINCT s.{}::text) = cardinality(u.codes)").format(
+        sql.Identifier(item))
+    released = conn.execute(sql.SQL("SELECT count(r.codes) FROM ({}) u LEFT JOIN {} r ON r.codes {} u.codes"
+                                    " GROUP BY u.i ORDER BY u.i").format(sql.SQL(CONSTRAINTS), recon, op),
+                            [json.dumps(sets)]).fetchall()
+    original = conn.execute(sql.SQL(
+        "SELECT count(m.r) FROM ({0}) u LEFT JOIN LATERAL (SELECT s.{1} AS r FROM {2} s"
+        " WHERE s.{3}::text = ANY (u.codes) GROUP BY s.{1}{4}) m ON true GROUP BY u.i ORDER BY u.i").format(
+        sql.SQL(CONSTRAINTS), sql.Identifier(record), source, sql.Identifier(item), having),
+        [json.dumps(sets)]).fetchall()
+    return np.array([r[0] for r in released], float), np.array([r[0] for r in original], float)
+
+
+def disassociation(conn, rel, metrics, source):
+    """003's measures on a reconstruction (003 Fig. 5) drawn by deid.reconstruct inside a
+    transaction that is rolled back (nothing stays): the MRE of each constraint of the request's
+    utility policy (Def. 3) and the ARE of random itemset COUNT queries of 1 to m codes (Def. 2),
+    against the source; only for a role with SELECT on it and a release without a selection."""
+    options = (rel["parameters"] or {}).get("options") or {}
+    if source is None or options.get("model") not in (None, "disassociation"):
+        return None
+    if (rel["parameters"] or {}).get("selection"):
+        return {"why": "the release has a selection; the report compares whole tables"}
+    record, item, m = options.get("record"), options.get("item"), int(metrics.get("m") or 2)
+    if not record or not item:
+        return None
+    seed = rel["seed"] or 0
+    target = f"report_{rel['release_id']}_{seed % 100000}"
+    recon = sql.Identifier("release", target)
+    out = {"reconstruction_seed": seed}
+    with conn.transaction(force_rollback=True):
+        conn.execute("SELECT deid.reconstruct(%s, %s, %s)", [rel["name"], target, seed])
+        policy = options.get("utility")
+        if policy:
+            released, original = _set_counts(conn, recon, source, record, item, policy, "any")
+            keep = original > 0
+            mre = (original[keep] - released[keep]) / original[keep]
+            out.update(mre_constraints=int(keep.sum()), mre_mean=float(mre.mean()),
+                       mre_within_5pct=float(np.mean(np.abs(mre) < 0.05)),
+                       mre_min=float(mre.min()), mre_max=float(mre.max()))
+        codes = [r[0] for r in conn.execute(sql.SQL("SELECT DISTINCT unnest(codes) FROM {} ORDER BY 1").format(recon))]
+        rng = np.random.default_rng(seed)
+        sets = [sorted(rng.choice(codes, size=min(len(codes), int(rng.integers(1, m + 1))), replace=False).tolist())
+                for _ in range(N_QUERIES)]
+        released, original = _set_counts(conn, recon, source, record, item, sets, "all")
+        keep = original > 0
+        out.update(are=float(np.mean(np.abs(released[keep] - original[keep]) / original[keep])),
+                   queries=int(keep.sum()), queries_drawn=N_QUERIES)
+    return out
+
+
+MEASURES = {"anatomy": anatomy, "condensation": condensation, "disassociation": disassociation}
 
 
 def measures(conn, rel, metrics, source):

@@ -98,6 +98,12 @@ def test_utility_in_the_papers_measures(demo_url, tmp_path):
         assert m["release"]["mean"][c] == pytest.approx(v, rel=1e-2)
     assert "surv_months" in m["model"] and "(intercept)" in m["release"]["coefficients"]
     assert "(004)" in page
+    rep, page = _report(demo_url, "postgres", "demo_dx", tmp_path)
+    m = rep["utility"]["measures"]
+    assert m["mre_constraints"] == 30 and abs(m["mre_mean"]) < 0.05 and 0 <= m["are"] < 0.5
+    assert "On a reconstruction (003" in page
+    with psycopg.connect(demo_url) as conn:      # the reconstruction was rolled back
+        assert not conn.execute("SELECT 1 FROM pg_class WHERE relname LIKE 'report%%'").fetchone()
     rep, page = _report(demo_url, "postgres", "demo_generalized", tmp_path)
     assert "Per attribute (002)" in page and "age" in rep["utility"]["levels"]
     assert any("not over all quasi-identifiers jointly" in x for x in rep["summary"])
