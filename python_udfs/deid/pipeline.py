@@ -272,8 +272,8 @@ class _Clock:
         last = [0]
 
         def progress(fraction):
-            step = min(int(fraction * 10), 9) * 10
-            if self.held is None and step > last[0]:
+            step = int(fraction * 10) * 10
+            if self.held is None and last[0] < step < 100:
                 last[0] = step
                 self.db.notice(f"deid: {name} {step} %")
         return progress

@@ -71,8 +71,9 @@ def no_select(admin, demo_url):
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(NO_SELECT)))
     admin.execute(sql.SQL("GRANT deid_admin TO {}").format(sql.Identifier(NO_SELECT)))
     with psycopg.connect(demo_url) as conn:
-        assert not any(conn.execute("SELECT has_table_privilege(%s, source, 'SELECT') FROM deid.release"
-                                    " WHERE name = ANY(%s)", [NO_SELECT, list(DEMO)]).fetchall()[0])
+        rows = conn.execute("SELECT has_table_privilege(%s, source, 'SELECT') FROM deid.release"
+                            " WHERE name = ANY(%s) AND status = 'committed'", [NO_SELECT, list(DEMO)]).fetchall()
+    assert len(rows) == len(DEMO) and not any(r[0] for r in rows)
     return NO_SELECT
 
 
