@@ -50,6 +50,10 @@ OPTIONS = (
            "(moved inside its bin of >= k source rows), 'perturbed' (inside its cluster's cell) "
            "or 'original' (004 Alg. 2 step 2.d.ii as printed).",
            choices=("ranked", "coarsened", "perturbed", "original")),
+    Option("auto_k", "bool", "raise k to the largest of k, 1.5k, 2k, 3k, 5k, 7.5k, 10k whose "
+           "release keeps <= 10 % of the Cox model's coefficients outside the source's 95 % "
+           "intervals (the trials in metrics.k_rule); never lowers k; needs survival.",
+           example='{"auto_k": true}'),
     Option("algorithm", "choice", "'improved' (004 Alg. 2) or 'original' (004 Alg. 1, "
            "Aggarwal's condensation: random seeds, equal weights).",
            choices=("improved", "original")),
@@ -73,6 +77,11 @@ def validate(k, l, opts):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.weights do not apply to algorithm "
                         "'original'", hint="004 Alg. 1 weighs every attribute equally; drop "
                                            "options.weights.")
+    if opts.get("auto_k") and ("survival" not in opts or opts.get("algorithm") == "original"):
+        raise DeidError(INVALID_PARAMETER_VALUE, "options.auto_k needs options.survival and "
+                        "algorithm 'improved'",
+                        hint="The k rule measures the Cox model of the survival time: give "
+                             '{"survival": {"time": "t", "status": "s"}, "auto_k": true}.')
     if "survival_times" in opts and ("survival" not in opts or opts.get("algorithm") == "original"):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.survival_times needs options.survival "
                         "and algorithm 'improved'",
@@ -190,10 +199,21 @@ def run(frame, req):
     survival_columns = (index[survival["status"]], index[survival["time"]]) if split else ()
     generalized = generalize_categories(req, frame, X, kinds, survival_columns)
     weights = {index[c]: w for c, w in req.options.get("weights", {}).items()} or None
-    res = condense(X, kinds, req.k, status=index[survival["status"]] if survival else None,
-                   time_col=index[survival["time"]] if survival else None, weights=weights,
-                   survival_times=survival_times_of(req) if split else None,
-                   algorithm=algorithm, seed=req.seed)
+
+    def release(k):
+        return condense(X, kinds, k, status=index[survival["status"]] if survival else None,
+                        time_col=index[survival["time"]] if survival else None, weights=weights,
+                        survival_times=survival_times_of(req) if split else None,
+                        algorithm=algorithm, seed=req.seed)
+
+    k_rule = None
+    if req.options.get("auto_k"):
+        from .choose_k import choose_k
+        status_col, time_col = survival_columns
+        k_used, res, trials = choose_k(release, X, kinds, time_col, status_col, req.k, frame.n)
+        k_rule = k_rule_metrics(req.k, k_used, trials)
+    else:
+        res = release(req.k)
     kinds = released_kinds(kinds, res.time_col, res.survival_times)
     grains = release_grains(req, kinds, res)
     avoid_copies(req, res, X, kinds, grains, survival_columns)
@@ -211,6 +231,8 @@ def run(frame, req):
     sizes = res.cluster_size.astype(np.int64)
     member_rids = frame.rid[order]
     metrics = _metrics(req, res, kinds)
+    if k_rule:
+        metrics["k_rule"] = k_rule
     if generalized:
         metrics["categories"] = {req.columns[j]: {"mode": g.mode, "level": g.level} if
                                  g.mode == "hierarchy" else {"mode": g.mode, "label": g.labels[-1]}
@@ -228,6 +250,24 @@ def run(frame, req):
                           generalized={req.columns[j]: {"labels": g.labels,
                                                         "map": generalized_map(frame, req.columns[j], g)}
                                        for j, g in generalized.items()}))
+
+
+def k_rule_metrics(requested, used, trials):
+    """The log's account of the k rule (methods.condensation.choose_k): what was tried, what
+    was used, and why."""
+    from .choose_k import MAX_MISS
+    last = trials[-1]
+    why = (f"k = {used}: the largest k tried from the requested {requested} whose release keeps "
+           f"<= {MAX_MISS:.0%} of the Cox model's coefficients outside the source's 95 % "
+           "intervals")
+    if last["k"] != used:
+        why += f"; k = {last['k']} left {last['ci_miss']:.0%} outside"
+    elif last["ci_miss"] > MAX_MISS:
+        why = (f"k = {used} as requested (never lowered), though its release leaves "
+               f"{last['ci_miss']:.0%} of the Cox coefficients outside: a smaller k attenuates "
+               "less")
+    return {"requested": requested, "used": used, "max_miss": MAX_MISS, "trials": trials,
+            "why": why}
 
 
 def generalize_categories(req, frame, X, kinds, fixed):
