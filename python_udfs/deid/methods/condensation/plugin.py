@@ -211,7 +211,7 @@ def run(frame, req):
         from .choose_k import choose_k
         status_col, time_col = survival_columns
         k_used, res, trials = choose_k(release, X, kinds, time_col, status_col, req.k, frame.n)
-        k_rule = k_rule_metrics(req.k, k_used, trials)
+        k_rule = k_rule_metrics(req.k, k_used, trials, res.survival_times)
     else:
         res = release(req.k)
     kinds = released_kinds(kinds, res.time_col, res.survival_times)
@@ -256,7 +256,7 @@ def run(frame, req):
                                        for j, g in generalized.items()}))
 
 
-def k_rule_metrics(requested, used, trials):
+def k_rule_metrics(requested, used, trials, survival_times=None):
     """The log's account of the k rule (methods.condensation.choose_k): what was tried, what
     was used, and why."""
     from .choose_k import MAX_MISS
@@ -269,7 +269,9 @@ def k_rule_metrics(requested, used, trials):
     elif last["ci_miss"] > MAX_MISS:
         why = (f"k = {used} as requested (never lowered), though its release leaves "
                f"{last['ci_miss']:.0%} of the Cox coefficients outside: a smaller k attenuates "
-               "less")
+               "less" + ("; coarsened survival times themselves bias the Cox model of a "
+                         "large table ('ranked' keeps their order)"
+                         if survival_times == "coarsened" else ""))
     return {"requested": requested, "used": used, "max_miss": MAX_MISS, "trials": trials,
             "why": why}
 
