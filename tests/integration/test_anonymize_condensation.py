@@ -141,6 +141,28 @@ def test_coarsened_times_move_every_time_within_bins(cond, connect):
                         " WHERE name = 't_cond_c'").fetchone()[0] == "coarsened"
 
 
+def test_ranked_times_keep_the_order_of_all_times_and_release_no_source_time(cond, connect):
+    analyst = connect(ANALYST)
+    request(analyst, options="{" + SURVIVAL + ', "survival_times": "ranked", "seed": 4}',
+            release="t_cond_r")
+    released = [r for r in analyst.execute("SELECT surv_months, vital FROM release.t_cond_r"
+                                           " ORDER BY surv_months")]
+    source = cond.execute(f"SELECT surv_months, vital FROM {TABLE}"
+                          " ORDER BY surv_months, vital DESC").fetchall()
+    times = {t for t, _ in source}
+    assert len(released) == len(source) and not any(t in times for t, _ in released)
+    # the statuses in time order are the source's (ties: events first): the Cox risk sets
+    assert [v for _, v in released] == [v for _, v in source]
+    # the r-th released time lies below the r-th source time, above the previous source time
+    distinct = sorted(times)
+    below = dict(zip(distinct[1:], distinct[:-1]))
+    assert all(below.get(s, s - 1) < t < s or (s == distinct[0] and s < t < distinct[1])
+               for (t, _), (s, _) in zip(released, source))
+    log = cond.execute("SELECT metrics->>'survival_times', metrics->'verification'->>"
+                       "'times_checked' FROM deid.release WHERE name = 't_cond_r'").fetchone()
+    assert log == ("ranked", "ranked")
+
+
 def test_nulls_value_makes_null_a_category(cond, connect):
     request(connect(ANALYST), columns="{age,sex,tag}", options='{"nulls": "value", "seed": 1}',
             release="t_cond_n")
