@@ -166,6 +166,8 @@ def merge(parts):
             out = {k: v for k, v in got.items() if k != "datasets"}
             out["datasets"] = []
         for ds in got["datasets"]:
+            for c in ds["cells"]:
+                c["reconstructions"] = got["reconstructions"]
             if ds["label"] in by_label:
                 by_label[ds["label"]]["cells"] += ds["cells"]
             else:
@@ -179,7 +181,8 @@ def merge(parts):
         print(f"\n## {ds['label']}: {sh['records']} records, {sh['codes']} codes, "
               f"{sh['categories']} categories ({sh['categories_below_20']} with M_O < {SMALL}), "
               f"mean {sh['mean']:.2f}, max {sh['max']}, codes per (record, category) "
-              f"{sh['codes_per_category']:.3f}; W1 (2.5 %): {sh['w1_itemsets']} itemsets")
+              f"{sh['codes_per_category']:.3f}; W1 (2.5 %): {sh['w1_itemsets']} itemsets; "
+              f"reconstructions per cell: {ds['cells'][0]['reconstructions']}")
         print_tables(ds["cells"], ds["aa"], list(ds["cells"][0]["modes"]))
     return out
 
@@ -326,6 +329,7 @@ def main(argv):
     t0 = time.perf_counter()
     RESULTS.mkdir(exist_ok=True)
     if "--merge" in argv:          # the parts of a split run (one process each, in parallel)
+        print(f"Level-1 policy in force; {PAPER}")
         out = merge(sorted(RESULTS.glob("disassociation_real_part_*.json")))
     else:
         print(f"Level-1 policy in force; {n_rec} reconstruction(s) per cell; {PAPER}")
