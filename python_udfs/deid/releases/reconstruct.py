@@ -5,8 +5,9 @@ SECURITY DEFINER (deid_owner): reads only the release's STORED chunks (never the
 the membership), so D' is what any reader of the release could draw. Record ids are 1..n in
 cluster order, not the source's. With ``colocate`` > 0 the draw follows the release's utility
 policy (its logged, public ``utility`` option; releases/constrained_assignment.py): still a
-D' of the release, built from the stored chunks and that policy only. Only the release's owner or a deid_admin may reconstruct;
-the table is readable by deid_reader and the caller, and is dropped with the release.
+D' of the release, built from the stored chunks and that policy only. Only the release's
+owner or a deid_admin may reconstruct; the table is readable by deid_reader and the caller,
+and is dropped with the release.
 """
 import json
 from types import SimpleNamespace
