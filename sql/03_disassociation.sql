@@ -12,20 +12,25 @@ CREATE TABLE deid.reconstruction (
     relation      text   NOT NULL,         -- release.<target>
     seed          int    NOT NULL,
     requested_by  name   NOT NULL,
-    created_at    timestamptz NOT NULL DEFAULT now()
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    colocate      double precision NOT NULL DEFAULT 0   -- 0: 003's random deal; > 0: the
+                                                        -- release's utility policy followed
 );
 REVOKE ALL ON deid.reconstruction FROM PUBLIC;
 GRANT SELECT ON deid.reconstruction TO deid_admin;
 SELECT pg_catalog.pg_extension_config_dump('deid.reconstruction', '');
 
 -- 003 Fig. 5: one data set D' of the disassociated release's I(D^A), written as
--- release.<into> (record_id, codes text[]) from the release's STORED chunks only.
-CREATE FUNCTION deid._reconstruct(release text, target text, seed int, caller name)
+-- release.<into> (record_id, codes text[]) from the release's STORED chunks only; with
+-- colocate > 0, the pieces of one utility constraint of the release's (public) policy go to
+-- one record with that probability (releases/constrained_assignment.py).
+CREATE FUNCTION deid._reconstruct(release text, target text, seed int, colocate double precision,
+                                  caller name)
 RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('releases.reconstruct.reconstruct', release, target, seed, caller)
+return entry('releases.reconstruct.reconstruct', release, target, seed, caller, colocate)
 $$;
-#@WRAP deid.reconstruct(release text, target text, seed int DEFAULT 0) RETURNS bigint => deid._reconstruct(release, target, seed, current_user)
+#@WRAP deid.reconstruct(release text, target text, seed int DEFAULT 0, colocate double precision DEFAULT 0) RETURNS bigint => deid._reconstruct(release, target, seed, colocate, current_user)
 
 -- 003 Sec. 6.1: a hierarchy-based utility policy (one constraint per node at `level`) as the
 -- JSON list of code lists that options.utility takes. deid_admin only (hierarchies are its

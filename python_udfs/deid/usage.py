@@ -79,12 +79,17 @@ TEXTS = {
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
   or the role that requested it (the same holds for options => '{"replace": true}').""",
-    "reconstruct": """deid.reconstruct(release text, target text, seed int DEFAULT 0) -> bigint
+    "reconstruct": """deid.reconstruct(release text, target text, seed int DEFAULT 0,
+                 colocate double precision DEFAULT 0) -> bigint
   Draw one data set of a disassociated release (003 Fig. 5) from its stored chunks into
   release.<target> (record_id, codes text[]); returns its number of records. The same seed
-  draws the same data set. Needs deid_admin or the role that requested the release; readable
-  by deid_reader and the caller; dropped with the release.
+  draws the same data set. colocate in [0, 1]: 0 deals the chunks at random; above 0, the
+  pieces of one constraint of the release's utility policy go to one record of their
+  cluster with that probability, wherever the release allows. Needs deid_admin or the role
+  that requested the release; readable by deid_reader and the caller; dropped with the
+  release.
   e.g. SELECT deid.reconstruct('dx_2026', 'dx_2026_r1', 1);
+       SELECT deid.reconstruct('dx_2026_policy', 'dx_2026_c1', 1, colocate => 0.5);
        SELECT count(*) FROM release.dx_2026_r1 WHERE codes @> '{401.9}';""",
     "utility_policy": """deid.utility_policy(hierarchy text, level int) -> jsonb
   003's hierarchy-based utility policy: one constraint per node at `level` (1 .. levels - 2)

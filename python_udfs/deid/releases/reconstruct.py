@@ -3,9 +3,13 @@ release (003 Fig. 5, Sec. 6), written as release.<target> (record_id, codes text
 
 SECURITY DEFINER (deid_owner): reads only the release's STORED chunks (never the source, never
 the membership), so D' is what any reader of the release could draw. Record ids are 1..n in
-cluster order, not the source's. Only the release's owner or a deid_admin may reconstruct;
-the table is readable by deid_reader and the caller, and is dropped with the release.
+cluster order, not the source's. With ``colocate`` > 0 the draw follows the release's utility
+policy (its logged, public ``utility`` option; releases/constrained_assignment.py): still a
+D' of the release, built from the stored chunks and that policy only. Only the release's
+owner or a deid_admin may reconstruct; the table is readable by deid_reader and the caller,
+and is dropped with the release.
 """
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,8 +23,9 @@ from ..sqltext import qualified, quote_ident
 from ..verify.disassociation import read_release, release_tables
 
 
-def reconstruct(db, name, target, seed, caller):
-    from ..methods.disassociation.disassociate import reconstruct as draw
+def reconstruct(db, name, target, seed, caller, colocate=0.0):
+    from ..methods.disassociation.disassociate import constraint_ids, reconstruct as draw
+    from .constrained_assignment import constrained_reconstruct
     access.caller_role(db, caller)
     if name is None or target is None:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, "release and target must not be NULL",
@@ -28,8 +33,13 @@ def reconstruct(db, name, target, seed, caller):
     if seed is None or seed < 0:
         raise DeidError(INVALID_PARAMETER_VALUE, "seed must be an integer >= 0",
                         hint="The same seed draws the same reconstruction, e.g. seed => 7.")
+    if colocate is None or not 0.0 <= colocate <= 1.0:
+        raise DeidError(INVALID_PARAMETER_VALUE, "colocate must be a number in [0, 1]",
+                        hint="0 deals the chunks at random (003 Fig. 5); 1 puts the pieces of "
+                             "one utility constraint on one record wherever the release allows.")
     rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by, method,"
-                    " (parameters->>'k')::int AS k, parameters->'options'->>'model' AS model"
+                    " (parameters->>'k')::int AS k, parameters->'options'->>'model' AS model,"
+                    " parameters->'options'->'utility' AS utility"
                     " FROM deid.release WHERE name = $1 AND status = 'committed'", [name])
     if not rows or rows[0]["method"] != "disassociation" or \
             rows[0]["model"] not in (None, "disassociation"):   # k^m generalization has no chunks
@@ -52,6 +62,7 @@ def reconstruct(db, name, target, seed, caller):
         raise DeidError(DUPLICATE_TABLE, "a relation of the target name exists",
                         hint="Choose another target name, or drop the old reconstruction with "
                              "its release.")
+    utility = _policy(r["utility"]) if colocate > 0 else None
     stored = [q.split(".", 1)[1] for q in r["relations"]]
     tables = release_tables(stored)
     dictionary = [x["v"] for x in db.query(
@@ -63,7 +74,13 @@ def reconstruct(db, name, target, seed, caller):
     arrays = read_release(db, stored, dictionary)
     result = SimpleNamespace(k=r["k"], n_codes=len(dictionary),
                              n_shared=len(arrays["shared_cluster_offsets"]) - 1, **arrays)
-    d = draw(result, int(seed))
+    if utility is None:
+        d = draw(result, int(seed))
+    else:
+        index = {v: i for i, v in enumerate(dictionary)}
+        d = constrained_reconstruct(result, int(seed), constraint_ids(
+            [[index[c] for c in group if c in index] for group in utility], len(dictionary)),
+            float(colocate))
     n = len(d.offsets) - 1
     writer.write_table(db, rel_mod.STORE_SCHEMA, Table(target, [
         Fixed("record_id", np.arange(1, n + 1, dtype=np.int64)),
@@ -72,9 +89,21 @@ def reconstruct(db, name, target, seed, caller):
     db.execute(f"CREATE VIEW {view} AS SELECT * FROM {qualified(rel_mod.STORE_SCHEMA, target)}")
     db.execute(f"GRANT SELECT ON {view} TO deid_reader, {quote_ident(caller)}")
     db.execute(f"COMMENT ON VIEW {view} IS " + db.quote_literal(
-        f"deid reconstruction (003 Fig. 5, seed {int(seed)}) of release {name}"))
-    db.execute("INSERT INTO deid.reconstruction (release_id, relation, seed, requested_by)"
-               " VALUES ($1, $2, $3, $4)",
-               [r["release_id"], f"{rel_mod.VIEW_SCHEMA}.{target}", int(seed), caller],
-               ["bigint", "text", "int", "name"])
+        f"deid reconstruction (003 Fig. 5, seed {int(seed)}, colocate {float(colocate)}) of "
+        f"release {name}"))
+    db.execute("INSERT INTO deid.reconstruction (release_id, relation, seed, requested_by,"
+               " colocate) VALUES ($1, $2, $3, $4, $5)",
+               [r["release_id"], f"{rel_mod.VIEW_SCHEMA}.{target}", int(seed), caller,
+                float(colocate)], ["bigint", "text", "int", "name", "float8"])
     return n
+
+
+def _policy(utility):
+    """The release's utility policy (options.utility as logged) as lists of code texts."""
+    if isinstance(utility, str):
+        utility = json.loads(utility)
+    if not utility:
+        raise DeidError(INVALID_PARAMETER_VALUE, "the release has no utility policy to follow",
+                        hint="Reconstruct with colocate => 0, or request the release with "
+                             "options.utility (e.g. deid.utility_policy('icd9', 1)).")
+    return [[str(c) for c in group] for group in utility]

@@ -240,18 +240,30 @@ def reconstruct(result, seed, *, item_support="one"):
                         hint="use 'one' or 'uniform'")
     seed = _check_int(seed, "seed", 0, "the seed of the reconstruction")
     rng = np.random.default_rng(seed)
+    return assemble(result, draw_slots(result, rng, item_support))
+
+
+@dataclass
+class Slots:
+    """Where a reconstruction puts every piece of the release: the record (0..n-1, records
+    grouped by cluster) of each record-chunk subrecord, of each non-empty shared subrecord,
+    and of each placed item-chunk code (``item_code``: its index into ``item_codes``)."""
+    subrecord: np.ndarray
+    shared: np.ndarray
+    item: np.ndarray
+    item_code: np.ndarray
+
+
+def draw_slots(result, rng, item_support="one"):
+    """The random deal of :func:`reconstruct` as :class:`Slots` (003 Fig. 5)."""
     size = np.asarray(result.cluster_size, dtype=np.int64)
     start = _offsets(size)
-    slot_parts, code_parts = [], []
     # record chunks: a random bijection between subrecords and the records of the cluster
     per_chunk = np.diff(result.chunk_subrecords)
     new_index = _shuffle_within(result.chunk_subrecords, rng)
     chunk_of_sub = np.repeat(np.arange(per_chunk.size), per_chunk)
     slot_of_sub = start[result.chunk_cluster[chunk_of_sub]] + (
         new_index - result.chunk_subrecords[chunk_of_sub])
-    sub_len = np.diff(result.subrecord_offsets)
-    slot_parts.append(np.repeat(slot_of_sub, sub_len))
-    code_parts.append(result.subrecord_codes)
     # shared chunks: non-empty subrecords to distinct random records of the joint cluster
     # (the records of its clusters in a random order; the first ones get the subrecords)
     ids = np.asarray(result.shared_cluster_ids, dtype=np.int64)
@@ -266,31 +278,38 @@ def reconstruct(result, seed, *, item_support="one"):
     sub_owner = np.repeat(np.arange(result.n_shared), n_sub)
     sub_slot = slot[first_slot[sub_owner] + np.arange(sub_owner.size)
                     - np.repeat(result.shared_subrecords[:-1], n_sub)]
-    slot_parts.append(np.repeat(sub_slot, np.diff(result.shared_subrecord_offsets)))
-    code_parts.append(np.asarray(result.shared_subrecord_codes, dtype=np.int64))
     # item chunks: distinct random records of the cluster
     item_cluster = np.repeat(np.arange(size.size), np.diff(result.item_offsets))
-    item_codes = np.asarray(result.item_codes, dtype=np.int64)
     n_slots = size[item_cluster]
     if item_support == "one":
-        slot_parts.append(start[item_cluster] + np.floor(
-            rng.random(item_cluster.size) * n_slots).astype(np.int64))
-        code_parts.append(item_codes)
-    else:
-        count = 1 + np.floor(rng.random(item_cluster.size)
-                             * np.minimum(result.k - 1, n_slots)).astype(np.int64)
-        # the first `count` records of a random order of the cluster's records
-        item_of = np.repeat(np.arange(item_cluster.size), n_slots)
-        local = np.arange(item_of.size) - np.repeat(_offsets(n_slots)[:-1], n_slots)
-        rank = np.empty(item_of.size, dtype=np.int64)
-        rank[_random_order_within(item_of, rng)] = local
-        take = rank < count[item_of]
-        slot_parts.append(start[item_cluster[item_of[take]]] + local[take])
-        code_parts.append(item_codes[item_of[take]])
-    slot = np.concatenate(slot_parts)
+        return Slots(slot_of_sub, sub_slot, start[item_cluster] + np.floor(
+            rng.random(item_cluster.size) * n_slots).astype(np.int64),
+            np.arange(item_cluster.size, dtype=np.int64))
+    count = 1 + np.floor(rng.random(item_cluster.size)
+                         * np.minimum(result.k - 1, n_slots)).astype(np.int64)
+    # the first `count` records of a random order of the cluster's records
+    item_of = np.repeat(np.arange(item_cluster.size), n_slots)
+    local = np.arange(item_of.size) - np.repeat(_offsets(n_slots)[:-1], n_slots)
+    rank = np.empty(item_of.size, dtype=np.int64)
+    rank[_random_order_within(item_of, rng)] = local
+    take = rank < count[item_of]
+    return Slots(slot_of_sub, sub_slot, start[item_cluster[item_of[take]]] + local[take],
+                 item_of[take])
+
+
+def assemble(result, slots):
+    """The Reconstruction that puts every piece where ``slots`` says."""
+    size = np.asarray(result.cluster_size, dtype=np.int64)
+    slot = np.concatenate([
+        np.repeat(slots.subrecord, np.diff(result.subrecord_offsets)),
+        np.repeat(slots.shared, np.diff(result.shared_subrecord_offsets)), slots.item])
+    code = np.concatenate([
+        np.asarray(result.subrecord_codes, dtype=np.int64),
+        np.asarray(result.shared_subrecord_codes, dtype=np.int64),
+        np.asarray(result.item_codes, dtype=np.int64)[slots.item_code]])
     width = max(int(result.n_codes), 1)
-    key = np.sort(slot * width + np.concatenate(code_parts))         # by record, then code
-    n_records = int(start[-1])
+    key = np.sort(slot * width + code)                                 # by record, then code
+    n_records = int(size.sum())
     return Reconstruction(
         offsets=_offsets(np.bincount(key // width, minlength=n_records)), codes=key % width,
         cluster_of_record=np.repeat(np.arange(size.size, dtype=np.int64), size))
