@@ -24,7 +24,8 @@ DECLARE
                                'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
                                'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
                                'utility_policy', 'utility_from', 'revoke_requests',
-                               'verify_release'];
+                               'verify_release', 'generalization_classes',
+                               'generalization_levels'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN

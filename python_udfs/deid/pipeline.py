@@ -62,16 +62,46 @@ class Pending:
 
 def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
     """SECURITY INVOKER: the caller's part."""
+    token = _begin_and_read(db, relid, method, k, l, columns, selection, options, name)
+    try:
+        return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])
+    finally:
+        _PENDING.pop(token, None)
+
+
+def _begin_and_read(db, relid, method, k, l, columns, selection, options, name, read=True):
     token = db.value("SELECT deid._request_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
                      [relid, method, k, l, columns, selection, options, name],
                      ["oid", "text", "int", "int", "text[]", "text", "text", "text"])
     try:
         pending = _PENDING.get(token)
-        if pending is not None and pending.frame is None:
+        if read and pending is not None and pending.frame is None:
             read_pending(db, token)          # the caller holds SELECT: it reads, as itself
-        return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])
-    finally:
+    except BaseException:
         _PENDING.pop(token, None)
+        raise
+    return token
+
+
+def step(db, relid, method, k, l, columns, selection, options, run, read=True):
+    """SECURITY INVOKER: a step of a distributed method (distributed/) in place of finish: the
+    request begun and read as anonymize_request does (the caller authorized, reading as
+    itself), then ``run(pending.req, pending.frame)`` (frame None without ``read``), whose
+    errors are redacted as finish's are. Only for a caller with SELECT on the source: such a
+    step may return what it computed from the rows to the caller."""
+    if not db.value("SELECT pg_catalog.has_table_privilege(current_user, $1, 'SELECT')",
+                    [relid], ["oid"]):
+        raise DeidError(INSUFFICIENT_PRIVILEGE,
+                        f"method {method} over shards needs SELECT on the source",
+                        hint="Request it as a role with SELECT on the source; a policy-based "
+                             "request over shards is not supported for this method yet.")
+    token = _begin_and_read(db, relid, method, k, l, columns, selection, options, None, read)
+    p = _PENDING.pop(token, None)
+    if p is None or p.req.grant["via"] != "select":
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no request of this session waits for this step",
+                        hint="Call deid.anonymize_request(...).")
+    with _redacted(p.req, after_read=True):
+        return run(p.req, p.frame)
 
 
 def read_pending(db, token):

@@ -76,6 +76,18 @@ TEXTS = {
   Run the release's verifier again on what is stored now (e.g. after pg_restore): the request
   is rebuilt from its log row, the snapshot's row ids from its stored RID sets. Returns the
   verifier's report; a failed check is an error DE002. Needs deid_admin.""",
+    "generalization_classes": """deid.generalization_classes(source regclass, k int, columns text[] DEFAULT NULL,
+                            selection text DEFAULT NULL, options jsonb DEFAULT '{}') -> bytea
+  Generalization over shards, on a node: the class table of the node's rows (002 step 1:
+  every distinct combination of the quasi-identifiers' values with its rows), packed, for
+  deid.generalization_levels on the coordinator. Same arguments as anonymize_request with
+  method 'generalization'. Needs SELECT on the source (docs/sharding.md).""",
+    "generalization_levels": """deid.generalization_levels(source regclass, k int, columns text[], selection text,
+                           options jsonb, parts bytea[]) -> jsonb
+  Generalization over shards, on the coordinator: the nodes' class tables merged and searched
+  (002 step 3, greedy or optimal as options.search says); returns {"levels": {column: level},
+  "metrics": {...}, "rows", "groups", "discernibility"}: the release every node then stores at
+  these levels. Needs SELECT on the source (docs/sharding.md).""",
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
   or the role that requested it (the same holds for options => '{"replace": true}').""",
