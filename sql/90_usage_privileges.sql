@@ -24,7 +24,11 @@ DECLARE
                                'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
                                'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
                                'utility_policy', 'utility_from', 'revoke_requests',
-                               'verify_release'];
+                               'verify_release', 'register_distributed_source',
+                               'cleanup_distributed', 'dist_begin', 'dist_finish', 'dist_proof',
+                               'dist_read', 'dist_runs', 'dist_cluster', 'dist_node_ping',
+                               'dist_node_store', 'dist_hold', 'dist_node_check',
+                               'dist_node_abort', 'dist_node_pending', 'dist_node_rows'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN
