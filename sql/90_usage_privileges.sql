@@ -28,7 +28,9 @@ DECLARE
                                'cleanup_distributed', 'dist_begin', 'dist_finish', 'dist_proof',
                                'dist_read', 'dist_runs', 'dist_cluster', 'dist_node_ping',
                                'dist_node_store', 'dist_hold', 'dist_node_check',
-                               'dist_node_abort', 'dist_node_pending', 'dist_node_rows'];
+                               'dist_node_abort', 'dist_node_pending', 'dist_node_rows',
+                               'dist_ping_on', 'dist_store', 'dist_check', 'dist_abort_on',
+                               'dist_pending', 'dist_fetch'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN
