@@ -63,6 +63,12 @@ setup() {
         psql_on "$m" "$db" -c "SET client_min_messages = warning" \
             -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION deid CASCADE"
     done
+    # the warehouse's secret key, the same on every member (the proofs of logged runs); through
+    # psql's standard input, never a command line
+    key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+    for m in $(members); do
+        echo "SELECT deid.set_distributed_key('$key')" | psql_on "$m" "$db" -o /dev/null
+    done
     opts=""
     i=0
     while [ "$i" -lt "$NODES" ]; do

@@ -5,8 +5,9 @@
 -- plproxy wrapper); deid.anonymize_request on it then runs the request on every node at once,
 -- as the caller (PL/Proxy connects as current_user), and logs the release only when every
 -- node has stored and verified its part. A node's part stays pending (its views readable by
--- nobody) until then; the coordinator's views read the parts through PL/Proxy, with the
--- release's proof, which only the coordinator's committed log holds.
+-- nobody); the coordinator's views read the parts through PL/Proxy with the run's proof, a
+-- keyed hash of the run under the warehouse's secret key (deid.distributed_key, the same on
+-- every member, readable by no caller), which the coordinator gives out only for a logged run.
 -- =====================================================================
 
 -- Coordinator: the registered sources, and the log of distributed releases.
@@ -28,8 +29,7 @@ CREATE TABLE deid.distributed_release (
     source        oid,
     source_name   text NOT NULL,
     cluster       name NOT NULL,
-    run           text NOT NULL UNIQUE,    -- the run's public token: the nodes' parts carry it
-    proof         text NOT NULL,           -- the run's secret: sha256(proof) is on the nodes
+    run           text NOT NULL UNIQUE,    -- the run's token: the nodes' parts carry it
     requested_by  name NOT NULL,
     parameters    jsonb NOT NULL,
     parts         jsonb NOT NULL,          -- per node: its release id, rows, digests
@@ -46,13 +46,35 @@ CREATE TABLE deid.distributed_part (
     run                 text PRIMARY KEY,
     coordinator_release bigint NOT NULL,
     release_id          bigint NOT NULL,   -- this node's deid.release row of the part
-    proof_hash          text NOT NULL,     -- sha256 (hex) of the coordinator's proof
     requested_by        name NOT NULL,
     status              text NOT NULL CHECK (status IN ('pending', 'committed')),
     stored_at           timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 COMMENT ON TABLE deid.distributed_part IS
   'Parts of distributed releases stored on this node; pending until the coordinator''s proof is shown.';
+
+-- Every member: the warehouse's secret key (one row), set by a superuser on every member
+-- (scripts/shard-cluster.sh setup). No role but deid_owner reads it.
+CREATE TABLE deid.distributed_key (
+    one  boolean PRIMARY KEY DEFAULT true CHECK (one),
+    key  text NOT NULL CHECK (length(key) >= 32)
+);
+REVOKE ALL ON deid.distributed_key FROM PUBLIC;
+CREATE FUNCTION deid.set_distributed_key(key text) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO deid.distributed_key (key) VALUES (key)
+    ON CONFLICT (one) DO UPDATE SET key = EXCLUDED.key
+$$;
+COMMENT ON FUNCTION deid.set_distributed_key(text) IS
+  'Superuser only: the secret key shared by the coordinator and the nodes of a sharded warehouse (docs/sharding.md).';
+-- The proof of a run: a keyed hash (H(key || H(key || run)), no length extension), computed
+-- only inside deid's definers (executable by deid_owner alone).
+CREATE FUNCTION deid._dist_keyed(run text) RETURNS text
+LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+    SELECT encode(sha256(convert_to(k.key || encode(sha256(convert_to(k.key || run, 'UTF8')), 'hex'),
+                                    'UTF8')), 'hex')
+      FROM deid.distributed_key k
+$$;
 
 SELECT pg_catalog.pg_extension_config_dump('deid.distributed_source', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.distributed_release', '');
@@ -81,12 +103,12 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('distributed.coordinator.begin', relid, method, k, l, columns, selection, options, release, caller)
 $$;
-CREATE FUNCTION deid._dist_finish(run text, parts text, caller name)
+CREATE FUNCTION deid._dist_finish(run text, caller name)
 RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
                discernibility float8, verified boolean)
 LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.coordinator.finish', run, parts, caller)
+return entry('distributed.coordinator.finish', run, caller)
 $$;
 -- The run's proof, for a role that may read the committed release (its views' readers).
 CREATE FUNCTION deid._dist_proof(release_id bigint, caller name)
@@ -143,11 +165,10 @@ BEGIN
         $p$deid._dist_ping_on(cluster_name text, part int) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON part;
             SELECT deid._dist_node_ping(); $b$$p$,
-        $p$deid._dist_store(cluster_name text, run text, coord_release bigint, proof_hash text,
-            source text, method text, k int, l int, columns text[], selection text,
+        $p$deid._dist_store(cluster_name text, run text, coord_release bigint, source text, method text, k int, l int, columns text[], selection text,
             options text, release text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
-            SELECT deid._dist_node_store(run, coord_release, proof_hash, source, method, k, l,
+            SELECT deid._dist_node_store(run, coord_release, source, method, k, l,
                                          columns, selection, options, release); $b$$p$,
         $p$deid._dist_check(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
@@ -189,18 +210,16 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT 'deid ' || extversion FROM pg_extension WHERE extname = 'deid'
 $$;
 -- As the caller: the single-node request, with this node's grants, policies and RLS.
-CREATE FUNCTION deid._dist_node_store(run text, coord_release bigint, proof_hash text,
-                                      source text, method text, k int, l int, columns text[],
+CREATE FUNCTION deid._dist_node_store(run text, coord_release bigint, source text, method text, k int, l int, columns text[],
                                       selection text, options text, release text)
 RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.node.store', run, coord_release, proof_hash, source, method, k, l, columns, selection, options, release)
+return entry('distributed.node.store', run, coord_release, source, method, k, l, columns, selection, options, release)
 $$;
-CREATE FUNCTION deid._dist_hold(release_id bigint, run text, coord_release bigint,
-                                proof_hash text, caller name)
+CREATE FUNCTION deid._dist_hold(release_id bigint, run text, coord_release bigint, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.node.hold', release_id, run, coord_release, proof_hash, caller)
+return entry('distributed.node.hold', release_id, run, coord_release, caller)
 $$;
 CREATE FUNCTION deid._dist_node_check(run text, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -217,20 +236,19 @@ RETURNS SETOF text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_cat
 #@BOOT
 return entry('distributed.node.pending', caller)
 $$;
--- The rows of one table of a part and the node's name, for the coordinator's views: only with the run's proof
--- (the coordinator logged the release), and only to a role that may read the release here
+-- The rows of one table of a part and the node's name, for the coordinator's views: only
+-- with the run's proof (the coordinator logged the release), and only to a role that may read
+-- the release here
 -- (deid_reader, its requester, deid_admin). session_user is the role PL/Proxy connected as.
 CREATE FUNCTION deid._dist_node_rows(cluster_name text, run text, proof text, tbl text)
 RETURNS SETOF record LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     part record;
-    rel text[];
 BEGIN
     SELECT p.*, r.relations INTO part
       FROM deid.distributed_part p JOIN deid.release r USING (release_id)
      WHERE p.run = _dist_node_rows.run AND r.status = 'committed';
-    IF part IS NULL OR proof IS NULL
-       OR encode(sha256(convert_to(proof, 'UTF8')), 'hex') <> part.proof_hash THEN
+    IF part IS NULL OR proof IS NULL OR deid._dist_keyed(part.run) IS DISTINCT FROM proof THEN
         RAISE EXCEPTION 'no committed distributed release has this proof'
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Read a distributed release through its views on the coordinator.';

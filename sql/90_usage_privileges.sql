@@ -53,7 +53,7 @@ $grants$;
 GRANT EXECUTE ON FUNCTION deid._rid_set_entries(bytea, text[], bytea, bytea) TO deid_admin;
 GRANT EXECUTE ON FUNCTION deid._copy_in(regclass, text[], text), deid._install_reader(name),
                           deid._grantor_reader(name), deid._reader_name(name),
-                          deid._reader_source() TO deid_owner;
+                          deid._reader_source(), deid._dist_keyed(text) TO deid_owner;
 
 -- Ownership: deid_owner (NOLOGIN, no superuser) owns the catalog, the release schemas and
 -- every SECURITY DEFINER implementation except two: deid._copy_in belongs to deid_loader

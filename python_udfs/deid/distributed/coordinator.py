@@ -13,7 +13,6 @@ node) and the normalized discernibility sum |E|^2 / n over all of them. STRATEGI
 distribution (methods/contract.py DISTRIBUTION) to how it runs; "global_merge" is the hook for
 generalization's merge of class counts on the coordinator and is refused until it exists.
 """
-import hashlib
 import json
 import secrets
 
@@ -46,17 +45,17 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
     parts = []
     try:
         parts = [json.loads(t) for t in protocol.call(
-            db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS r",
-            [cluster, run["run"], run["release_id"], run["proof_hash"], run["source_name"],
-             method, k, l, columns, selection, options, run["name"]],
-            ["text", "text", "bigint", "text", "text", "text", "int", "int", "text[]", "text",
-             "text", "text"])]
+            db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r",
+            [cluster, run["run"], run["release_id"], run["source_name"], method, k, l, columns,
+             selection, options, run["name"]],
+            ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text", "text",
+             "text"])]
         _test_pause(db)
         checks = [json.loads(t) for t in protocol.call(
             db, "SELECT deid._dist_check($1, $2) AS r", [cluster, run["run"]])]
         _compare(parts, checks)
-        return db.query("SELECT * FROM deid._dist_finish($1, $2, current_user)",
-                        [run["run"], json.dumps(parts)])
+        _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
+        return db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
     except Exception as e:
         protocol.abort(db, cluster, n, run["run"])
         if getattr(e, "sqlstate", None) == VERIFICATION_FAILED and any(
@@ -129,26 +128,29 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
         raise DeidError(DUPLICATE_TABLE, f'release "{name}" already exists',
                         hint="Choose another release name.")
     protocol.lock_run(db, release_id)
-    token, proof = secrets.token_hex(16), secrets.token_hex(32)
+    if db.value("SELECT count(*) FROM deid.distributed_key") == 0:
+        raise protocol.no_key()
+    token = secrets.token_hex(16)
     n = catalog.partitions(db, src["cluster"])
-    _RUNS[token] = {"release_id": release_id, "name": name, "proof": proof, "caller": caller,
+    _RUNS[token] = {"release_id": release_id, "name": name, "caller": caller,
                     "relid": relid, "source_name": src["source_name"], "cluster": src["cluster"],
                     "method": method, "k": k, "l": l, "columns": columns, "selection": selection,
                     "options": opts, "partitions": n}
     return json.dumps({"run": token, "release_id": release_id, "name": name,
-                       "proof_hash": hashlib.sha256(proof.encode()).hexdigest(),
                        "cluster": src["cluster"], "partitions": n,
                        "source_name": src["source_name"]})
 
 
-def finish(db, token, parts_text, caller):
-    """The log row and the views: the release exists when this transaction commits."""
+def finish(db, token, caller):
+    """The log row and the views: the release exists when this transaction commits. The parts
+    are those anonymize_request stored and checked, kept in this backend's memory (no SQL
+    caller hands finish parts of its own making)."""
     access.caller_role(db, caller)
     r = _RUNS.pop(token, None)
-    if r is None or r["caller"] != caller:
+    if r is None or r["caller"] != caller or "parts" not in r:
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no distributed request of this session waits",
                         hint="Call deid.anonymize_request(...).")
-    parts = json.loads(parts_text)
+    parts = r["parts"]
     if len(parts) != r["partitions"]:
         raise DeidError(VERIFICATION_FAILED, "not every node stored a part",
                         hint="Run the request again.")
@@ -175,15 +177,15 @@ def finish(db, token, parts_text, caller):
     params = {"k": r["k"], "l": r["l"], "columns": r["columns"], "selection": r["selection"],
               "options": r["options"]}
     db.execute("INSERT INTO deid.distributed_release (release_id, name, method, source,"
-               " source_name, cluster, run, proof, requested_by, parameters, parts, relations,"
-               " columns, metrics) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb,"
-               " $11::jsonb, $12, $13::jsonb, $14::jsonb)",
+               " source_name, cluster, run, requested_by, parameters, parts, relations,"
+               " columns, metrics) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb,"
+               " $10::jsonb, $11, $12::jsonb, $13::jsonb)",
                [r["release_id"], r["name"], r["method"], r["relid"], r["source_name"],
-                r["cluster"], token, r["proof"], caller, json.dumps(params, default=str),
+                r["cluster"], token, caller, json.dumps(params, default=str),
                 json.dumps([{k: p[k] for k in ("node", "release_id", "rows", "groups", "digests")}
                             for p in parts]),
                 relations, json.dumps(columns), json.dumps(total)],
-               ["bigint", "text", "text", "oid", "text", "name", "text", "text", "name", "text",
+               ["bigint", "text", "text", "oid", "text", "name", "text", "name", "text",
                 "text", "text[]", "text", "text"])
     return [(r["release_id"], relations, total["rows"], total["groups"],
              float(total["discernibility"]), True)]

@@ -5,13 +5,15 @@ store     SECURITY INVOKER, as the caller: the single-node request itself (deid.
           this node's grants, column privileges, RLS, policies and code checks, its method,
           writer, verifier and log), then hold()
 hold      SECURITY DEFINER: the part stays pending -- its views readable by no one (revoked
-          from deid_reader and the requester) -- under the coordinator's run and sha256(proof)
+          from deid_reader and the requester) -- under the coordinator's run
 check     SECURITY DEFINER: the part's stored tables digested again and its verifier run again
           on what is stored (releases/reverify.py), for the coordinator to compare
 abort     SECURITY DEFINER: a pending part removed (its tables and views, its selection) and
           its release row marked dropped; only its requester or a deid_admin
 pending   SECURITY DEFINER: the pending parts the caller may remove (its own; an admin: all)
-The rows of a part are read by deid._dist_node_rows (sql/40_distributed.sql), with the proof.
+The rows of a part are read by deid._dist_node_rows (sql/40_distributed.sql), with the run's
+proof: a keyed hash of the run under the warehouse's key (deid._dist_keyed), which only the
+coordinator gives out, and only for a run it logged.
 """
 import json
 
@@ -21,8 +23,7 @@ from ..releases import reverify
 from ..verify.shared import table_digest
 
 
-def store(db, run, coord_release, proof_hash, source, method, k, l, columns, selection,
-          options, name):
+def store(db, run, coord_release, source, method, k, l, columns, selection, options, name):
     """As the caller: release this node's rows; return the part's report (JSON text)."""
     relid = db.value("SELECT pg_catalog.to_regclass($1)::oid", [source])
     if relid is None:
@@ -31,12 +32,11 @@ def store(db, run, coord_release, proof_hash, source, method, k, l, columns, sel
     row = db.query("SELECT release_id FROM deid._anonymize_request($1, $2, $3, $4, $5, $6, $7, $8)",
                    [relid, method, k, l, columns, selection, options, name],
                    ["oid", "text", "int", "int", "text[]", "text", "text", "text"])[0]
-    return db.value("SELECT deid._dist_hold($1, $2, $3, $4, current_user)",
-                    [row["release_id"], run, coord_release, proof_hash],
-                    ["bigint", "text", "bigint", "text"])
+    return db.value("SELECT deid._dist_hold($1, $2, $3, current_user)",
+                    [row["release_id"], run, coord_release], ["bigint", "text", "bigint"])
 
 
-def hold(db, release_id, run, coord_release, proof_hash, caller):
+def hold(db, release_id, run, coord_release, caller):
     access.caller_role(db, caller)
     rows = db.query("SELECT name, relations, metrics::text AS metrics, parameters::text AS"
                     " parameters, requested_by::text AS requested_by FROM deid.release"
@@ -51,9 +51,8 @@ def hold(db, release_id, run, coord_release, proof_hash, caller):
         db.execute(f"REVOKE ALL ON {db.quote_ident(schema)}.{db.quote_ident(table)}"
                    f" FROM deid_reader, {db.quote_ident(caller)}")
     db.execute("INSERT INTO deid.distributed_part (run, coordinator_release, release_id,"
-               " proof_hash, requested_by, status) VALUES ($1, $2, $3, $4, $5, 'pending')",
-               [run, coord_release, release_id, proof_hash, caller],
-               ["text", "bigint", "bigint", "text", "name"])
+               " requested_by, status) VALUES ($1, $2, $3, $4, 'pending')",
+               [run, coord_release, release_id, caller], ["text", "bigint", "bigint", "name"])
     metrics, params = json.loads(r["metrics"]), json.loads(r["parameters"])
     return json.dumps({
         "node": _node(db), "release_id": release_id, "relations": r["relations"],

@@ -4,11 +4,13 @@ PL/Proxy runs each call on a node as a statement of its own: a node's part commi
 before the coordinator decides. So a part is stored *pending* and becomes readable only with
 the run's proof:
 
-- the coordinator draws a run token and a secret proof (coordinator.begin); the nodes get the
-  token and sha256(proof), never the proof;
-- the coordinator's log row (deid.distributed_release, committed with the coordinator's
-  transaction) is the only place the proof is kept; proof() hands it to a role that may read
-  the release, and the coordinator's views pass it to the nodes (node.rows);
+- the coordinator draws a run token (coordinator.begin); the nodes keep their part under it;
+- the proof of a run is a keyed hash of its token under the warehouse's secret key
+  (deid._dist_keyed; deid.distributed_key, the same on every member, read by deid_owner only);
+  proof() computes it only for a run in the coordinator's committed log
+  (deid.distributed_release) and only for a role that may read the release; the coordinator's
+  views pass it to the nodes, which check it (deid._dist_node_rows). A caller who drives the
+  PL/Proxy functions by hand can store parts, never read one the coordinator did not log;
 - while a run lasts its coordinator holds a transaction advisory lock on the release id
   (lock_run); cleanup() removes every node part whose run is neither logged nor locked: the
   coordinator crashed, a node died mid-run, the request failed and a node was unreachable.
@@ -36,8 +38,9 @@ def proof(db, release_id, caller):
     """SECURITY DEFINER: (cluster, run, proof) of a committed distributed release, for a role
     that may read it: deid_reader, deid_admin or its requester (as the views' grants)."""
     access.caller_role(db, caller)
-    rows = db.query("SELECT cluster::text AS cluster, run, proof, requested_by::text AS requested_by"
-                    " FROM deid.distributed_release WHERE release_id = $1", [release_id], ["bigint"])
+    rows = db.query("SELECT cluster::text AS cluster, run, deid._dist_keyed(run) AS proof,"
+                    " requested_by::text AS requested_by FROM deid.distributed_release"
+                    " WHERE release_id = $1", [release_id], ["bigint"])
     if not rows:
         raise DeidError(UNDEFINED_OBJECT, f"distributed release #{release_id} does not exist",
                         hint="SELECT name FROM deid.distributed_release; lists them (deid_admin).")
@@ -46,7 +49,15 @@ def proof(db, release_id, caller):
             "SELECT pg_catalog.pg_has_role($1, 'deid_reader', 'MEMBER')", [caller], ["name"])):
         raise DeidError(INSUFFICIENT_PRIVILEGE, f"permission denied for distributed release #{release_id}",
                         hint="A release is readable by deid_reader and by the role that requested it.")
+    if r["proof"] is None:
+        raise no_key()
     return [(r["cluster"], r["run"], r["proof"])]
+
+
+def no_key():
+    return DeidError(UNDEFINED_OBJECT, "this member of the warehouse has no distributed key",
+                     hint="A superuser runs SELECT deid.set_distributed_key('<the same secret of"
+                          " at least 32 characters>'); on the coordinator and on every node.")
 
 
 def runs(db, run_ids, release_ids):
