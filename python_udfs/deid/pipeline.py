@@ -61,7 +61,13 @@ class Pending:
 
 
 def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
-    """SECURITY INVOKER: the caller's part."""
+    """SECURITY INVOKER: the caller's part. A source registered as distributed runs on every
+    node of its PL/Proxy cluster instead (distributed/coordinator.py), as this caller."""
+    if relid is not None and db.value("SELECT 1 FROM deid.distributed_source WHERE source = $1",
+                                      [relid], ["oid"]):
+        from .distributed import coordinator
+        return coordinator.anonymize_request(db, relid, method, k, l, columns, selection,
+                                             options, name)
     token = _begin_and_read(db, relid, method, k, l, columns, selection, options, name)
     try:
         return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])

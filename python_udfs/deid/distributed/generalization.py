@@ -32,11 +32,8 @@ from ..plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
 from ..methods.generalization.class_merge import (NodeClasses, merge_classes, node_classes as _table,
                                                   pack, unpack)
 
-__all__ = ["Choice", "node_classes", "choose", "node_plan", "DISTRIBUTION"]
+__all__ = ["Choice", "node_classes", "choose", "node_plan"]
 
-# How the method runs over shards (the per-method declaration of methods/contract.py): a
-# global step between the nodes' read and their write.
-DISTRIBUTION = "global"
 
 
 @dataclass
