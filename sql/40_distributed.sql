@@ -179,6 +179,18 @@ BEGIN
         $p$deid._dist_pending(cluster_name text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_pending(current_user); $b$$p$,
+        $p$deid._dist_gen_classes(cluster_name text, source text, k int, columns text[], selection text,
+            options text) RETURNS SETOF bytea AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_gen_classes(source, k, columns, selection, options); $b$$p$,
+        $p$deid._dist_store_part(cluster_name text, run text, coord_release bigint, source text, k int,
+            columns text[], selection text, options text, release text, chosen text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_store_part(run, coord_release, source, k, columns, selection,
+                                              options, release, chosen); $b$$p$,
+        $p$deid._dist_gen_stored(cluster_name text, run text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_gen_stored(run, current_user); $b$$p$,
         $p$deid._dist_fetch(cluster_name text, run text, proof text, tbl text) RETURNS SETOF record AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             TARGET deid._dist_node_rows; $b$$p$]

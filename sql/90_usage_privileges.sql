@@ -31,7 +31,10 @@ DECLARE
                                'dist_node_abort', 'dist_node_pending', 'dist_node_rows',
                                'dist_ping_on', 'dist_store', 'dist_check', 'dist_abort_on',
                                'dist_pending', 'dist_fetch', 'generalization_classes',
-                               'generalization_levels'];
+                               'generalization_levels', 'dist_gen_classes', 'dist_store_part',
+                               'dist_gen_stored', 'dist_node_gen_classes',
+                               'dist_node_store_part', 'dist_part_finish',
+                               'dist_node_gen_stored'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN

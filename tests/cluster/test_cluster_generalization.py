@@ -13,6 +13,8 @@ from psycopg import sql
 
 from dbfixtures import server_python_dir, sqlstate_of
 
+from .conftest import member_url
+
 ANALYST, RESEARCHER, ATTACKER = "deid_t_analyst", "deid_t_researcher", "deid_t_attacker"
 PARTS = ["n0", "n1", "n2"]                 # n2 holds no row
 SOURCES = {"registry": ["age", "sex", "race"], "pathology": ["pt"]}
@@ -182,3 +184,119 @@ def test_a_part_over_other_columns_is_refused(shards, connect):
         levels(analyst, "n0", REQUESTS[0], [classes(analyst, "n0", REQUESTS[0]),
                                             classes(analyst, "n1", other)])
     assert sqlstate_of(e) == "22023"
+
+
+# -- through the front door of a sharded warehouse (tests/cluster/conftest.py) ------------------
+
+GEN = "registry.patients_gen"
+GEN_REQUEST = ("SELECT * FROM deid.anonymize_request(%s, 'generalization', k => %s,"
+               " columns => '{age,sex,race,pt,diagnosis}', options => %s, release => %s)")
+
+
+@pytest.fixture(scope="module")
+def gen_warehouse(warehouse):
+    """registry.patients_gen on every member (each node its own rows, the coordinator the
+    definition), with hierarchies, registered as distributed; registry.patients_all on the
+    coordinator holds every node's rows (the single-node release to compare with)."""
+    from .conftest import MEMBERS, NODES
+    w = warehouse
+    w.on_all("DROP TABLE IF EXISTS registry.patients_gen, registry.patients_all")
+    w.on_all("CREATE TABLE registry.patients_gen AS SELECT * FROM registry.patients")
+    w.on_all("ALTER TABLE registry.patients_gen ADD PRIMARY KEY (patient_id)")
+    w.on_all("SELECT deid.interval_hierarchy('t_age_5y', 0, 120, '{5,10,20}')")
+    w.on_all("SELECT deid.load_hierarchy('t_pt', %s, info_loss => '{0,0.3,0.6,1}')", [PT])
+    w.on_all("SELECT deid.load_hierarchy('t_sex', E'F;*\\nM;*')")
+    w.on_all("SELECT deid.load_hierarchy('t_race', %s)",
+             ["\n".join(f"{r};*" for r in ["white", "black", "asian", "hispanic", "other"])])
+    coord = w.connect("coord")
+    coord.execute("CREATE TABLE registry.patients_all (LIKE registry.patients_gen INCLUDING ALL)")
+    for m in NODES:
+        with psycopg.connect(member_url(m), autocommit=True) as c:
+            rows = c.execute("SELECT * FROM registry.patients_gen").fetchall()
+        with coord.cursor().copy("COPY registry.patients_all FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row(r)
+    for t in ["registry.patients_gen", "registry.patients_all"]:
+        members = MEMBERS if t == GEN else ["coord"]
+        for col, role, hier, source in ROLES:
+            w.on_all("SELECT deid.set_role(%s, %s, %s, %s, source => %s)",
+                     [t, col, role, hier, source], members=members)
+        w.on_all(sql.SQL("GRANT SELECT ON {} TO deid_t_analyst").format(
+            sql.Identifier(*t.split("."))), members=members)
+    coord.execute("SELECT deid.register_distributed_source(%s, 'deid_shards', 'patient_id')", [GEN])
+    return w
+
+
+@pytest.mark.parametrize("k, options", [(5, {"seed": 1}),
+                                        (10, {"search": "optimal", "seed": 1}),
+                                        (4, {"priorities": {"age": 0.3, "race": 0.2, "sex": 0.9,
+                                                            "pt": 0.8}, "seed": 1})])
+def test_distributed_generalization_is_the_single_node_release(gen_warehouse, k, options):
+    w = gen_warehouse
+    analyst, reader, coord = (w.connect("coord", ANALYST), w.connect("coord", "deid_t_reader"),
+                              w.connect("coord"))
+    name = f"cl_gen_{k}"
+    row = analyst.execute(GEN_REQUEST, [GEN, k, json.dumps(options), name]).fetchone()
+    whole = analyst.execute(GEN_REQUEST, [GEN.replace("_gen", "_all"), k, json.dumps(options),
+                                          name + "_one"]).fetchone()
+    assert row[5] and row[2:4] == whole[2:4]
+    assert row[4] == pytest.approx(whole[4])
+    metrics = coord.execute("SELECT metrics FROM deid.distributed_release WHERE name = %s",
+                            [name]).fetchone()[0]
+    single = coord.execute("SELECT metrics FROM deid.release WHERE name = %s",
+                           [name + "_one"]).fetchone()[0]
+    for key in ("levels", "steps", "loss", "suppressed", "joint_k", "joint_classes"):
+        assert metrics["generalization"][key] == single[key], key
+    assert metrics["verification"]["nodes"] == 2
+    # independent: the union of the parts, read on the coordinator, grouped per source
+    view = sql.Identifier("release", name)
+    for source, qis in SOURCES.items():
+        sizes = [c for (c,) in reader.execute(sql.SQL("SELECT count(*) FROM {} GROUP BY {}").format(
+            view, sql.SQL(", ").join(map(sql.Identifier, qis)))).fetchall()]
+        assert min(sizes) >= k and sum(sizes) == row[2]
+        assert metrics["verification"]["sources"][source] == {"classes": len(sizes),
+                                                              "min_size": min(sizes)}
+    # the same released rows as on one server: the multiset of QI label tuples
+    cols = sql.SQL(", ").join(map(sql.Identifier, ["age", "sex", "race", "pt"]))
+    got = reader.execute(sql.SQL("SELECT {}, count(*) FROM {} GROUP BY {} ORDER BY {}").format(
+        cols, view, cols, cols)).fetchall()
+    want = coord.execute(sql.SQL("SELECT {}, count(*) FROM {} GROUP BY {} ORDER BY {}").format(
+        cols, sql.Identifier("release", name + "_one"), cols, cols)).fetchall()
+    assert got == want
+
+
+def test_distributed_generalization_needs_select(gen_warehouse):
+    """A policy requester (no SELECT on the nodes' rows) is refused before any node reads: the
+    nodes' class tables hold counts below k. Nothing is left on a node."""
+    w = gen_warehouse
+    w.on_all("SELECT deid.allow_requests('deid_t_researcher', %s, 5)", [GEN])
+    researcher = w.connect("coord", RESEARCHER)
+    with pytest.raises(psycopg.Error) as e:
+        researcher.execute(GEN_REQUEST, [GEN, 5, "{}", "cl_gen_policy"])
+    assert e.value.diag.sqlstate == "42501" and e.value.diag.message_hint
+    assert e.value.diag.message_detail is None
+    from .test_cluster_release import _parts_named
+    assert not any(_parts_named(w, "cl_gen_policy").values())
+
+
+def test_node_steps_cannot_be_abused(gen_warehouse):
+    """On a node, the attacker cannot store a part without a snapshot of its own, nor read the
+    stored classes of another role's part."""
+    w = gen_warehouse
+    analyst = w.connect("coord", ANALYST)
+    analyst.execute(GEN_REQUEST, [GEN, 5, '{"seed": 2}', "cl_gen_abuse"])
+    node = w.connect("node0", ATTACKER)
+    with pytest.raises(psycopg.Error) as e:
+        node.execute("SELECT deid._dist_part_finish('0123', current_user, 'run', 1, %s)",
+                     [json.dumps({"levels": {}, "metrics": {}, "rows": 0, "groups": 0,
+                                  "discernibility": 0})])
+    assert e.value.diag.sqlstate == "42501"
+    run = w.connect("node0").execute(
+        "SELECT p.run FROM deid.distributed_part p JOIN deid.release r USING (release_id)"
+        " WHERE r.name = 'cl_gen_abuse'").fetchone()[0]
+    with pytest.raises(psycopg.Error) as e:
+        node.execute("SELECT deid._dist_node_gen_stored(%s, current_user)", [run])
+    assert e.value.diag.sqlstate == "42501"
+    with pytest.raises(psycopg.Error) as e:       # as someone else: the caller check
+        node.execute("SELECT deid._dist_node_gen_stored(%s, 'deid_t_analyst')", [run])
+    assert e.value.diag.sqlstate == "42501"

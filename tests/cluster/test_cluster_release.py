@@ -109,12 +109,16 @@ def test_disassociation_distributed_agrees_with_an_independent_check(wh):
         assert not support or min(support.values()) >= k, key
 
 
-def test_generalization_is_refused_until_its_merge_exists(wh):
+def test_generalization_refused_by_a_node_leaves_nothing(wh):
+    """generalization merges its class counts over the nodes (tests/cluster/
+    test_cluster_generalization.py); a request the nodes refuse (here: no hierarchy) gets the
+    node's own refusal, and nothing is left on any node."""
     analyst = wh.connect("coord", "deid_t_analyst")
     with pytest.raises(psycopg.Error) as e:
         analyst.execute("SELECT * FROM deid.anonymize_request('registry.patients', 'generalization',"
                         " k => 5, columns => '{age,sex}', release => 'cl_gen')")
-    assert e.value.diag.sqlstate == "0A000" and e.value.diag.message_hint
+    assert e.value.diag.sqlstate == "22023" and e.value.diag.message_hint
+    assert "has no hierarchy" in e.value.diag.message_primary
     assert not any(node_rows for node_rows in _parts_named(wh, "cl_gen").values())
 
 

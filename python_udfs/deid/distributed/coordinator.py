@@ -28,7 +28,7 @@ from . import catalog, protocol
 _RUNS = {}          # run token -> the run (this backend's memory, as pipeline._PENDING)
 
 # distribution -> how the coordinator runs it (None: refused with FEATURE_NOT_SUPPORTED)
-STRATEGIES = {"shard_local": "shard_local", "global_merge": None}
+STRATEGIES = {"shard_local": "shard_local", "global_merge": "global_merge"}
 
 TEST_PAUSE = "deid.distributed_test_pause"     # tests only: wait on an advisory lock after store
 
@@ -44,16 +44,24 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
     protocol.cleanup(db, access.current_user(db), {cluster: n})
     parts = []
     try:
-        parts = [json.loads(t) for t in protocol.call(
-            db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r",
-            [cluster, run["run"], run["release_id"], run["source_name"], method, k, l, columns,
-             selection, options, run["name"]],
-            ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text", "text",
-             "text"])]
+        if run["strategy"] == "global_merge":
+            from . import generalization_sql
+            chosen = generalization_sql.choose_on_nodes(db, relid, run, k, columns, selection,
+                                                        options)
+            parts = generalization_sql.store_parts(db, run, k, columns, selection, options, chosen)
+        else:
+            parts = [json.loads(t) for t in protocol.call(
+                db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r",
+                [cluster, run["run"], run["release_id"], run["source_name"], method, k, l,
+                 columns, selection, options, run["name"]],
+                ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text",
+                 "text", "text"])]
         _test_pause(db)
         checks = [json.loads(t) for t in protocol.call(
             db, "SELECT deid._dist_check($1, $2) AS r", [cluster, run["run"]])]
         _compare(parts, checks)
+        if run["strategy"] == "global_merge":
+            parts[0]["global"] = generalization_sql.check_parts(db, run, k, parts, chosen)
         _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
         return db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
     except Exception as e:
@@ -138,7 +146,8 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
                     "options": opts, "partitions": n}
     return json.dumps({"run": token, "release_id": release_id, "name": name,
                        "cluster": src["cluster"], "partitions": n,
-                       "source_name": src["source_name"]})
+                       "source_name": src["source_name"],
+                       "strategy": STRATEGIES[plugin.DISTRIBUTION]})
 
 
 def finish(db, token, caller):
@@ -174,6 +183,8 @@ def finish(db, token, caller):
     # normalized discernibility, sum |E|^2 / n (methods/metrics.py): each part's weighed by its rows
     total["discernibility"] = (sum((p.get("discernibility") or 0.0) * (p.get("rows") or 0)
                                    for p in parts) / total["rows"]) if total["rows"] else 0.0
+    if parts[0].get("global"):       # global recoding: classes span the nodes (generalization)
+        total = parts[0]["global"]
     params = {"k": r["k"], "l": r["l"], "columns": r["columns"], "selection": r["selection"],
               "options": r["options"]}
     db.execute("INSERT INTO deid.distributed_release (release_id, name, method, source,"
@@ -182,7 +193,7 @@ def finish(db, token, caller):
                " $10::jsonb, $11, $12::jsonb, $13::jsonb)",
                [r["release_id"], r["name"], r["method"], r["relid"], r["source_name"],
                 r["cluster"], token, caller, json.dumps(params, default=str),
-                json.dumps([{k: p[k] for k in ("node", "release_id", "rows", "groups", "digests")}
+                json.dumps([{k: p.get(k) for k in ("node", "release_id", "rows", "groups", "digests")}
                             for p in parts]),
                 relations, json.dumps(columns), json.dumps(total)],
                ["bigint", "text", "text", "oid", "text", "name", "text", "name", "text",

@@ -39,6 +39,7 @@ class Request:
     hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
     option_hierarchy: object = None   # options.hierarchy, loaded (a set-valued method's)
     evidence: object = None           # the plan's evidence for its verifier (verify.<method>.Evidence)
+    part: dict = None                 # a node's part of a distributed generalization (pipeline.finish_part)
 
 
 def projection(rel, columns):
