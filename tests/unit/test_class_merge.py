@@ -217,3 +217,16 @@ def test_merge_labelled_keys_are_unambiguous():
     assert sorted(got.tolist()) == [2, 6]
     with pytest.raises(DeidError):
         merge_labelled([part(["b", "a"], [["x"], ["y"]], [1])], ["a", "b"])
+
+
+def test_tables_over_other_columns_or_another_order_are_refused():
+    a = node_classes([np.array([0, 1]), np.array([0, 0])], [["x", "y"], ["u"]], ["age", "sex"])
+    b = node_classes([np.array([0]), np.array([1])], [["u"], ["x", "y"]], ["sex", "age"])
+    assert unpack(pack(a)).names == ["age", "sex"]
+    with pytest.raises(DeidError) as e:
+        merge_classes([a, unpack(pack(b))])
+    assert e.value.sqlstate == "22023"
+    req = request(2)
+    wrong = node_classes([np.array([0])] * 3, [["a0"], ["b0"], ["c0"]], ["b", "a", "c"])
+    with pytest.raises(DeidError):
+        dg.choose(req, [pack(wrong)])

@@ -66,9 +66,9 @@ def node_classes(frame, req) -> bytes:
     if frame.n == 0:                       # a node holding none of the selected rows
         qis = ms.columns_with_role(req, "quasi_identifier")
         return pack(NodeClasses([[] for _ in qis], np.zeros((0, len(qis)), np.int64),
-                                np.zeros(0, np.int64)))
-    _, _, attrs, codes = plugin.attributes(frame, req, part=True)
-    return pack(_table(codes, [a.labels[0] for a in attrs]))
+                                np.zeros(0, np.int64), qis))
+    qis, _, attrs, codes = plugin.attributes(frame, req, part=True)
+    return pack(_table(codes, [a.labels[0] for a in attrs], qis))
 
 
 def choose(req, parts) -> Choice:
@@ -89,7 +89,7 @@ def choose(req, parts) -> Choice:
 def attributes(req, merged: NodeClasses):
     """The attributes of the request over the merged table's values, capped as on one node."""
     qis = ms.columns_with_role(req, "quasi_identifier")
-    if len(qis) != len(merged.leaves):
+    if len(qis) != len(merged.leaves) or merged.names not in (None, qis):
         raise DeidError(INVALID_PARAMETER_VALUE, "the nodes' class tables are not over the "
                         "request's quasi-identifiers", hint="Run the request again.")
     hier = plugin.hierarchies_of(req, qis)

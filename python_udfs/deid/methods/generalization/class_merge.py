@@ -38,24 +38,28 @@ class NodeClasses:
     leaves: list
     codes: np.ndarray
     counts: np.ndarray
+    names: list = None        # the quasi-identifiers, in column order (None: unnamed)
 
     @property
     def rows(self) -> int:
         return int(self.counts.sum())
 
 
-def node_classes(codes, leaves) -> NodeClasses:
+def node_classes(codes, leaves, names=None) -> NodeClasses:
     """One node's class table (002 sec. 4.5 step 1): ``codes`` its rows' level-0 codes, one
-    array per quasi-identifier, into ``leaves`` (that node's labels of the values present)."""
+    array per quasi-identifier, into ``leaves`` (that node's labels of the values present);
+    ``names`` the quasi-identifiers."""
     leaves = [list(map(str, lv)) for lv in leaves]
+    names = None if names is None else list(names)
     if len(codes) != len(leaves):
         raise DeidError(INVALID_PARAMETER_VALUE, "one code array per quasi-identifier is needed",
                         hint=_HINT)
     if not len(codes) or not len(codes[0]):
-        return NodeClasses(leaves, np.zeros((0, len(leaves)), np.int64), np.zeros(0, np.int64))
+        return NodeClasses(leaves, np.zeros((0, len(leaves)), np.int64), np.zeros(0, np.int64),
+                           names)
     classes, counts = class_table([np.asarray(c, np.int64) for c in codes],
                                   [max(len(lv), 1) for lv in leaves])
-    return NodeClasses(leaves, classes.astype(np.int64), counts.astype(np.int64))
+    return NodeClasses(leaves, classes.astype(np.int64), counts.astype(np.int64), names)
 
 
 def merge_classes(parts) -> NodeClasses:
@@ -66,8 +70,8 @@ def merge_classes(parts) -> NodeClasses:
     parts = list(parts)
     if not parts:
         raise DeidError(INVALID_PARAMETER_VALUE, "no node's class table to merge", hint=_HINT)
-    d = len(parts[0].leaves)
-    if any(len(p.leaves) != d or p.codes.shape[1:] != (d,) for p in parts):
+    d, names = len(parts[0].leaves), parts[0].names
+    if any(len(p.leaves) != d or p.codes.shape[1:] != (d,) or p.names != names for p in parts):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         "the nodes' class tables are over different quasi-identifiers", hint=_HINT)
     union = [np.unique(np.concatenate([np.asarray(p.leaves[j], dtype=object).astype(str)
@@ -85,10 +89,10 @@ def merge_classes(parts) -> NodeClasses:
         counts.append(p.counts)
     leaves = [u.tolist() for u in union]
     if not columns:
-        return NodeClasses(leaves, np.zeros((0, d), np.int64), np.zeros(0, np.int64))
+        return NodeClasses(leaves, np.zeros((0, d), np.int64), np.zeros(0, np.int64), names)
     codes, summed = _group(np.concatenate(columns), np.concatenate(counts),
                            [max(len(u), 1) for u in union])
-    return NodeClasses(leaves, codes, summed.astype(np.int64))
+    return NodeClasses(leaves, codes, summed.astype(np.int64), names)
 
 
 def _dtype(top: int):
@@ -104,7 +108,7 @@ def pack(nc: NodeClasses) -> bytes:
     c = int(nc.counts.shape[0])
     widths = [_dtype(max(len(lv) - 1, 0)) for lv in nc.leaves]
     cw = _dtype(int(nc.counts.max()) if c else 0)
-    header = json.dumps({"leaves": nc.leaves, "classes": c, "widths": [w.str for w in widths],
+    header = json.dumps({"names": nc.names, "leaves": nc.leaves, "classes": c, "widths": [w.str for w in widths],
                          "counts": cw.str}).encode()
     body = [nc.codes[:, j].astype(w).tobytes() for j, w in enumerate(widths)]
     return b"".join([_MAGIC, struct.pack("<I", len(header)), header, *body,
@@ -139,4 +143,4 @@ def unpack(buf) -> NodeClasses:
     if c and counts.min() < 1:
         raise DeidError(INVALID_PARAMETER_VALUE, "a node's class table holds an empty class",
                         hint=_HINT)
-    return NodeClasses(h["leaves"], codes, counts)
+    return NodeClasses(h["leaves"], codes, counts, h.get("names"))
