@@ -57,6 +57,9 @@ SELECT i::bigint AS patient_id,
   FROM generate_series(1, :n) i
  WHERE :part >= 0 AND (hashint4(i) & (:nodes - 1)) = :part;
 ALTER TABLE bench.patients ADD PRIMARY KEY (patient_id);
+ANALYZE bench.patients;
+"""
+DIAGNOSES = """
 CREATE TABLE bench.diagnoses AS
 SELECT p.patient_id,
        (ARRAY['401.9','250.00','272.4','427.31','428.0','414.01','496','599.0','244.9','530.81',
@@ -65,7 +68,6 @@ SELECT p.patient_id,
   FROM bench.patients p, generate_series(1, 1 + (p.patient_id * 7919) % 3) j;
 DELETE FROM bench.diagnoses d USING (SELECT ctid, row_number() OVER (PARTITION BY patient_id, icd9) AS r
                                        FROM bench.diagnoses) x WHERE d.ctid = x.ctid AND x.r > 1;
-ANALYZE bench.patients;
 ANALYZE bench.diagnoses;
 """
 
@@ -88,7 +90,7 @@ REQUESTS = {
     "anatomy": ("bench.patients", "anatomy", 10, 3, "{age,sex,race,zip,diagnosis}", {"seed": 7}),
     "generalization": ("bench.patients", "generalization", 10, None, "{age,sex,race,pt,diagnosis}",
                        {"seed": 7}),
-    "condensation": ("bench.patients", "condensation", 10, None,
+    "condensation": ("bench.patients", "condensation", 100, None,
                      "{age,sex,race,pt,surv_months,vital}",
                      {"survival": {"time": "surv_months", "status": "vital"},
                       "row_id": "patient_id", "seed": 7}),
@@ -124,7 +126,7 @@ class Warehouse:
     def connect(self, who):
         return psycopg.connect(self.url(who), autocommit=True)
 
-    def start(self, rows):
+    def start(self, rows, diagnoses=True):
         self.sh("start")
         self.sh("setup", DB)
 
@@ -135,12 +137,14 @@ class Warehouse:
                 c.execute("CREATE SCHEMA bench")
                 c.execute(GENERATE.replace(":nodes", str(int(self.nodes)))
                           .replace(":part", str(int(part))).replace(":n", str(int(rows))))
+                if diagnoses:
+                    c.execute(DIAGNOSES)
                 for s in CATALOG:
                     c.execute(*(s if isinstance(s, tuple) else (s,)))
         with cf.ThreadPoolExecutor(len(self.members)) as ex:
             list(ex.map(load, self.members))
         with self.connect("coord") as c:
-            for t in ("bench.patients", "bench.diagnoses"):
+            for t in ("bench.patients",) + (("bench.diagnoses",) if diagnoses else ()):
                 c.execute("SELECT deid.register_distributed_source(%s, 'deid_shards', 'patient_id')", [t])
 
     def stop(self):
@@ -248,12 +252,12 @@ def table(results, rows):
            f" {'groups':>9} {'discern.':>10}  utility"
     out += [head, "-" * len(head)]
     for method, by_nodes in results["methods"].items():
-        for n, r in by_nodes.items():
+        for n, r in sorted(by_nodes.items()):
             out.append(f"{method:15} {n:>5} {r['seconds']:8.2f} {r['ratio_ctas_one']:7.2f}"
                        f" {r['ratio_ctas_nodes']:7.2f} {r['peak_node_mb']:8.0f} {r['groups']:9d}"
                        f" {r['discernibility']:10.1f}  {json.dumps(r['utility_vs_one'])}")
     out += ["", "CTAS: " + ", ".join(f"{n} node(s) {s:.2f} s" for n, s in results["ctas_nodes"].items())
-            + f"; one node, all rows: {results['ctas_one']:.2f} s"]
+            + (f"; one node, all rows: {results['ctas_one']:.2f} s" if results["ctas_one"] else "")]
     return "\n".join(out)
 
 
@@ -305,7 +309,7 @@ def main():
     raw = {}
     for n in [int(x) for x in a.nodes.split(",")]:
         w = Warehouse(n)
-        w.start(a.rows)
+        w.start(a.rows, diagnoses="disassociation" in methods)
         try:
             if n == 1:
                 results["ctas_one"] = ctas_one(w)
@@ -313,13 +317,17 @@ def main():
             for m in methods:
                 raw[(m, n)] = release(w, m, f"b_{m[:3]}_{n}")
                 print(m, n, round(raw[(m, n)]["seconds"], 2), flush=True)
+                write(a, results, raw)       # what is measured so far, after every step
         finally:
             w.stop()
+
+
+def write(a, results, raw):
     one = results["ctas_one"]
     for (m, n), r in raw.items():
         base = raw.get((m, 1), r)["utility"]
         results["methods"][m][n] = dict(
-            r, ratio_ctas_one=r["seconds"] / one if one else None,
+            r, ratio_ctas_one=r["seconds"] / one if one else float("nan"),
             ratio_ctas_nodes=r["seconds"] / results["ctas_nodes"][n],
             peak_node_mb=max(v for k, v in r["peak_kb"].items() if k != "coord") / 1024,
             utility_vs_one=compare(r["utility"], base))
@@ -328,8 +336,7 @@ def main():
     text = table(results, a.rows)
     (RESULTS / f"{a.name}.txt").write_text(text + "\n")
     plot(results, RESULTS / f"{a.name}.png")
-    print(text)
-
+    print(text, flush=True)
 
 if __name__ == "__main__":
     main()
