@@ -58,7 +58,7 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
         return db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
     except Exception as e:
         protocol.abort(db, cluster, n, run["run"])
-        if getattr(e, "sqlstate", None) == VERIFICATION_FAILED and any(
+        if protocol.sqlstate(e) == VERIFICATION_FAILED and any(
                 p.get("via") == "policy" for p in parts):
             raise uniform_refusal() from None
         raise
