@@ -199,3 +199,14 @@ def test_no_caller_reads_a_password_or_the_key(wh):
     finally:
         with superuser("coord") as c:
             c.execute("DROP USER MAPPING FOR deid_t_admin SERVER deid_shards")
+
+
+def test_a_pending_part_cannot_be_reconstructed_on_its_node(wh):
+    wh.connect("coord", "deid_t_analyst").execute(
+        "SELECT * FROM deid.anonymize_request('registry.diagnoses', 'disassociation', k => 5,"
+        " options => '{\"m\": 2, \"record\": \"patient_id\", \"item\": \"icd9\"}',"
+        " release => 'sec_recon')")
+    with pytest.raises(psycopg.Error) as e:     # never read yet: its parts are still pending
+        wh.connect("node0", "deid_t_analyst").execute(
+            "SELECT deid.reconstruct('sec_recon', 'sec_recon_r', 1)")
+    assert e.value.diag.sqlstate == "42704"
