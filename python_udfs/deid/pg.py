@@ -6,7 +6,6 @@ handle and turns a :class:`~deid.errors.DeidError` into a PostgreSQL error
 with its SQLSTATE, detail and hint.
 """
 import importlib
-import re
 import time
 
 import plpy

@@ -4,7 +4,6 @@ through the coordinator's logged release, and every new SECURITY DEFINER functio
 distributed path refuses a caller who names another role or another's run."""
 import psycopg
 import pytest
-from psycopg import sql
 
 from .conftest import MEMBERS, NODES, member_url
 

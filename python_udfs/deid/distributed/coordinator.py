@@ -17,9 +17,7 @@ import json
 import secrets
 
 from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
-                      INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED, VERIFICATION_FAILED,
-                      uniform_refusal)
-from ..methods import registry
+                      INSUFFICIENT_PRIVILEGE, VERIFICATION_FAILED, uniform_refusal)
 from ..request import access, options as opts_schema, release
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
@@ -95,19 +93,14 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     if src is None:
         raise DeidError(INVALID_PARAMETER_VALUE, "the source is not distributed",
                         hint="SELECT deid.register_distributed_source(source, cluster, key_column);")
-    relations_catalog.require(method, "method", "One of: " + ", ".join(registry.METHODS) + ".")
-    plugin = registry.method(method).plugin
-    if k is None:
-        raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
-                        hint="k is the smallest group size of the release, e.g. k => 10.")
+    entry, opts = opts_schema.validate_request(method, k, l, options)
+    plugin = entry.plugin
     if STRATEGIES.get(plugin.DISTRIBUTION) is None:
         raise DeidError(FEATURE_NOT_SUPPORTED,
                         f"method {method} cannot yet run over a distributed source",
                         hint=f"{method} needs counts merged over every node "
                              f"({plugin.DISTRIBUTION}); release the nodes' source on one server, "
                              "or use anatomy, condensation or disassociation.")
-    opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + plugin.OPTIONS,
-                                method)
     if opts.get("replace"):
         raise DeidError(FEATURE_NOT_SUPPORTED, "a distributed release cannot be replaced",
                         hint="Choose another release name.")
