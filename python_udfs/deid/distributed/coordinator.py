@@ -5,13 +5,19 @@ anonymize_request(db, relid, ...)   SECURITY INVOKER, as the caller (pipeline.an
                                     node as current_user, so each node sees the caller itself.
 begin(db, relid, ..., caller)       SECURITY DEFINER: the request's checks that need no rows
                                     (method, k, the method's distribution), its name, its run
-finish(db, run, parts, caller)      SECURITY DEFINER: the log row, the views; the result row
+finish(db, run, caller)             SECURITY DEFINER: the log row, the views; the result row
 
 The result row is the single-node one: (release_id, relations, rows, groups, discernibility,
 verified), with rows and groups summed over the parts (every group or cluster lies within one
-node) and the normalized discernibility sum |E|^2 / n over all of them. STRATEGIES maps a method's declared
-distribution (methods/contract.py DISTRIBUTION) to how it runs; "global_merge" is the hook for
-generalization's merge of class counts on the coordinator and is refused until it exists.
+node) and the normalized discernibility sum |E|^2 / n over all of them. The views
+release.<name>_<suffix> read every node's part (deid._dist_read), each row with a last column
+node (the node's database:port: group and cluster ids are per node).
+
+STRATEGIES maps a method's declared distribution (methods/contract.py DISTRIBUTION) to how it
+runs; "global_merge" is the hook for generalization's merge of class counts on the coordinator
+(each node's base class counts per source, merged and searched here, the levels sent back) and
+is refused with 0A000 until it exists: set STRATEGIES["global_merge"] and branch on it in
+anonymize_request.
 """
 import json
 import secrets
