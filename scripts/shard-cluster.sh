@@ -10,6 +10,7 @@
 #   shard-cluster.sh sample DB [N]    load N sample patients, hash-sharded by patient id
 #   shard-cluster.sh url WHO [DB]     a libpq URL: WHO = coord | node0 | node1 | ...
 #   shard-cluster.sh pid WHO          the postmaster's process id (the tests kill -9 it)
+#   shard-cluster.sh member WHO start|stop   one member only (the tests stop a node)
 # Environment: DEID_SHARD_DIR (default ./.shard), DEID_SHARD_PORT (the coordinator's port,
 # default 54341; node i listens on DEID_SHARD_PORT + 1 + i), DEID_SHARD_NODES (default 2, a
 # power of 2: PL/Proxy's partitions), PG_BINDIR, DEID_OS_USER (as scripts/cluster.sh).
@@ -95,6 +96,7 @@ case "${1:-}" in
     setup) setup "${2:?database}" ;;
     sample) sample "${2:?database}" "${3:-4000}" ;;
     url) url "${2:?coord|nodeI}" "${3:-postgres}" ;;
+    member) cl "${2:?coord|nodeI}" "${3:?start|stop}" ;;
     pid) root="$DIR/$2"; [ -L "$root" ] && root=$(readlink -f "$root"); head -1 "$root/data/postmaster.pid" ;;
     *) echo "usage: $0 start|stop|setup DB|sample DB [N]|url WHO [DB]|pid WHO" >&2; exit 2 ;;
 esac

@@ -40,8 +40,7 @@ from .write import writer
 from . import heap
 from .methods import registry
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
-                     INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED, for_policy,
-                     uniform_refusal)
+                     INVALID_TEXT_REPRESENTATION, for_policy, uniform_refusal)
 from .read.frame import Frame
 from .plan import Table
 
@@ -174,15 +173,8 @@ def _may_select(db, caller, relid):
 def _begin(db, relid, method, k, l, columns, selection, options, name, caller):
     access.caller_role(db, caller)
     rel = catalog.relation(db, relid)
-    catalog.require(method, "method", "One of: " + ", ".join(registry.METHODS) + ".")
-    entry = registry.method(method)
+    entry, opts = opts_schema.validate_request(method, k, l, options)
     plugin = entry.plugin
-    if k is None:
-        raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
-                        hint="k is the smallest group size of the release, e.g. k => 10.")
-    opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + plugin.OPTIONS,
-                                method)
-    plugin.validate(k, l, opts)
     sel = parse_selection(db, rel, selection)
     cols, rid = read_columns(db, plugin, rel, columns, opts)
     read = cols + [rid] + sorted(sel.columns if sel else [])

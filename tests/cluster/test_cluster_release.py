@@ -136,3 +136,14 @@ def test_the_result_row_has_the_single_node_shape(wh):
     assert [d.name for d in cur.description] == ["release_id", "relations", "rows", "groups",
                                                  "discernibility", "verified"]
     assert json.dumps(cur.fetchone(), default=str)
+
+
+def test_a_dropped_source_is_registered_no_more(wh):
+    coord = wh.connect("coord")
+    coord.execute("CREATE TABLE registry.gone (patient_id int PRIMARY KEY, age int)")
+    coord.execute("SELECT deid.register_distributed_source('registry.gone', 'deid_shards',"
+                  " 'patient_id')")
+    oid = coord.execute("SELECT 'registry.gone'::regclass::oid").fetchone()[0]
+    coord.execute("DROP TABLE registry.gone")
+    assert not coord.execute("SELECT 1 FROM deid.distributed_source WHERE source = %s",
+                             [oid]).fetchall()

@@ -5,21 +5,25 @@ anonymize_request(db, relid, ...)   SECURITY INVOKER, as the caller (pipeline.an
                                     node as current_user, so each node sees the caller itself.
 begin(db, relid, ..., caller)       SECURITY DEFINER: the request's checks that need no rows
                                     (method, k, the method's distribution), its name, its run
-finish(db, run, parts, caller)      SECURITY DEFINER: the log row, the views; the result row
+finish(db, run, caller)             SECURITY DEFINER: the log row, the views; the result row
 
 The result row is the single-node one: (release_id, relations, rows, groups, discernibility,
 verified), with rows and groups summed over the parts (every group or cluster lies within one
-node) and the normalized discernibility sum |E|^2 / n over all of them. STRATEGIES maps a method's declared
-distribution (methods/contract.py DISTRIBUTION) to how it runs; "global_merge" is the hook for
-generalization's merge of class counts on the coordinator and is refused until it exists.
+node) and the normalized discernibility sum |E|^2 / n over all of them. The views
+release.<name>_<suffix> read every node's part (deid._dist_read), each row with a last column
+node (the node's database:port: group and cluster ids are per node).
+
+STRATEGIES maps a method's declared distribution (methods/contract.py DISTRIBUTION) to how it
+runs; "global_merge" is the hook for generalization's merge of class counts on the coordinator
+(each node's base class counts per source, merged and searched here, the levels sent back) and
+is refused with 0A000 until it exists: set STRATEGIES["global_merge"] and branch on it in
+anonymize_request.
 """
 import json
 import secrets
 
 from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
-                      INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED, VERIFICATION_FAILED,
-                      uniform_refusal)
-from ..methods import registry
+                      INSUFFICIENT_PRIVILEGE, VERIFICATION_FAILED, uniform_refusal)
 from ..request import access, options as opts_schema, release
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
@@ -66,7 +70,7 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
         return db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
     except Exception as e:
         protocol.abort(db, cluster, n, run["run"])
-        if getattr(e, "sqlstate", None) == VERIFICATION_FAILED and any(
+        if protocol.sqlstate(e) == VERIFICATION_FAILED and any(
                 p.get("via") == "policy" for p in parts):
             raise uniform_refusal() from None
         raise
@@ -103,19 +107,14 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     if src is None:
         raise DeidError(INVALID_PARAMETER_VALUE, "the source is not distributed",
                         hint="SELECT deid.register_distributed_source(source, cluster, key_column);")
-    relations_catalog.require(method, "method", "One of: " + ", ".join(registry.METHODS) + ".")
-    plugin = registry.method(method).plugin
-    if k is None:
-        raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
-                        hint="k is the smallest group size of the release, e.g. k => 10.")
+    entry, opts = opts_schema.validate_request(method, k, l, options)
+    plugin = entry.plugin
     if STRATEGIES.get(plugin.DISTRIBUTION) is None:
         raise DeidError(FEATURE_NOT_SUPPORTED,
                         f"method {method} cannot yet run over a distributed source",
                         hint=f"{method} needs counts merged over every node "
                              f"({plugin.DISTRIBUTION}); release the nodes' source on one server, "
                              "or use anatomy, condensation or disassociation.")
-    opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + plugin.OPTIONS,
-                                method)
     if opts.get("replace"):
         raise DeidError(FEATURE_NOT_SUPPORTED, "a distributed release cannot be replaced",
                         hint="Choose another release name.")

@@ -21,7 +21,7 @@ connection), so that a distributed request fails as it would on one node.
 """
 import json
 
-from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, UNDEFINED_OBJECT
+from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, PLPY_PREFIX, UNDEFINED_OBJECT
 from ..request import access
 
 LOCK_CLASS = "hashtext('deid.distributed')"
@@ -118,21 +118,41 @@ def call(db, sql, params, types=None):
     """Rows (column "r") of a PL/Proxy call, a node's error raised as the node's own."""
     try:
         return [r["r"] for r in db.query(sql, params, types)]
-    except DeidError:
+    except DeidError as e:       # a privilege error, already deid's (pg.Database): the node's own
+        if "REMOTE ERROR: " in e.message:
+            e.message = PLPY_PREFIX.sub("", e.message.split("REMOTE ERROR: ", 1)[1].strip())
+            e.args = (e.message,)
+            e.hint = _remote(e.hint, "Remote hint: ")
         raise
     except Exception as e:
         raise remote_error(e) from None
 
 
+def sqlstate(e):
+    """An error's SQLSTATE: PL/Python names PostgreSQL's own, and gives deid's (DE001, DE002)
+    only as the number in its spidata (PostgreSQL's MAKE_SQLSTATE: 6 bits a character)."""
+    state = getattr(e, "sqlstate", None)
+    data = getattr(e, "spidata", None) or ()
+    if state is None and data and isinstance(data[0], int) and data[0]:
+        state = "".join(chr(((data[0] >> (6 * i)) & 0x3F) + ord("0")) for i in range(5))
+    return state
+
+
+def _remote(text, label):
+    """PL/Proxy's "Remote hint: " (or detail) prefix dropped."""
+    return text.split(label, 1)[1] if text and text.startswith(label) else text
+
+
 def remote_error(e):
     """A node's error as its own (or, for a connection that failed, a clear one)."""
-    state = getattr(e, "sqlstate", None)
+    state = sqlstate(e)
     message = str(e.args[0] if getattr(e, "args", None) else e)
     data = getattr(e, "spidata", None) or ()
-    detail = data[1] if len(data) > 1 else None
-    hint = data[2] if len(data) > 2 else None
+    detail = _remote(data[1] if len(data) > 1 else None, "Remote detail: ")
+    hint = _remote(data[2] if len(data) > 2 else None, "Remote hint: ")
     if "REMOTE ERROR: " in message:
-        return DeidError(state, message.split("REMOTE ERROR: ", 1)[1].strip(), detail=detail,
+        return DeidError(state, PLPY_PREFIX.sub("", message.split("REMOTE ERROR: ", 1)[1].strip()),
+                         detail=detail,
                          hint=hint or "The node refused the request; see the message.")
     if state is None or state.startswith("08") or state == "XX000":
         return DeidError(UNREACHABLE, "a node of the cluster cannot be reached",
