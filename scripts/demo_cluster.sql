@@ -40,7 +40,8 @@ SELECT name, method, metrics->>'rows' AS rows, metrics->>'groups' AS groups,
        jsonb_array_length(parts) AS parts, finished_at::time(0) AS finished
   FROM deid.distributed_release ORDER BY release_id;
 \echo
-\echo '== 6. generalization (002) needs class counts merged on the coordinator: refused for now =='
+\echo '== 6. generalization (002): the nodes'' class counts are merged on the coordinator; each quasi-identifier'
+\echo '   needs a hierarchy on every node (docs/sharding.md): this sample has none, so the nodes refuse =='
 \set ON_ERROR_STOP off
 SELECT * FROM deid.anonymize_request('registry.patients', 'generalization', k => 5,
        columns => '{age,sex}', release => 'demo_cluster_generalized');

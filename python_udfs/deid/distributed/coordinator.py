@@ -14,10 +14,10 @@ release.<name>_<suffix> read every node's part (deid._dist_read), each row with 
 node (the node's database:port: group and cluster ids are per node).
 
 STRATEGIES maps a method's declared distribution (methods/contract.py DISTRIBUTION) to how it
-runs; "global_merge" is the hook for generalization's merge of class counts on the coordinator
-(each node's base class counts per source, merged and searched here, the levels sent back) and
-is refused with 0A000 until it exists: set STRATEGIES["global_merge"] and branch on it in
-anonymize_request.
+runs; "global_merge" is generalization's: each node's class table merged and searched here,
+every part stored at the chosen levels and held, k checked over every node's stored classes
+(distributed/generalization_sql.py), and the result row's groups and discernibility those of
+the classes over all the nodes. It needs SELECT on the source on the nodes.
 """
 import json
 import secrets
