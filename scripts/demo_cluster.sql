@@ -1,6 +1,6 @@
 -- make demo-cluster: on the coordinator of scripts/shard-cluster.sh (a coordinator and 2 nodes,
--- private clusters, the sharded sample loaded): each shard-local method requested once, through
--- the same front door, run on both nodes at once.
+-- private clusters, the sharded sample loaded): every method requested once, through the same
+-- front door, run on both nodes at once (generalization's class counts merged on the coordinator).
 \set QUIET on
 \pset footer off
 SET client_min_messages = warning;
@@ -40,8 +40,11 @@ SELECT name, method, metrics->>'rows' AS rows, metrics->>'groups' AS groups,
        jsonb_array_length(parts) AS parts, finished_at::time(0) AS finished
   FROM deid.distributed_release ORDER BY release_id;
 \echo
-\echo '== 6. generalization (002): the nodes'' class counts are merged on the coordinator; each quasi-identifier'
-\echo '   needs a hierarchy on every node (docs/sharding.md): this sample has none, so the nodes refuse =='
-\set ON_ERROR_STOP off
-SELECT * FROM deid.anonymize_request('registry.patients', 'generalization', k => 5,
-       columns => '{age,sex}', release => 'demo_cluster_generalized');
+\echo '== 6. generalization (002), k = 2000: the nodes'' class counts merged and searched on the coordinator, =='
+\echo '   every node stores its rows at the chosen levels, k checked over all the stored parts =='
+SELECT * FROM deid.anonymize_request('registry.patients', 'generalization', k => 2000,
+       columns => '{pt,diagnosis}', release => 'demo_cluster_generalized');
+SELECT metrics->'generalization'->'levels' AS levels, metrics->'generalization'->'steps' AS steps,
+       metrics->'verification'->'sources' AS "k over all parts"
+  FROM deid.distributed_release WHERE name = 'demo_cluster_generalized';
+SELECT pt, count(*) AS rows FROM release.demo_cluster_generalized GROUP BY pt ORDER BY pt;

@@ -31,5 +31,15 @@ ANALYZE registry.diagnoses;
 SELECT deid.set_role('registry.patients', 'name', 'identifier') \g /dev/null
 SELECT deid.set_role('registry.patients', c, 'quasi_identifier') FROM unnest('{age,sex,race,zip}'::text[]) c \g /dev/null
 SELECT deid.set_role('registry.patients', c, 'sensitive') FROM unnest('{diagnosis,treatment}'::text[]) c \g /dev/null
+-- generalization (002) needs a hierarchy per quasi-identifier on every node: the tumour stage's
+SELECT deid.load_hierarchy('pt_stage', $csv$1a;1;[1-2];*
+1b;1;[1-2];*
+1c;1;[1-2];*
+1mic;1;[1-2];*
+2a;2;[1-2];*
+2b;2;[1-2];*
+3;3;[3-4];*
+4;4;[3-4];*$csv$, info_loss => '{0,0.3,0.6,1}') \g /dev/null
+SELECT deid.set_role('registry.patients', 'pt', 'quasi_identifier', 'pt_stage', source => 'pathology') \g /dev/null
 SELECT deid.set_role('registry.patients_survival', c, 'quasi_identifier') FROM unnest('{age,sex,race,pt}'::text[]) c \g /dev/null
 SELECT deid.set_role('registry.patients_survival', c, 'sensitive') FROM unnest('{surv_months,vital}'::text[]) c \g /dev/null
