@@ -5,12 +5,13 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 SERVER_PYTHON ?= /usr/bin/python3
 VENV := .venv
 CLUSTER := sh scripts/cluster.sh
+SHARD := sh scripts/shard-cluster.sh
 PSQL = psql -X -v ON_ERROR_STOP=1
 TEST_DB := deid_test
 
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz dist pgxn-check
+.PHONY: all deps install start stop url psql demo demo-cluster stop-cluster test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz dist pgxn-check
 
 ## all: build the extension's SQL scripts, as any user (`pgxn install` runs make, then sudo make install)
 all:
@@ -50,6 +51,17 @@ demo: start venv
 	    $(VENV)/bin/deid report $$r --out $(DEMO_REPORTS) --dbname "$$($(CLUSTER) url)" || exit 1; \
 	done
 
+## demo-cluster: a coordinator and 2 nodes (private clusters, DEID_SHARD_PORT and the next two
+## ports, data in ./.shard), a sharded sample, each shard-local method run on both nodes at once
+demo-cluster: install
+	@$(SHARD) start
+	@$(SHARD) setup deid_demo 2>&1 | grep -v '^NOTICE' || true
+	@$(SHARD) sample deid_demo 20000
+	@$(PSQL) "$$($(SHARD) url coord deid_demo)" -f scripts/demo_cluster.sql
+
+stop-cluster:
+	@$(SHARD) stop
+
 ## test: unit tests (no server), integration tests (psycopg), pgTAP (pg_prove)
 ## venv: the client-side venv: the test requirements and the `deid` command (client/, editable)
 $(VENV)/.stamp: tests/requirements.txt client/pyproject.toml
@@ -64,6 +76,7 @@ test: start venv
 	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS $(TEST_DB) WITH (FORCE)" -c "CREATE DATABASE $(TEST_DB)"
 	DEID_TEST_URL="$$($(CLUSTER) url $(TEST_DB))" \
 	    $(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit tests/integration tests/upgrade tests/security
+	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/cluster
 	$(PSQL) "$$($(CLUSTER) url $(TEST_DB))" -q -c "SET deid.drop_with_releases = on" -c "DROP EXTENSION IF EXISTS deid CASCADE" -c "CREATE EXTENSION deid CASCADE" -c "CREATE EXTENSION IF NOT EXISTS pgtap"
 	pg_prove --ext .sql -r tests/pgtap --dbname "$$($(CLUSTER) url $(TEST_DB))"
 

@@ -42,6 +42,9 @@ BEGIN
                 GET DIAGNOSTICS n_policies = ROW_COUNT;
                 -- releases are snapshots and stay; their log forgets the dead OID
                 UPDATE deid.release SET source = NULL WHERE source::oid = r.objid;
+                -- a distributed source is registered no more (sql/40_distributed.sql)
+                DELETE FROM deid.distributed_source WHERE source = r.objid;
+                UPDATE deid.distributed_release SET source = NULL WHERE source = r.objid;
             END IF;
             IF n_roles + n_policies > 0 THEN
                 RAISE NOTICE 'deid: % % dropped: removed % column role(s) and % polic%',

@@ -24,7 +24,17 @@ DECLARE
                                'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
                                'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
                                'utility_policy', 'utility_from', 'revoke_requests',
-                               'verify_release'];
+                               'verify_release', 'register_distributed_source',
+                               'cleanup_distributed', 'dist_begin', 'dist_finish', 'dist_proof',
+                               'dist_read', 'dist_runs', 'dist_cluster', 'dist_node_ping',
+                               'dist_node_store', 'dist_hold', 'dist_node_check',
+                               'dist_node_abort', 'dist_node_pending', 'dist_node_rows',
+                               'dist_ping_on', 'dist_store', 'dist_check', 'dist_abort_on',
+                               'dist_pending', 'dist_fetch', 'generalization_classes',
+                               'generalization_levels', 'dist_gen_classes', 'dist_store_part',
+                               'dist_gen_stored', 'dist_node_gen_classes',
+                               'dist_node_store_part', 'dist_part_finish',
+                               'dist_node_gen_stored'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN
@@ -47,7 +57,7 @@ $grants$;
 GRANT EXECUTE ON FUNCTION deid._rid_set_entries(bytea, text[], bytea, bytea) TO deid_admin;
 GRANT EXECUTE ON FUNCTION deid._copy_in(regclass, text[], text), deid._install_reader(name),
                           deid._grantor_reader(name), deid._reader_name(name),
-                          deid._reader_source() TO deid_owner;
+                          deid._reader_source(), deid._dist_keyed(text) TO deid_owner;
 
 -- Ownership: deid_owner (NOLOGIN, no superuser) owns the catalog, the release schemas and
 -- every SECURITY DEFINER implementation except two: deid._copy_in belongs to deid_loader

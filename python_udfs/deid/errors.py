@@ -13,6 +13,12 @@ is taken to depend on the data unless it says ``data_dependent=False`` or its SQ
 is a condition of the system (``SYSTEM_CLASSES``).
 """
 
+import re
+
+# PL/Python's exception-class prefix of an error's message (pg.py and distributed/protocol.py
+# drop it: a message reads as PostgreSQL's own)
+PLPY_PREFIX = re.compile(r"^(?:(?:plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): )+")
+
 # SQLSTATEs used by deid (PostgreSQL's own codes, Appendix A of the manual).
 INVALID_PARAMETER_VALUE = "22023"
 NULL_VALUE_NOT_ALLOWED = "22004"

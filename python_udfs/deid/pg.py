@@ -6,12 +6,11 @@ handle and turns a :class:`~deid.errors.DeidError` into a PostgreSQL error
 with its SQLSTATE, detail and hint.
 """
 import importlib
-import re
 import time
 
 import plpy
 
-from .errors import DeidError, INSUFFICIENT_PRIVILEGE
+from .errors import DeidError, INSUFFICIENT_PRIVILEGE, PLPY_PREFIX as _PREFIX
 
 READ_HINT = ("deid reads as the calling role (for a policy-based request, as the policy's grantor):"
              " that role needs SELECT on the columns read, and on what a view reads.")
@@ -111,4 +110,3 @@ def _detail_hint(e):
     return (data[1] if len(data) > 1 else None), (data[2] if len(data) > 2 else None)
 
 
-_PREFIX = re.compile(r"^(?:(?:plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): )+")

@@ -40,8 +40,7 @@ from .write import writer
 from . import heap
 from .methods import registry
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
-                     INVALID_TEXT_REPRESENTATION, NULL_VALUE_NOT_ALLOWED, for_policy,
-                     uniform_refusal)
+                     INVALID_TEXT_REPRESENTATION, for_policy, uniform_refusal)
 from .read.frame import Frame
 from .plan import Table
 
@@ -61,17 +60,79 @@ class Pending:
 
 
 def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
-    """SECURITY INVOKER: the caller's part."""
+    """SECURITY INVOKER: the caller's part. A source registered as distributed runs on every
+    node of its PL/Proxy cluster instead (distributed/coordinator.py), as this caller."""
+    if relid is not None and db.value("SELECT 1 FROM deid.distributed_source WHERE source = $1",
+                                      [relid], ["oid"]):
+        from .distributed import coordinator
+        return coordinator.anonymize_request(db, relid, method, k, l, columns, selection,
+                                             options, name)
+    token = _begin_and_read(db, relid, method, k, l, columns, selection, options, name)
+    try:
+        return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])
+    finally:
+        _PENDING.pop(token, None)
+
+
+def _begin_and_read(db, relid, method, k, l, columns, selection, options, name, read=True):
     token = db.value("SELECT deid._request_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
                      [relid, method, k, l, columns, selection, options, name],
                      ["oid", "text", "int", "int", "text[]", "text", "text", "text"])
     try:
         pending = _PENDING.get(token)
-        if pending is not None and pending.frame is None:
+        if read and pending is not None and pending.frame is None:
             read_pending(db, token)          # the caller holds SELECT: it reads, as itself
-        return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])
-    finally:
+    except BaseException:
         _PENDING.pop(token, None)
+        raise
+    return token
+
+
+def step(db, relid, method, k, l, columns, selection, options, run, read=True):
+    """SECURITY INVOKER: a step of a distributed method (distributed/) in place of finish: the
+    request begun and read as anonymize_request does (the caller authorized, reading as
+    itself), then ``run(pending.req, pending.frame)`` (frame None without ``read``), whose
+    errors are redacted as finish's are. Only for a caller with SELECT on the source: such a
+    step may return what it computed from the rows to the caller."""
+    token = begin_select(db, relid, method, k, columns, selection, options, None, read)
+    p = _PENDING.pop(token, None)
+    if p is None or p.req.grant["via"] != "select":
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no request of this session waits for this step",
+                        hint="Call deid.anonymize_request(...).")
+    with _redacted(p.req, after_read=True):
+        return run(p.req, p.frame)
+
+
+def begin_select(db, relid, method, k, columns, selection, options, name, read=True):
+    """SECURITY INVOKER: begin and read a request of a caller with SELECT on the source (the
+    steps of a distributed method that returns, or stores before its global check, what it
+    computed from the rows); the token of the pending request."""
+    if not db.value("SELECT pg_catalog.has_table_privilege(current_user, $1, 'SELECT')",
+                    [relid], ["oid"]):
+        raise DeidError(INSUFFICIENT_PRIVILEGE,
+                        f"method {method} over shards needs SELECT on the source",
+                        hint="Request it as a role with SELECT on the source; a policy-based "
+                             "request over shards is not supported for this method yet.")
+    return _begin_and_read(db, relid, method, k, None, columns, selection, options, name, read)
+
+
+def finish_part(db, token, caller, run, coord_release, chosen):
+    """SECURITY DEFINER: a node's part of a distributed generalization (distributed/
+    generalization.py): the snapshot read for ``token`` stored at the coordinator's chosen
+    levels, verified but for k (which only the parts together hold: the coordinator checks it
+    over every part's stored classes), logged with its part, and held pending in the same call
+    (distributed/node.py), so that no one reads it before the coordinator's check and log."""
+    from .distributed import generalization as dg, node
+    p = _PENDING.get(token)
+    if p is None or p.frame is None or p.req.caller != caller or p.req.method != "generalization" \
+            or p.req.grant["via"] != "select":
+        _PENDING.pop(token, None)
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no snapshot was read for this part",
+                        hint="Call deid.anonymize_request(...) on the coordinator.")
+    choice = dg.Choice.from_json(chosen)
+    p.req.part = {"run": run, "coordinator_release": coord_release, "levels": choice.levels}
+    row = finish(db, token, caller, plan=lambda frame, req: dg.node_plan(frame, req, choice))
+    return node.hold(db, row[0][0], run, coord_release, caller)
 
 
 def read_pending(db, token):
@@ -112,15 +173,8 @@ def _may_select(db, caller, relid):
 def _begin(db, relid, method, k, l, columns, selection, options, name, caller):
     access.caller_role(db, caller)
     rel = catalog.relation(db, relid)
-    catalog.require(method, "method", "One of: " + ", ".join(registry.METHODS) + ".")
-    entry = registry.method(method)
+    entry, opts = opts_schema.validate_request(method, k, l, options)
     plugin = entry.plugin
-    if k is None:
-        raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
-                        hint="k is the smallest group size of the release, e.g. k => 10.")
-    opts = opts_schema.validate(opts_schema.parse(options), opts_schema.COMMON + plugin.OPTIONS,
-                                method)
-    plugin.validate(k, l, opts)
     sel = parse_selection(db, rel, selection)
     cols, rid = read_columns(db, plugin, rel, columns, opts)
     read = cols + [rid] + sorted(sel.columns if sel else [])
@@ -184,8 +238,9 @@ def read_columns(db, plugin, rel, columns, opts):
     return cols, rid or catalog.row_id_column(db, rel, opts.get("row_id"))
 
 
-def finish(db, token, caller):
-    """SECURITY DEFINER: method -> write -> verify -> log, on the snapshot read for `token`."""
+def finish(db, token, caller, plan=None):
+    """SECURITY DEFINER: method -> write -> verify -> log, on the snapshot read for `token`
+    (``plan``: what makes the plan instead of the method's run; finish_part's)."""
     access.caller_role(db, caller)
     p = _PENDING.pop(token, None)
     if p is None or p.frame is None or p.req.caller != caller:
@@ -195,7 +250,7 @@ def finish(db, token, caller):
     with _redacted(req, after_read=True):
         clock.phase("read")
         req.progress = clock.fraction("method")
-        plan = p.method.plugin.run(p.frame, req)
+        plan = (plan or p.method.plugin.run)(p.frame, req)
         clock.phase("method")
         if not p.method.verifier.READS_SNAPSHOT_VALUES:
             # the verifier reads only the row ids: each column's values now live only as

@@ -76,6 +76,18 @@ TEXTS = {
   Run the release's verifier again on what is stored now (e.g. after pg_restore): the request
   is rebuilt from its log row, the snapshot's row ids from its stored RID sets. Returns the
   verifier's report; a failed check is an error DE002. Needs deid_admin.""",
+    "generalization_classes": """deid.generalization_classes(source regclass, k int, columns text[] DEFAULT NULL,
+                            selection text DEFAULT NULL, options jsonb DEFAULT '{}') -> bytea
+  Generalization over shards, on a node: the class table of the node's rows (002 step 1:
+  every distinct combination of the quasi-identifiers' values with its rows), packed, for
+  deid.generalization_levels on the coordinator. Same arguments as anonymize_request with
+  method 'generalization'. Needs SELECT on the source (docs/sharding.md).""",
+    "generalization_levels": """deid.generalization_levels(source regclass, k int, columns text[], selection text,
+                           options jsonb, parts bytea[]) -> jsonb
+  Generalization over shards, on the coordinator: the nodes' class tables merged and searched
+  (002 step 3, greedy or optimal as options.search says); returns {"levels": {column: level},
+  "metrics": {...}, "rows", "groups", "discernibility"}: the release every node then stores at
+  these levels. Needs SELECT on the source (docs/sharding.md).""",
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
   or the role that requested it (the same holds for options => '{"replace": true}').""",
@@ -97,6 +109,20 @@ TEXTS = {
   3 = chapter), as the JSON list that options.utility of a disassociation request takes.
   Needs deid_admin (hierarchies are its catalog).
   e.g. SELECT deid.utility_policy(hierarchy => 'icd9', level => 1);""",
+    "register_distributed_source": """deid.register_distributed_source(source regclass, cluster text,
+                                 key_column text) -> text
+  On the coordinator of a sharded warehouse: the source's rows live on the nodes of the PL/Proxy
+  cluster `cluster` (a foreign server of the plproxy wrapper), sharded by key_column (the patient
+  or record id). deid.anonymize_request on it then runs on every node at once, as you, with each
+  node's own grants, policies and RLS; the release is logged when every node stored and verified
+  its part, readable here in schema release (each row with the node that holds it). anatomy,
+  condensation and disassociation (records sharded by their record column) run per node;
+  generalization is refused (0A000). An owner of the source or a deid_admin registers it.
+  e.g. SELECT deid.register_distributed_source('registry.patients', 'deid_shards', 'patient_id');""",
+    "cleanup_distributed": """deid.cleanup_distributed() -> bigint
+  Remove the nodes' parts of distributed requests that neither committed nor still run (a node
+  or the coordinator crashed mid-request); returns how many parts went. Yours only; a
+  deid_admin's call removes every such part. Every distributed request also does this first.""",
     "utility_from": """deid.utility_from(relation regclass, constraint_column text DEFAULT 'constraint_id',
                   code_column text DEFAULT 'code') -> jsonb
   A utility policy kept as (constraint, code) rows, read as you, as that JSON list.

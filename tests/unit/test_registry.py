@@ -101,3 +101,10 @@ def test_plugins_are_pure():
             for n in names:
                 parts = set(n.split("."))
                 assert not parts & IMPURE, f"{path.name} imports {n}"
+
+
+def test_every_method_declares_how_it_runs_over_a_sharded_source():
+    """The distributed request (deid.distributed) dispatches on the plug-in's DISTRIBUTION."""
+    for m in registry.METHODS.values():
+        assert isinstance(m.plugin, contract.Plugin), m.name
+        assert m.plugin.DISTRIBUTION in contract.DISTRIBUTIONS, m.name

@@ -45,6 +45,8 @@ def log(db, req, relations, plan, verification, seconds):
               "options": req.options, "authorized_via": grant,
               "roles": {c: {"role": req.rel.columns[c].role, "source": req.rel.columns[c].source}
                         for c in req.columns}}
+    if getattr(req, "part", None):
+        params["part"] = req.part         # k holds over all parts (the coordinator's check)
     try:
         db.execute(
             "INSERT INTO deid.release (release_id, name, method, source, source_name, parameters,"

@@ -23,6 +23,16 @@ so the two agree on its fields without the verifier importing the method.
 """
 from typing import Callable, Optional, Protocol, runtime_checkable
 
+# How a method runs over a source sharded across nodes (deid.distributed, docs/sharding.md):
+#   "shard_local"   every node releases its own rows with the single-node method; the union of
+#                   the parts satisfies the privacy model (anatomy: a union of valid (K,L)
+#                   groups is valid; condensation: clusters >= k per node; disassociation:
+#                   records whole on one node, clusters and chunks per node)
+#   "global_merge"  a step needs counts summed over the nodes (generalization: the class
+#                   counts per source system); the coordinator merges them (not yet: a
+#                   distributed request of such a method is refused with 0A000)
+DISTRIBUTIONS = ("shard_local", "global_merge")
+
 
 @runtime_checkable
 class Plugin(Protocol):
@@ -30,6 +40,7 @@ class Plugin(Protocol):
     OPTIONS: tuple                     # request.options.Option: the method's own options
     RELEASE_HEAP: bool                 # trim the heap after the method and each written table
     read_columns: Optional[Callable]   # (rel, columns, opts) -> (columns, record id) or None
+    DISTRIBUTION: str                  # over a sharded source (distributed/): one of DISTRIBUTIONS
 
     def validate(self, k, l, opts): ...
 

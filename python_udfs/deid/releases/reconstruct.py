@@ -40,7 +40,10 @@ def reconstruct(db, name, target, seed, caller, colocate=0.0):
     rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by, method,"
                     " (parameters->>'k')::int AS k, parameters->'options'->>'model' AS model,"
                     " parameters->'options'->'utility' AS utility"
-                    " FROM deid.release WHERE name = $1 AND status = 'committed'", [name])
+                    " FROM deid.release r WHERE name = $1 AND status = 'committed'"
+                    # a node's part of a distributed release, not yet confirmed, is no release
+                    " AND NOT EXISTS (SELECT 1 FROM deid.distributed_part p WHERE"
+                    " p.release_id = r.release_id AND p.status = 'pending')", [name])
     if not rows or rows[0]["method"] != "disassociation" or \
             rows[0]["model"] not in (None, "disassociation"):   # k^m generalization has no chunks
         raise DeidError(UNDEFINED_OBJECT, "no committed disassociation release of that name",

@@ -47,6 +47,8 @@ class _Request:
     release_id: int
     name: str
     grant: dict = field(default_factory=dict)     # the logged authorized_via (how it was allowed)
+    part: dict = None       # a distributed part checked over all parts (distributed/generalization.py)
+    method: str = None
 
 
 @dataclass
@@ -61,12 +63,14 @@ class _Frame:
 
 def verify_release(db, name, caller):
     access.require_admin(db, caller)
+    return verify_committed(db, name)
+
+
+def verify_committed(db, name):
+    """verify_release without the caller's check (a distributed part's check on its node,
+    distributed/node.py, by its requester): the report as JSON text; DE002 on a fault."""
     r = release.committed(db, name)
-    params = json.loads(r["parameters"])
-    req = _Request(_Relation(r["source_name"], _roles(db, params, r["source"])),
-                   list(params.get("columns") or []), params["k"], params.get("l"),
-                   params.get("options") or {}, r["release_id"], name,
-                   params.get("authorized_via") or {})
+    req = _request(db, r, name)
     tables = [t.split(".", 1)[1].strip('"') for t in r["relations"]]
     missing = [t for t in tables if not db.value(
         "SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = 'deid_release'::regnamespace"
@@ -82,6 +86,19 @@ def verify_release(db, name, caller):
     return json.dumps({"release": name, "method": r["method"], "verified": True,
                        "report": report, "digests": digests, "warnings": warnings},
                       sort_keys=True)
+
+
+def request_of(db, name):
+    """The request of a committed release, rebuilt from its log row."""
+    return _request(db, release.committed(db, name), name)
+
+
+def _request(db, r, name):
+    params = json.loads(r["parameters"])
+    return _Request(_Relation(r["source_name"], _roles(db, params, r["source"])),
+                    list(params.get("columns") or []), params["k"], params.get("l"),
+                    params.get("options") or {}, r["release_id"], name,
+                    params.get("authorized_via") or {}, params.get("part"), r["method"])
 
 
 def _digests(db, release_id, tables):

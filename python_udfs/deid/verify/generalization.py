@@ -33,6 +33,7 @@ from ..sqltext import qualified, quote_ident
 from . import check_k_per_source
 from .shared.failures import _fail
 from .shared.k_per_source import check_joint_k
+from .shared.merged_classes import JOINT
 
 READS_SNAPSHOT_VALUES = True     # the verifier compares the snapshot's values (methods/contract.py)
 
@@ -54,6 +55,9 @@ def sources(req):
 
 def verify(db, req, frame, tables):
     by_source = sources(req)
+    if getattr(req, "part", None) and frame.n == 0:      # a node that holds none of the rows
+        return {"sources": {}, "min_size": None, "k": {"required": req.k, "checked":
+                                                        "over all parts by the coordinator"}}
     catalog = catalog_counts(db, req.release_id)
     if getattr(frame, "stored_only", False):
         counts = {s: stored_counts(db, tables[0], cols) for s, cols in by_source.items()}
@@ -62,13 +66,23 @@ def verify(db, req, frame, tables):
     else:
         check_catalog(catalog, by_source)
         counts = {s: catalog[s][1] for s in by_source}
-    out = check_k_per_source(counts, req.k, n_rows=frame.n)
+    part = getattr(req, "part", None)
+    # a node's part of a distributed release: k holds over all the parts, checked by the
+    # coordinator on every node's stored classes (shared/merged_classes.py); here the rest
+    out = check_k_per_source(counts, 1 if part else req.k, n_rows=frame.n)
+    if part:
+        out["k"] = {"required": req.k, "checked": "over all parts by the coordinator"}
+        return _json(out)
     required = joint_requirement(req)
     if required is not None:
         joint = (next(iter(counts.values())) if len(by_source) == 1 else
                  stored_counts(db, tables[0], [q for cols in by_source.values() for q in cols]))
         out["joint"] = check_joint_k(joint, required, n_rows=frame.n,
                                      hint=STORED_HINT if getattr(frame, "stored_only", False) else None)
+    return _json(out)
+
+
+def _json(out):
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
@@ -122,3 +136,26 @@ def check_catalog(catalog, by_source, stored=None):
         if stored is not None and not np.array_equal(np.sort(counts), np.sort(stored[s])):
             _fail(f"the stored classes of source {s!r} differ from the stored release",
                   detail=f"{len(counts)} classes in the catalog, {len(stored[s])} in the release")
+
+
+def stored_part(db, req, table):
+    """What one node stored of a release over several nodes, for the coordinator's check
+    (verify.shared.merged_classes.check_merged): its part grouped by each source's
+    quasi-identifiers, and by all of them where joint k is required; labels as stored."""
+    by_source = sources(req)
+    out = {s: stored_classes(db, table, cols) for s, cols in by_source.items()}
+    if joint_requirement(req) is not None:
+        out[JOINT] = stored_classes(db, table, [q for cols in by_source.values() for q in cols])
+    return out
+
+
+def stored_classes(db, table, cols):
+    """The stored table's classes over ``cols`` (one GROUP BY): the label of each column and
+    the rows of each class, as merged_classes.merge_labelled takes them."""
+    keys = ", ".join(quote_ident(c) for c in cols)
+    # the aggregates of one query level read the rows in one order: the arrays align
+    aggs = "".join(f", array_agg({quote_ident(c)}::text) AS c{i}" for i, c in enumerate(cols))
+    r = db.query(f"SELECT array_agg(n) AS n{aggs} FROM (SELECT count(*) AS n, {keys}"
+                 f" FROM {qualified(STORE_SCHEMA, table)} GROUP BY {keys}) s")[0]
+    return {"columns": list(cols), "counts": list(r["n"] or []),
+            "labels": [list(r[f"c{i}"] or []) for i in range(len(cols))]}

@@ -36,6 +36,7 @@ from ...verify.condensation import Evidence
 
 NAME = "condensation"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
+DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("survival", "object", "the survival time and vital status columns (004 Alg. 2 step 1 "

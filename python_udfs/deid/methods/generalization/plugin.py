@@ -25,6 +25,7 @@ from ...plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
 
 NAME = "generalization"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
+DISTRIBUTION = "global_merge"   # sharded: class counts merged globally (methods/contract.py)
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "
@@ -63,14 +64,21 @@ def validate(k, l, opts):
 def build_attribute(h, name, col, priority, limit, source):
     """AttributeHierarchy over the values present (002 sec. 4.1-4.2) and the
     level-0 code of every row."""
-    from .generalize import AttributeHierarchy
     codes, leaves = value_dictionary(col)
     leaves = list(leaves) + ["NULL"]          # the code of NULL (used with options.nulls)
     present = np.flatnonzero(np.bincount(codes, minlength=len(leaves)))   # = np.unique(codes)
     leaves = [leaves[i] for i in present]
     remap = np.full(int(codes.max()) + 1 if len(codes) else 1, -1, np.int64)
     remap[present] = np.arange(len(present))
-    codes = remap[codes]
+    return attribute_from_leaves(h, name, leaves, priority, limit, source), remap[codes]
+
+
+def attribute_from_leaves(h, name, leaves, priority, limit, source):
+    """AttributeHierarchy of hierarchy ``h`` over the level-0 labels ``leaves`` (the values
+    present, 'NULL' for NULL; 002 sec. 4.1-4.2). A label's chain depends on the label alone,
+    so attributes built over different sets of values name every value's ancestors alike
+    (the distributed search builds one over the union of the nodes' values)."""
+    from .generalize import AttributeHierarchy
     chains = []
     for v in leaves:
         if h.kind == "member":
@@ -94,7 +102,7 @@ def build_attribute(h, name, col, priority, limit, source):
         chains.append(chain)
     labels, parents = [], []
     level_codes = np.arange(len(leaves))
-    labels.append(leaves)
+    labels.append(list(leaves))
     for level in range(1, h.levels):
         names = sorted({c[level] for c in chains})
         index = {n: i for i, n in enumerate(names)}
@@ -105,11 +113,10 @@ def build_attribute(h, name, col, priority, limit, source):
         level_codes = parent_of[level_codes]
         labels.append(names)
     return AttributeHierarchy(name=name, parents=parents, labels=labels, info_loss=h.info_loss,
-                              priority=float(priority), limit=limit, source=source), codes
+                              priority=float(priority), limit=limit, source=source)
 
 
-
-def _hierarchies(req, qis):
+def hierarchies_of(req, qis):
     hier = {}
     for q in qis:
         if q not in req.hierarchies:
@@ -128,7 +135,7 @@ def plan_read(req, rid):
     if not qis:
         raise DeidError(INVALID_PARAMETER_VALUE, "generalization needs at least one quasi-identifier",
                         hint="Project a column whose role is quasi_identifier.")
-    hier = _hierarchies(req, qis)
+    hier = hierarchies_of(req, qis)
     for opt in ("priorities", "limits"):
         for a in req.options.get(opt, {}):
             if a not in qis:
@@ -159,62 +166,99 @@ def plan_read(req, rid):
 
 def run(frame, req):
     """002 sec. 4.5 on the snapshot -> the release as a ReleasePlan."""
-    from . import generalize
+    qis, others, attrs, codes = attributes(frame, req)
+    result = search(req, attrs, codes, frame.n)
+    return release_plan(frame, req, qis, others, attrs, codes, result.levels, result.class_counts,
+                        {"steps": result.steps, "loss": float(result.loss)})
+
+
+def attributes(frame, req, part=False):
+    """(qis, other columns, attributes, level-0 codes of every row): the hierarchies over the
+    values of the snapshot, capped by the limits and the selection (002 sec. 4.5 step 2).
+    ``part``: the snapshot is one node's part of the rows (its size is not the release's)."""
     qis = ms.columns_with_role(req, "quasi_identifier")
     others = [c for c in req.columns if c not in qis]
-    hier = _hierarchies(req, qis)
-    if frame.n < req.k:
+    hier = hierarchies_of(req, qis)
+    if not part and frame.n < req.k:
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         f"the request selects fewer rows than k = {req.k}",
                         detail=f"{frame.n} row(s) selected",
                         hint="Widen the selection or lower k.", data_dependent=True)
     ms.refuse_null_qis(frame, qis, req.options)
-    # ... and caps the attribute at that value's level; the smaller limit wins.
-    pinned = req.selection.equalities() if req.selection is not None else {}
     attrs, codes = [], []
     for q in qis:
-        user_limit = req.options.get("limits", {}).get(q)
-        a, c = build_attribute(hier[q], q, frame.columns[q],
-                               req.options.get("priorities", {}).get(q, 1.0), user_limit,
-                               req.rel.columns[q].source or req.rel.display)
-        if q in pinned:
-            sel_limit = selection_limit(hier[q], a, pinned[q])
-            a.limit = sel_limit if user_limit is None else min(user_limit, sel_limit)
-        attrs.append(a)
+        a, c = build_attribute(hier[q], q, frame.columns[q], *attribute_settings(req, q))
+        attrs.append(cap_by_selection(req, hier[q], a))
         codes.append(c)
-    search = req.options.get("search", "greedy")
-    if search == "greedy" and len({a.source for a in attrs}) > 1:
+    return qis, others, attrs, codes
+
+
+def attribute_settings(req, q):
+    """(priority, user limit, source system) of quasi-identifier ``q`` (002 sec. 2, 4.3)."""
+    return (req.options.get("priorities", {}).get(q, 1.0), req.options.get("limits", {}).get(q),
+            req.rel.columns[q].source or req.rel.display)
+
+
+def cap_by_selection(req, h, a):
+    """An equality in the selection caps the attribute at that value's level; the smaller
+    limit wins (002 sec. 4.5 step 2)."""
+    pinned = req.selection.equalities() if req.selection is not None else {}
+    if a.name in pinned:
+        sel_limit = selection_limit(h, a, pinned[a.name])
+        a.limit = sel_limit if a.limit is None else min(a.limit, sel_limit)
+    return a
+
+
+def search(req, attrs, codes, n=None, counts=None):
+    """002 sec. 4.5 steps 1 and 3: the class table of the rows' level-0 ``codes`` (or, with
+    ``counts``, ``codes`` is already a class table: a (classes, attributes) matrix), then the
+    greedy loop or the optimal search. Returns generalize.GeneralizationResult."""
+    from . import generalize
+    search_kind = req.options.get("search", "greedy")
+    if counts is not None:
+        classes = codes
+    elif search_kind == "greedy" and len({a.source for a in attrs}) > 1:
         # greedy merges each source's rows into its own class table first (generalize.greedy),
         # so the joint class table of 002 step 1 would be sorted for nothing: the rows go in
         # as classes of one row each (same steps, levels and final classes)
         # (column-major: the kernel reads it column by column)
-        classes, counts = np.stack(codes).T, np.ones(frame.n, np.int64)
+        classes, counts = np.stack(codes).T, np.ones(n, np.int64)
     else:
         classes, counts = class_table(codes, [len(a.labels[0]) for a in attrs])     # 002 step 1
-    solve = generalize.optimal if search == "optimal" else generalize.greedy
-    joint_k = joint_k_required(req.grant)
-    result = solve(classes, counts.astype(np.int64), attrs, req.k, joint_k=joint_k)
-    sizes = result.class_counts            # the classes over all QIs jointly
-    # 002 step 4 (generalize.apply_levels), column by column
+    solve = generalize.optimal if search_kind == "optimal" else generalize.greedy
+    return solve(classes, counts.astype(np.int64), attrs, req.k, joint_k=joint_k_required(req.grant))
+
+
+def release_plan(frame, req, qis, others, attrs, codes, levels, sizes, found):
+    """002 step 4 (generalize.apply_levels, column by column): the release table at ``levels``
+    with the QIs as hierarchy labels. ``sizes`` are the classes over all QIs jointly (of the
+    whole release: the merged table's, when the rows are one node's part), ``found`` the
+    search's steps and loss."""
     table = Table(req.name, [Labels(q, a.level_map(int(lv))[c], list(a.labels[lv]))
-                             for q, a, lv, c in zip(qis, attrs, result.levels, codes)]
+                             for q, a, lv, c in zip(qis, attrs, levels, codes)]
                   + [SourceValues(o, frame.columns[o], req.rel.columns[o]) for o in others])
     by_source = {}
     for q, a in zip(qis, attrs):
         by_source.setdefault(a.source, []).append(q)
+    rows = int(sizes.sum())
     return ReleasePlan(
         tables=[table], rows=frame.n, groups=int(len(sizes)),
-        discernibility=float((sizes.astype(float) ** 2).sum() / frame.n),
-        classes=SourceClasses(by_source),
-        metrics={"search": search, "steps": result.steps,
-                 "levels": {q: int(lv) for q, lv in zip(qis, result.levels)},
-                 "level_labels": {q: level_name(a, lv) for q, a, lv in zip(qis, attrs, result.levels)},
-                 "limits": {a.name: a.limit for a in attrs},
-                 "loss": float(result.loss),
-                 # what the release protects over all its QIs together (issue 26)
-                 "joint_k": int(sizes.min()) if len(sizes) else None,
-                 "joint_classes": int(len(sizes)), "joint_k_required": joint_k,
-                 "suppressed": [a.name for a, lv in zip(attrs, result.levels) if lv == len(a.labels) - 1]})
+        discernibility=float((sizes.astype(float) ** 2).sum() / rows) if rows else 0.0,
+        classes=SourceClasses(by_source), metrics=metrics(req, attrs, levels, sizes, found))
+
+
+def metrics(req, attrs, levels, sizes, found):
+    """The release log's metrics of a generalization at ``levels`` whose classes over all
+    quasi-identifiers jointly have the cardinalities ``sizes``."""
+    return {"search": req.options.get("search", "greedy"), "steps": found["steps"],
+            "levels": {a.name: int(lv) for a, lv in zip(attrs, levels)},
+            "level_labels": {a.name: level_name(a, lv) for a, lv in zip(attrs, levels)},
+            "limits": {a.name: a.limit for a in attrs},
+            "loss": float(found["loss"]),
+            # what the release protects over all its QIs together (issue 26)
+            "joint_k": int(sizes.min()) if len(sizes) else None,
+            "joint_classes": int(len(sizes)), "joint_k_required": joint_k_required(req.grant),
+            "suppressed": [a.name for a, lv in zip(attrs, levels) if lv == len(a.labels) - 1]}
 
 
 def joint_k_required(grant):

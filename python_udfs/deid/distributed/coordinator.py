@@ -1,0 +1,201 @@
+"""The coordinator's side of a distributed release: the same front door, every node at once.
+
+anonymize_request(db, relid, ...)   SECURITY INVOKER, as the caller (pipeline.anonymize_request
+                                    hands it a registered source). PL/Proxy connects to every
+                                    node as current_user, so each node sees the caller itself.
+begin(db, relid, ..., caller)       SECURITY DEFINER: the request's checks that need no rows
+                                    (method, k, the method's distribution), its name, its run
+finish(db, run, caller)             SECURITY DEFINER: the log row, the views; the result row
+
+The result row is the single-node one: (release_id, relations, rows, groups, discernibility,
+verified), with rows and groups summed over the parts (every group or cluster lies within one
+node) and the normalized discernibility sum |E|^2 / n over all of them. The views
+release.<name>_<suffix> read every node's part (deid._dist_read), each row with a last column
+node (the node's database:port: group and cluster ids are per node).
+
+STRATEGIES maps a method's declared distribution (methods/contract.py DISTRIBUTION) to how it
+runs; "global_merge" is generalization's: each node's class table merged and searched here,
+every part stored at the chosen levels and held, k checked over every node's stored classes
+(distributed/generalization_sql.py), and the result row's groups and discernibility those of
+the classes over all the nodes. It needs SELECT on the source on the nodes.
+"""
+import json
+import secrets
+
+from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
+                      INSUFFICIENT_PRIVILEGE, VERIFICATION_FAILED, uniform_refusal)
+from ..request import access, options as opts_schema, release
+from ..catalog import relations as relations_catalog
+from ..sqltext import qualified, quote_ident
+from . import catalog, protocol
+
+_RUNS = {}          # run token -> the run (this backend's memory, as pipeline._PENDING)
+
+# distribution -> how the coordinator runs it (None: refused with FEATURE_NOT_SUPPORTED)
+STRATEGIES = {"shard_local": "shard_local", "global_merge": "global_merge"}
+
+TEST_PAUSE = "deid.distributed_test_pause"     # tests only: wait on an advisory lock after store
+
+
+def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
+    """SECURITY INVOKER: begin, clean up, ping, store on every node, check, finish."""
+    run = json.loads(db.value("SELECT deid._dist_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
+                              [relid, method, k, l, columns, selection, options, name],
+                              ["oid", "text", "int", "int", "text[]", "text", "text", "text"]))
+    cluster, n = run["cluster"], run["partitions"]
+    for part in range(n):          # a node down: refused before anything is stored anywhere
+        protocol.call(db, "SELECT deid._dist_ping_on($1, $2) AS r", [cluster, part], ["text", "int"])
+    protocol.cleanup(db, access.current_user(db), {cluster: n})
+    parts = []
+    try:
+        if run["strategy"] == "global_merge":
+            from . import generalization_sql
+            chosen = generalization_sql.choose_on_nodes(db, relid, run, k, columns, selection,
+                                                        options)
+            parts = generalization_sql.store_parts(db, run, k, columns, selection, options, chosen)
+        else:
+            parts = [json.loads(t) for t in protocol.call(
+                db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r",
+                [cluster, run["run"], run["release_id"], run["source_name"], method, k, l,
+                 columns, selection, options, run["name"]],
+                ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text",
+                 "text", "text"])]
+        _test_pause(db)
+        checks = [json.loads(t) for t in protocol.call(
+            db, "SELECT deid._dist_check($1, $2) AS r", [cluster, run["run"]])]
+        _compare(parts, checks)
+        if run["strategy"] == "global_merge":
+            parts[0]["global"] = generalization_sql.check_parts(db, run, k, parts, chosen)
+        _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
+        return db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
+    except Exception as e:
+        protocol.abort(db, cluster, n, run["run"])
+        if protocol.sqlstate(e) == VERIFICATION_FAILED and any(
+                p.get("via") == "policy" for p in parts):
+            raise uniform_refusal() from None
+        raise
+
+
+def _test_pause(db):
+    """Tests only (tests/cluster): with deid.distributed_test_pause set, wait here -- every part
+    stored, none checked, nothing logged -- on the advisory lock the test holds."""
+    key = db.value(f"SELECT pg_catalog.current_setting('{TEST_PAUSE}', true)")
+    if key:
+        db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.test'), $1::int)",
+                   [int(key)], ["int"])
+
+
+def _compare(parts, checks):
+    """Every part's stored tables digest now as when its node stored and verified it."""
+    by_id = {(c["node"], c["release_id"]): c for c in checks}
+    if len(checks) != len(parts):
+        raise DeidError(VERIFICATION_FAILED, "a node did not report its part for the check",
+                        hint="Run the request again.")
+    for p in parts:
+        c = by_id.get((p["node"], p["release_id"]))
+        if c is None or c["digests"] != p["digests"]:
+            raise DeidError(VERIFICATION_FAILED,
+                            "a node's stored part differs from what it stored and verified",
+                            hint="Something changed a part between its store and the "
+                                 "coordinator's check; the request was undone on every node. "
+                                 "Check the node's deid_release schema, then run it again.")
+
+
+def begin(db, relid, method, k, l, columns, selection, options, name, caller):
+    access.caller_role(db, caller)
+    src = catalog.source_of(db, relid)
+    if src is None:
+        raise DeidError(INVALID_PARAMETER_VALUE, "the source is not distributed",
+                        hint="SELECT deid.register_distributed_source(source, cluster, key_column);")
+    entry, opts = opts_schema.validate_request(method, k, l, options)
+    plugin = entry.plugin
+    if STRATEGIES.get(plugin.DISTRIBUTION) is None:
+        raise DeidError(FEATURE_NOT_SUPPORTED,
+                        f"method {method} cannot yet run over a distributed source",
+                        hint=f"{method} needs counts merged over every node "
+                             f"({plugin.DISTRIBUTION}); release the nodes' source on one server, "
+                             "or use anatomy, condensation or disassociation.")
+    if opts.get("replace"):
+        raise DeidError(FEATURE_NOT_SUPPORTED, "a distributed release cannot be replaced",
+                        hint="Choose another release name.")
+    record = opts.get("record")
+    if record is not None and record != src["key_column"]:
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f'the source is sharded by "{src["key_column"]}", not by the record column "{record}"',
+                        hint="Records must be whole on one node: register the source by its "
+                             "record column, or release it on one server.")
+    release_id = db.value("SELECT nextval(pg_catalog.pg_get_serial_sequence('deid.release',"
+                          " 'release_id'))")
+    rel = relations_catalog.relation(db, relid)
+    name = release.release_name(rel, name, release_id)
+    db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release'), hashtext($1))",
+               [name])
+    if db.value("SELECT 1 FROM deid.distributed_release WHERE name = $1", [name]) or \
+            release.existing_release(db, name):
+        raise DeidError(DUPLICATE_TABLE, f'release "{name}" already exists',
+                        hint="Choose another release name.")
+    protocol.lock_run(db, release_id)
+    if db.value("SELECT count(*) FROM deid.distributed_key") == 0:
+        raise protocol.no_key()
+    token = secrets.token_hex(16)
+    n = catalog.partitions(db, src["cluster"])
+    _RUNS[token] = {"release_id": release_id, "name": name, "caller": caller,
+                    "relid": relid, "source_name": src["source_name"], "cluster": src["cluster"],
+                    "method": method, "k": k, "l": l, "columns": columns, "selection": selection,
+                    "options": opts, "partitions": n}
+    return json.dumps({"run": token, "release_id": release_id, "name": name,
+                       "cluster": src["cluster"], "partitions": n,
+                       "source_name": src["source_name"],
+                       "strategy": STRATEGIES[plugin.DISTRIBUTION]})
+
+
+def finish(db, token, caller):
+    """The log row and the views: the release exists when this transaction commits. The parts
+    are those anonymize_request stored and checked, kept in this backend's memory (no SQL
+    caller hands finish parts of its own making)."""
+    access.caller_role(db, caller)
+    r = _RUNS.pop(token, None)
+    if r is None or r["caller"] != caller or "parts" not in r:
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no distributed request of this session waits",
+                        hint="Call deid.anonymize_request(...).")
+    parts = r["parts"]
+    if len(parts) != r["partitions"]:
+        raise DeidError(VERIFICATION_FAILED, "not every node stored a part",
+                        hint="Run the request again.")
+    columns = parts[0]["columns"]
+    if any(p["columns"] != columns for p in parts):
+        raise DeidError(VERIFICATION_FAILED, "the nodes' parts differ in their tables",
+                        hint="Every node must hold the source with the same columns and types.")
+    relations = sorted(columns)
+    for view in relations:
+        schema, _, table = view.partition(".")
+        coldefs = columns[view] + ", node text"      # ids of groups are per node
+        db.execute(f"CREATE VIEW {qualified(schema, table)} AS SELECT * FROM deid._dist_read("
+                   f"{int(r['release_id'])}, {db.quote_literal(table)},"
+                   f" {db.quote_literal(coldefs)}) AS t({coldefs})")
+        db.execute(f"GRANT SELECT ON {qualified(schema, table)} TO deid_reader, {quote_ident(caller)}")
+        db.execute(f"COMMENT ON VIEW {qualified(schema, table)} IS " + db.quote_literal(
+            f"deid distributed release {r['name']} (#{r['release_id']}, {r['method']}, k={r['k']}"
+            + (f", l={r['l']}" if r["l"] else "") + f") of {r['source_name']}, "
+            f"{len(parts)} parts"))
+    total = {m: sum(p.get(m) or 0 for p in parts) for m in ("rows", "groups")}
+    # normalized discernibility, sum |E|^2 / n (methods/metrics.py): each part's weighed by its rows
+    total["discernibility"] = (sum((p.get("discernibility") or 0.0) * (p.get("rows") or 0)
+                                   for p in parts) / total["rows"]) if total["rows"] else 0.0
+    if parts[0].get("global"):       # global recoding: classes span the nodes (generalization)
+        total = parts[0]["global"]
+    params = {"k": r["k"], "l": r["l"], "columns": r["columns"], "selection": r["selection"],
+              "options": r["options"]}
+    db.execute("INSERT INTO deid.distributed_release (release_id, name, method, source,"
+               " source_name, cluster, run, requested_by, parameters, parts, relations,"
+               " columns, metrics) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb,"
+               " $10::jsonb, $11, $12::jsonb, $13::jsonb)",
+               [r["release_id"], r["name"], r["method"], r["relid"], r["source_name"],
+                r["cluster"], token, caller, json.dumps(params, default=str),
+                json.dumps([{k: p.get(k) for k in ("node", "release_id", "rows", "groups", "digests")}
+                            for p in parts]),
+                relations, json.dumps(columns), json.dumps(total)],
+               ["bigint", "text", "text", "oid", "text", "name", "text", "name", "text",
+                "text", "text[]", "text", "text"])
+    return [(r["release_id"], relations, total["rows"], total["groups"],
+             float(total["discernibility"]), True)]

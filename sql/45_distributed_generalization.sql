@@ -1,0 +1,59 @@
+-- =====================================================================
+-- Generalization (002, global recoding) over the nodes of a sharded source: the nodes' class
+-- tables (deid.generalization_classes on each node), merged and searched on the coordinator
+-- (deid.generalization_levels). Both run as the caller, who needs SELECT on the source
+-- (python_udfs/deid/distributed/generalization_sql.py, docs/sharding.md).
+-- =====================================================================
+CREATE FUNCTION deid._generalization_classes(relid oid, k int, columns text[], selection text,
+                                             options text)
+RETURNS bytea LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.generalization_sql.classes', relid, k, columns, selection, options)
+$$;
+#@WRAP deid.generalization_classes(source regclass, k int, columns text[] DEFAULT NULL, selection text DEFAULT NULL, options jsonb DEFAULT '{}') RETURNS bytea => deid._generalization_classes(source::oid, k, columns, selection, options::text)
+COMMENT ON FUNCTION deid.generalization_classes(regclass, int, text[], text, jsonb) IS
+  'Generalization over shards, on a node: the class table of its rows (002 step 1), packed. See deid.usage(''generalization_classes'').';
+
+CREATE FUNCTION deid._generalization_levels(relid oid, k int, columns text[], selection text,
+                                            options text, parts bytea[])
+RETURNS jsonb LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.generalization_sql.levels', relid, k, columns, selection, options, parts)
+$$;
+#@WRAP deid.generalization_levels(source regclass, k int, columns text[], selection text, options jsonb, parts bytea[]) RETURNS jsonb => deid._generalization_levels(source::oid, k, columns, selection, options::text, parts)
+COMMENT ON FUNCTION deid.generalization_levels(regclass, int, text[], text, jsonb, bytea[]) IS
+  'Generalization over shards, on the coordinator: the nodes'' class tables merged and searched (002 step 3). See deid.usage(''generalization_levels'').';
+
+-- The node's side of a distributed generalization request (coordinator: distributed/
+-- coordinator.py, strategy "global_merge"; the PL/Proxy functions deid._dist_gen_classes,
+-- deid._dist_store_part and deid._dist_gen_stored are installed with the others by
+-- deid._install_proxies, sql/40_distributed.sql).
+CREATE FUNCTION deid._dist_node_gen_classes(source text, k int, columns text[], selection text,
+                                            options text)
+RETURNS bytea LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.generalization_sql.node_classes', source, k, columns, selection, options)
+$$;
+-- As the caller: read its rows (it holds SELECT), then the definer below stores the part at
+-- the chosen levels and holds it pending in the same call (never readable before the
+-- coordinator's check and log).
+CREATE FUNCTION deid._dist_node_store_part(run text, coord_release bigint, source text, k int,
+                                           columns text[], selection text, options text,
+                                           release text, chosen text)
+RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.generalization_sql.store_part', run, coord_release, source, k, columns, selection, options, release, chosen)
+$$;
+CREATE FUNCTION deid._dist_part_finish(token text, caller name, run text, coord_release bigint,
+                                       chosen text)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('pipeline.finish_part', token, caller, run, coord_release, chosen)
+$$;
+-- The classes of what a pending generalization part stored (its requester only), for the
+-- coordinator's check of k over all the parts (verify/shared/merged_classes.py).
+CREATE FUNCTION deid._dist_node_gen_stored(run text, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.generalization_sql.stored', run, caller)
+$$;
