@@ -79,7 +79,9 @@ $$;
 SELECT pg_catalog.pg_extension_config_dump('deid.distributed_source', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.distributed_release', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.distributed_part', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.distributed_key', '');
 GRANT SELECT ON deid.distributed_source TO PUBLIC;
+REVOKE ALL ON deid.distributed_release FROM PUBLIC;
 GRANT SELECT (release_id, name, method, source, source_name, cluster, run, requested_by,
               parameters, parts, relations, columns, metrics, finished_at)
    ON deid.distributed_release TO deid_admin;

@@ -108,11 +108,15 @@ def wh(warehouse):
     warehouse.close()
 
 
-def node_parts(w, table="deid.distributed_part"):
-    """Rows of `table` on each node (superuser)."""
+def orphan_runs():
+    """{node: [run, ...]} of the pending parts on every node whose run the coordinator has not
+    logged (a logged run's parts may stay marked pending until first read: the log decides)."""
+    with psycopg.connect(member_url("coord"), autocommit=True) as c:
+        logged = {r for r, in c.execute("SELECT run FROM deid.distributed_release").fetchall()}
     out = {}
     for m in NODES:
         with psycopg.connect(member_url(m), autocommit=True) as c:
-            out[m] = c.execute(sql.SQL("SELECT * FROM {}").format(
-                sql.SQL(table))).fetchall()
+            out[m] = [r for r, in c.execute(
+                "SELECT run FROM deid.distributed_part WHERE status = 'pending'").fetchall()
+                if r not in logged]
     return out

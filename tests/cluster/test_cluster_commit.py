@@ -11,7 +11,7 @@ import time
 import psycopg
 import pytest
 
-from .conftest import MEMBERS, NODES, member_url, shard, wait_ready
+from .conftest import MEMBERS, member_url, orphan_runs, shard, wait_ready
 
 ANATOMY = ("SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy', k => 10, l => 2,"
            " columns => '{age,sex,race,zip,diagnosis}', options => '{\"seed\": 5}', release => %s)")
@@ -20,20 +20,6 @@ PAUSE_KEY = 17
 
 def superuser(who):
     return psycopg.connect(member_url(who), autocommit=True)
-
-
-def pending_runs():
-    """{node: [run, ...]} of the pending parts on every node whose run the coordinator has not
-    logged (a logged run's parts may stay marked pending until first read: the log decides)."""
-    with superuser("coord") as c:
-        logged = {r for r, in c.execute("SELECT run FROM deid.distributed_release").fetchall()}
-    out = {}
-    for m in NODES:
-        with superuser(m) as c:
-            out[m] = [r for r, in c.execute(
-                "SELECT run FROM deid.distributed_part WHERE status = 'pending'").fetchall()
-                if r not in logged]
-    return out
 
 
 def stored(name):
@@ -138,7 +124,7 @@ def test_a_node_down_at_the_start_stores_nothing_anywhere(wh):
 def test_a_node_killed_mid_release_leaves_nothing_after_cleanup(wh):
     p = Paused("cm_kill")
     try:
-        runs = pending_runs()
+        runs = orphan_runs()
         assert all(len(r) == 1 for r in runs.values()) and runs["node0"] == runs["node1"]
         kill_node("node1")
     finally:
@@ -147,27 +133,27 @@ def test_a_node_killed_mid_release_leaves_nothing_after_cleanup(wh):
     assert error is not None and error.diag.message_hint
     shard("member", "node1", "start")
     wait_ready("node1")
-    assert pending_runs()["node0"] == []            # the reachable node's part went at once
-    assert pending_runs()["node1"] == runs["node1"]  # the killed node's part is still pending ...
+    assert orphan_runs()["node0"] == []            # the reachable node's part went at once
+    assert orphan_runs()["node1"] == runs["node1"]  # the killed node's part is still pending ...
     analyst = wh.connect("coord", "deid_t_analyst")
     assert analyst.execute("SELECT deid.cleanup_distributed()").fetchone()[0] == 1
-    assert pending_runs() == {"node0": [], "node1": []}   # ... until the cleanup
+    assert orphan_runs() == {"node0": [], "node1": []}   # ... until the cleanup
     assert stored("cm_kill") == []
 
 
 def test_the_coordinator_killed_before_its_log_row_is_cleaned_by_the_next_request(wh):
     p = Paused("cm_coord")
-    runs = pending_runs()
+    runs = orphan_runs()
     assert all(len(r) == 1 for r in runs.values())
     os.kill(p.pid, signal.SIGKILL)         # the coordinator's backend: the server restarts
     p.release()
     assert p.join() is not None
     wait_ready("coord")
-    assert pending_runs() == runs          # parts of a run that neither committed nor runs
+    assert orphan_runs() == runs          # parts of a run that neither committed nor runs
     with psycopg.connect(member_url("coord"), user="deid_t_analyst", autocommit=True) as c:
         row = c.execute(ANATOMY, ["cm_coord"]).fetchone()     # the next request cleans them
     assert row[-1] is True
-    left = pending_runs()
+    left = orphan_runs()
     assert not set(runs["node0"]) & set(left["node0"]) and not set(runs["node1"]) & set(left["node1"])
     assert sorted(stored("cm_coord")) == [("coord", "log"), ("coord", "relation"),
                                           ("node0", "part"), ("node0", "relation"),
@@ -184,5 +170,5 @@ def test_a_part_tampered_before_the_coordinators_check_is_refused_and_removed(wh
         p.release()
     error = p.join()
     assert error is not None and error.diag.sqlstate == "DE002" and error.diag.message_hint
-    assert pending_runs() == {"node0": [], "node1": []}
+    assert orphan_runs() == {"node0": [], "node1": []}
     assert stored("cm_tamper") == []
