@@ -76,7 +76,8 @@ def test_release_by_a_role_with_select(cond, connect):
         " 'deid_release.t_cond_a'::regclass AND attnum > 0 ORDER BY attnum").fetchall()
     assert shape == [("age", "integer"), ("bmi", "double precision"), ("lab", "numeric(6,2)"),
                      ("dx_date", "date"), ("sex", "text"), ("smoker", "boolean"),
-                     ("stage", "text"), ("surv_months", "integer"), ("vital", "integer")]
+                     ("stage", "text"), ("surv_months", "double precision"),  # ranked times
+                     ("vital", "integer")]
     got = analyst.execute(
         "SELECT count(*), sum(vital), count(*) FILTER (WHERE sex = 'F'),"
         " count(*) FILTER (WHERE smoker), min(age) >= 30 AND max(age) <= 79,"
@@ -99,7 +100,7 @@ def test_release_by_a_role_with_select(cond, connect):
                        " metrics->>'algorithm', metrics->>'survival_times' FROM deid.release"
                        " WHERE release_id = %s", [rid]).fetchone()
     assert log[0] == 7 and log[1]["stored_rows_match"] and log[1]["max_cov_error"] <= 1
-    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "coarsened"
+    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "ranked"
 
 
 def test_seed_reproduces_the_release(cond, connect):
@@ -139,6 +140,27 @@ def test_coarsened_times_move_every_time_within_bins(cond, connect):
     assert abs(sum(released) / len(released) - sum(source) / len(source)) < 5
     assert cond.execute("SELECT metrics->>'survival_times' FROM deid.release"
                         " WHERE name = 't_cond_c'").fetchone()[0] == "coarsened"
+
+
+def test_ranked_times_keep_the_order_of_all_times_and_release_no_source_time(cond, connect):
+    analyst = connect(ANALYST)
+    request(analyst, options="{" + SURVIVAL + ', "seed": 4}', release="t_cond_r")
+    released = [r for r in analyst.execute("SELECT surv_months, vital FROM release.t_cond_r"
+                                           " ORDER BY surv_months")]
+    source = cond.execute(f"SELECT surv_months, vital FROM {TABLE}"
+                          " ORDER BY surv_months, vital DESC").fetchall()
+    times = {t for t, _ in source}
+    assert len(released) == len(source) and not any(t in times for t, _ in released)
+    # the statuses in time order are the source's (ties: events first): the Cox risk sets
+    assert [v for _, v in released] == [v for _, v in source]
+    # the r-th released time lies below the r-th source time, above the previous source time
+    distinct = sorted(times)
+    below = dict(zip(distinct[1:], distinct[:-1]))
+    assert all(below.get(s, s - 1) < t < s or (s == distinct[0] and s < t < distinct[1])
+               for (t, _), (s, _) in zip(released, source))
+    log = cond.execute("SELECT metrics->>'survival_times', metrics->'verification'->>"
+                       "'times_checked' FROM deid.release WHERE name = 't_cond_r'").fetchone()
+    assert log == ("ranked", "ranked")
 
 
 def test_nulls_value_makes_null_a_category(cond, connect):

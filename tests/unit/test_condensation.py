@@ -44,7 +44,8 @@ def verify(X, kinds, res, k, status=None, time_col=None, rtol=RTOL):
         survival_times=res.survival_times,
         moment_columns=numeric_columns(kinds, skip=(status,) if split else ()),
         moment_values=res.synthetic_unrounded, rtol=rtol, check_ranges=True,
-        integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"])
+        integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"
+                         and not (j == time_col and res.survival_times == "ranked")])
 
 
 def cluster_moments(values, cluster_id, c):
@@ -268,7 +269,7 @@ def test_perturbed_times_keep_rank_order_and_release_no_original_time():
     kinds = ["float", "categorical", "float", "categorical"]
     res = condense(X, kinds, 30, status=3, time_col=2, seed=5, survival_times="perturbed")
     assert res.survival_times == "perturbed"
-    assert condense(X, kinds, 30, status=3, time_col=2, seed=5).survival_times == "coarsened"
+    assert condense(X, kinds, 30, status=3, time_col=2, seed=5).survival_times == "ranked"    # the default
     released, unr = res.synthetic[:, 2], res.synthetic_unrounded[:, 2]
     assert not np.isin(released, X[:, 2]).any()              # no exact original time
     for c in range(res.n_clusters):
@@ -443,7 +444,7 @@ def test_categorical_round_trip_and_permissible_values():
             assert np.array_equal(back[:, cat], X[:, cat])   # code -> decode is the identity
             assert np.allclose(back, X, rtol=1e-12, atol=1e-9)
     res = condense(X, kinds, 40, status=7, time_col=6, seed=0)
-    for j, kd in enumerate(kinds):
+    for j, kd in enumerate(cd.released_kinds(kinds, 6, res.survival_times)):   # a ranked time: float
         assert np.isin(res.synthetic[:, j], np.unique(X[:, j])).all() or kd != "categorical"
         assert res.synthetic[:, j].min() >= X[:, j].min()
         assert res.synthetic[:, j].max() <= X[:, j].max()

@@ -76,7 +76,8 @@ def problems(draw):
     X = np.stack(cols, axis=1)
     algorithm = draw(st.sampled_from(["improved", "improved", "original"]))
     if survival and algorithm == "improved":
-        kw["survival_times"] = draw(st.sampled_from([None, "original", "perturbed", "coarsened"]))
+        kw["survival_times"] = draw(st.sampled_from([None, "original", "perturbed", "coarsened",
+                                                      "ranked"]))
         if draw(st.booleans()):
             kw["weights"] = {m: draw(st.floats(0.0, 1.0))}
     elif survival:
@@ -118,7 +119,8 @@ def test_condense_properties(problem):
         status_col=status, time_col=kw.get("time_col"), survival_times=res.survival_times,
         moment_columns=moment_cols, moment_values=res.synthetic_unrounded,
         count_columns=[j for j, kd in enumerate(kinds) if kd == "categorical"],
-        check_ranges=True, integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"])
+        check_ranges=True, integer_columns=[j for j, kd in enumerate(kinds) if kd == "int" and not
+                                            (res.survival_times == "ranked" and j == kw["time_col"])])
     assert report["min_cluster_size"] >= k and report["rows"] == n
     # categorical values are observed categories
     for j, kd in enumerate(kinds):
@@ -129,7 +131,12 @@ def test_condense_properties(problem):
         for c in np.unique(res.cluster_id)[:20]:
             mine = res.synthetic_cluster_id == c
             order = np.argsort(res.synthetic_unrounded[mine, t], kind="stable")
-            assert np.all(np.diff(res.synthetic[mine, t][order]) >= 0)   # rank order kept
+            steps = np.diff(res.synthetic[mine, t][order])
+            if res.survival_times == "ranked":    # tied synthetic times (a constant cluster)
+                steps = steps[np.diff(res.synthetic_unrounded[mine, t][order]) > 0]
+            assert np.all(steps >= 0)                                     # rank order kept
+            if res.survival_times == "ranked" and np.unique(X[:, t]).size > 1:
+                assert not np.isin(res.synthetic[mine, t], X[:, t]).any()
             if res.survival_times in ("perturbed", "coarsened") and kinds[t] == "float":
                 src = X[res.cluster_id == c, t]
                 if np.ptp(src) > 0:
@@ -165,10 +172,11 @@ def test_larger_tie_heavy_and_skewed_tables():
     for k, block_rows in ((50, "auto"), (7, 300)):
         res = condense(X, kinds, k, status=5, time_col=4, seed=1, block_rows=block_rows)
         assert res.n_blocks > 2 and res.cluster_size.min() >= k
+        assert res.survival_times == "ranked"                 # the time (4) is a float
         verify_condensation(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id, k,
                             status_col=5, time_col=4, moment_columns=[0, 2, 3, 4],
                             moment_values=res.synthetic_unrounded, check_ranges=True,
-                            integer_columns=[0, 2, 4])
+                            integer_columns=[0, 2], survival_times="ranked")
 
 
 def test_near_constant_cluster_of_a_heavy_tailed_table_keeps_its_covariance():

@@ -39,6 +39,7 @@ checked in memory, then the stored catalog and release table are proven to be th
   * the stored table's row-hash digest under a fresh seed is logged with the report, for
     deid.verify_release (verify_stored) to compare with later.
 """
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -233,6 +234,16 @@ def read_membership(db, release_id, snapshot_rids):
     return _snapshot_rows(rids, snapshot_rids), np.repeat(ids, counts)
 
 
+def released_column(req, j):
+    """The type the release stores column j in: its own, but float8 for the survival time
+    under survival_times 'ranked' (its values lie strictly between the source's times)."""
+    meta = req.rel.columns[req.columns[j]]
+    ev = getattr(req, "evidence", None)
+    if ev is not None and ev.survival_times == "ranked" and j == ev.time:
+        return dataclasses.replace(meta, type="double precision", base_type="float8")
+    return meta
+
+
 def _category(req, frame, generalized, j):
     """(labels, SQL type) of a column released as category labels, else None."""
     c = req.columns[j]
@@ -303,7 +314,7 @@ def _digest_columns(db, req, frame, released, generalized):
     seed = secrets.randbits(63) | 1
     out = []
     for j, c in enumerate(req.columns):
-        meta = req.rel.columns[c]
+        meta = released_column(req, j)
         v = released[:, j]
         category = _category(req, frame, generalized, j)
         if category is not None:
@@ -325,7 +336,7 @@ def check_values(db, req, frame, table, released, generalized=None):
     exprs, expected, tolerance = [], [], []
     categories = [_category(req, frame, generalized or {}, j) for j in range(len(req.columns))]
     for j, c in enumerate(req.columns):
-        meta = req.rel.columns[c]
+        meta = released_column(req, j)
         q = quote_ident(c)
         v = released[:, j]
         if categories[j] is not None:

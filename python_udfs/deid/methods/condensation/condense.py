@@ -42,7 +42,12 @@ Deviations from 004 (each also noted where it is implemented):
    in their own span (:mod:`.pca_synthesis`).  A 2-row cluster (k = 2 only) is thereby
    released as its source rows: its mean and covariance fix it.
 6. Step 2.d.ii: ``survival_times="original"`` is the paper as printed.  The default
-   ``"coarsened"`` cuts the time column into bins of >= k source rows (and >= 3 integers for
+   ``"ranked"`` moves every source time strictly into the half gap below it (the smallest
+   time: just above it), one draw per row, ties broken events first then at random, and hands
+   the cluster's moved times out by rank of the synthetic time: the order of all times across
+   the table is the source's (the Cox risk sets are unchanged, so the Cox model is that of
+   "original"), no released time equals a source time, and the time is released as a float
+   (:func:`.release_values.ranked_times`).  ``"coarsened"`` (the default before) cuts the time column into bins of >= k source rows (and >= 3 integers for
    integer times), moves every time to another value of its own bin (a value no source row has
    where the bin has one) and hands the cluster's moved times out by rank of the synthetic
    time: the within-cluster rank order is kept, the order across the table is kept at the bin
@@ -79,7 +84,7 @@ from . import kmeans, pca_synthesis, rebalance as rebalance_mod
 from . import release_values
 
 ALGORITHMS = ("improved", "original")
-SURVIVAL_TIMES = ("coarsened", "perturbed", "original")
+SURVIVAL_TIMES = ("coarsened", "ranked", "perturbed", "original")
 KINDS = ("float", "int", "categorical")
 DEFAULT_TIME_WEIGHT = 0.5          # 004 sec. 3.3: "w = 0.5 gave good results"
 CLUSTERS_PER_BLOCK = 40            # block_rows="auto": about this many clusters per block
@@ -109,6 +114,7 @@ class CondensationResult:
     survival_times: object            # "coarsened", "perturbed", "original" or None
     weights: np.ndarray               # float64 (m,): clustering weight of each column
     timings: dict = field(default_factory=dict)
+    time_col: object = None           # the survival time's column index (with the split)
 
 
 @dataclass(frozen=True)
@@ -241,8 +247,8 @@ def condense(X, kinds, k, options=None, **chosen):
         released[:, time_col] = release_values.reassign_survival_times(
             X[:, time_col], unrounded[:, time_col], cluster_id, survival_times,
             _rng(base_seed, _STREAM_TIMES), integer=kinds[time_col] == "int",
-            grouping=grouping, bin_rows=k)
-    release_values.permissible(released, X, kinds)    # step 2.d.iii / Alg. 1 step 7
+            grouping=grouping, bin_rows=k, status=X[:, status])
+    release_values.permissible(released, X, released_kinds(kinds, time_col, survival_times))
     order = _rng(base_seed, _STREAM_ORDER).permutation(n)
     cluster_size = grouping[1]
     mean, sd = _cluster_stats(X, kinds, cluster_id, n_clusters, cluster_size)
@@ -256,7 +262,17 @@ def condense(X, kinds, k, options=None, **chosen):
         cluster_block=np.asarray(block_of_cluster, dtype=np.int64), cluster_mean=mean,
         cluster_sd=sd, n_blocks=n_blocks, algorithm=algorithm,
         survival_times=survival_times if split else None,
-        weights=attr_weights, timings=timings)
+        weights=attr_weights, timings=timings, time_col=time_col if split else None)
+
+
+def released_kinds(kinds, time_col, survival_times):
+    """The kinds of the released columns: under ``survival_times="ranked"`` the time is a
+    float (its values lie strictly between the source's distinct times)."""
+    if survival_times != "ranked" or time_col is None:
+        return list(kinds)
+    out = list(kinds)
+    out[time_col] = "float"
+    return out
 
 
 def partition_blocks(features, subsets, k, block_rows):
@@ -461,11 +477,11 @@ def _check_survival(X, kinds, status, time_col):
 def _check_survival_times(mode, survival, algorithm):
     if mode is not None and mode not in SURVIVAL_TIMES:
         _invalid(f"unknown survival_times {mode!r}",
-                 "use 'coarsened' (default), 'perturbed' or 'original' (004 as printed)")
+                 "use 'ranked' (default), 'coarsened', 'perturbed' or 'original' (004 as printed)")
     if mode is not None and not (survival and algorithm == "improved"):
         _invalid("survival_times applies only to algorithm 'improved' with survival columns",
                  "drop survival_times, or give status and time")
-    return mode or ("coarsened" if survival and algorithm == "improved" else None)
+    return mode or ("ranked" if survival and algorithm == "improved" else None)
 
 
 def _attribute_weights(weights, m, status, time_col, survival, algorithm):

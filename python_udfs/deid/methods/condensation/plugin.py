@@ -20,6 +20,7 @@ Deviation from issue 11: k < 3 is refused (the issue says k < 2). A 2-row cluste
 and covariance determine its two rows (up to order), so moment-exact synthesis would release
 the source rows themselves.
 """
+import dataclasses
 import re
 
 import numpy as np
@@ -44,11 +45,15 @@ OPTIONS = (
     Option("weights", "map_number", "clustering weight of a column in [0, 1] (004 Alg. 2 step 2a; "
            "the other columns share the rest equally); default 0.5 on the survival time.",
            low=0, high=1, example='{"weights": {"surv_months": 0.5}}'),
-    Option("survival_times", "choice", "'coarsened' (default: every time moved inside its bin of "
-           ">= k source rows, rank order kept within clusters and across bins), 'perturbed' "
-           "(moved inside the cell between its cluster's neighbouring times; dense integer times "
-           "stay) or 'original' (004 Alg. 2 step 2.d.ii as printed).",
-           choices=("coarsened", "perturbed", "original")),
+    Option("survival_times", "choice", "'ranked' (default: every time moved just below itself, "
+           "as float8: the order of all times kept, no source time released), 'coarsened' "
+           "(moved inside its bin of >= k source rows), 'perturbed' (inside its cluster's cell) "
+           "or 'original' (004 Alg. 2 step 2.d.ii as printed).",
+           choices=("ranked", "coarsened", "perturbed", "original")),
+    Option("auto_k", "bool", "raise k to the largest of k, 1.5k, 2k, 3k, 5k, 7.5k, 10k whose "
+           "release keeps <= 10 % of the Cox model's coefficients outside the source's 95 % "
+           "intervals (the trials in metrics.k_rule); never lowers k; needs survival.",
+           example='{"auto_k": true}'),
     Option("algorithm", "choice", "'improved' (004 Alg. 2) or 'original' (004 Alg. 1, "
            "Aggarwal's condensation: random seeds, equal weights).",
            choices=("improved", "original")),
@@ -72,6 +77,11 @@ def validate(k, l, opts):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.weights do not apply to algorithm "
                         "'original'", hint="004 Alg. 1 weighs every attribute equally; drop "
                                            "options.weights.")
+    if opts.get("auto_k") and ("survival" not in opts or opts.get("algorithm") == "original"):
+        raise DeidError(INVALID_PARAMETER_VALUE, "options.auto_k needs options.survival and "
+                        "algorithm 'improved'",
+                        hint="The k rule measures the Cox model of the survival time: give "
+                             '{"survival": {"time": "t", "status": "s"}, "auto_k": true}.')
     if "survival_times" in opts and ("survival" not in opts or opts.get("algorithm") == "original"):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.survival_times needs options.survival "
                         "and algorithm 'improved'",
@@ -111,6 +121,12 @@ def plan_read(req, rid):
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'the survival time "{survival["time"]}" must be a number',
                             hint="Use an int, numeric, float or date column without a hierarchy.")
+        if req.options.get("survival_times") == "ranked" and \
+                req.rel.columns[survival["time"]].base_type == "date":
+            raise DeidError(INVALID_PARAMETER_VALUE, "survival_times 'ranked' needs a numeric "
+                            "survival time, not a date",
+                            hint="Release the time as a number of days (a view can compute it), "
+                                 "or use survival_times 'coarsened'.")
         if req.rel.columns[survival["status"]].base_type not in STATUS_TYPES:
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'the vital status "{survival["status"]}" must be an integer or '
@@ -124,6 +140,16 @@ def plan_read(req, rid):
             raise DeidError(INVALID_PARAMETER_VALUE, "the vital status cannot be weighted",
                             hint="004 Alg. 2 splits on the status instead of clustering on it.")
     return ms.read_spec(req, list(req.columns), rid)
+
+
+def survival_times_of(req):
+    """The survival-time mode: the option, else "ranked" (released as float8), but
+    "coarsened" for a date column (a date is released as a date)."""
+    chosen = req.options.get("survival_times")
+    if chosen:
+        return chosen
+    time_col = req.rel.columns[req.options["survival"]["time"]]
+    return "coarsened" if time_col.base_type == "date" else "ranked"
 
 
 def _refuse_nulls(req, frame):
@@ -163,7 +189,7 @@ def run(frame, req):
     """004 Alg. 2 (or Alg. 1) on the snapshot (rows by row id) -> the release as a ReleasePlan.
     Rare categories are generalized first and released rows that copy a rare source row are
     moved afterwards (methods.condensation_rare, issue 26)."""
-    from .condense import condense
+    from .condense import condense, released_kinds
     _refuse_nulls(req, frame)
     X, kinds = source_matrix(req, frame)
     index = {c: j for j, c in enumerate(req.columns)}
@@ -173,11 +199,23 @@ def run(frame, req):
     survival_columns = (index[survival["status"]], index[survival["time"]]) if split else ()
     generalized = generalize_categories(req, frame, X, kinds, survival_columns)
     weights = {index[c]: w for c, w in req.options.get("weights", {}).items()} or None
-    res = condense(X, kinds, req.k, status=index[survival["status"]] if survival else None,
-                   time_col=index[survival["time"]] if survival else None, weights=weights,
-                   survival_times=req.options.get("survival_times"), algorithm=algorithm,
-                   seed=req.seed)
-    grains = release_grains(req, kinds)
+
+    def release(k):
+        return condense(X, kinds, k, status=index[survival["status"]] if survival else None,
+                        time_col=index[survival["time"]] if survival else None, weights=weights,
+                        survival_times=survival_times_of(req) if split else None,
+                        algorithm=algorithm, seed=req.seed)
+
+    k_rule = None
+    if req.options.get("auto_k"):
+        from .choose_k import choose_k
+        status_col, time_col = survival_columns
+        k_used, res, trials = choose_k(release, X, kinds, time_col, status_col, req.k, frame.n)
+        k_rule = k_rule_metrics(req.k, k_used, trials)
+    else:
+        res = release(req.k)
+    kinds = released_kinds(kinds, res.time_col, res.survival_times)
+    grains = release_grains(req, kinds, res)
     avoid_copies(req, res, X, kinds, grains, survival_columns)
     columns = []
     for j, c in enumerate(req.columns):
@@ -188,11 +226,13 @@ def run(frame, req):
             codes = res.synthetic[:, j].astype(np.int64)
             columns.append(SourceCodes(c, col, meta, codes, list(col.dictionary), col.values))
         else:
-            columns.append(Synthetic(c, res.synthetic[:, j], meta))
+            columns.append(Synthetic(c, res.synthetic[:, j], released_column(meta, j, res)))
     order = _by_cluster_then_rid(res.cluster_id, res.n_clusters, frame.rid)
     sizes = res.cluster_size.astype(np.int64)
     member_rids = frame.rid[order]
     metrics = _metrics(req, res, kinds)
+    if k_rule:
+        metrics["k_rule"] = k_rule
     if generalized:
         metrics["categories"] = {req.columns[j]: {"mode": g.mode, "level": g.level} if
                                  g.mode == "hierarchy" else {"mode": g.mode, "label": g.labels[-1]}
@@ -210,6 +250,24 @@ def run(frame, req):
                           generalized={req.columns[j]: {"labels": g.labels,
                                                         "map": generalized_map(frame, req.columns[j], g)}
                                        for j, g in generalized.items()}))
+
+
+def k_rule_metrics(requested, used, trials):
+    """The log's account of the k rule (methods.condensation.choose_k): what was tried, what
+    was used, and why."""
+    from .choose_k import MAX_MISS
+    last = trials[-1]
+    why = (f"k = {used}: the largest k tried from the requested {requested} whose release keeps "
+           f"<= {MAX_MISS:.0%} of the Cox model's coefficients outside the source's 95 % "
+           "intervals")
+    if last["k"] != used:
+        why += f"; k = {last['k']} left {last['ci_miss']:.0%} outside"
+    elif last["ci_miss"] > MAX_MISS:
+        why = (f"k = {used} as requested (never lowered), though its release leaves "
+               f"{last['ci_miss']:.0%} of the Cox coefficients outside: a smaller k attenuates "
+               "less")
+    return {"requested": requested, "used": used, "max_miss": MAX_MISS, "trials": trials,
+            "why": why}
 
 
 def generalize_categories(req, frame, X, kinds, fixed):
@@ -260,11 +318,11 @@ def generalized_map(frame, c, g):
     return {v: int(code) for v, code in zip(list(labels) + [None], g.code_of.tolist())}
 
 
-def release_grains(req, kinds):
+def release_grains(req, kinds, res=None):
     """Per column: (decimals, relative step, float4): the grain a released value lies on."""
     out = []
     for j, c in enumerate(req.columns):
-        meta = req.rel.columns[c]
+        meta = req.rel.columns[c] if res is None else released_column(req.rel.columns[c], j, res)
         scale = numeric_scale(meta.type)
         if kinds[j] == "categorical":
             out.append((-1, 0.0, False))
@@ -291,7 +349,8 @@ def avoid_copies(req, res, X, kinds, grains, split):
             res.synthetic[:, j] = res.synthetic[:, j].astype(np.float32).astype(np.float64)
     m = len(kinds)
     status, time_col = split if split else (None, None)
-    fixed = {status, time_col} if res.survival_times == "original" else {status}
+    # "ranked" times equal no source time, so no released row equals a source row; they stay
+    fixed = {status, time_col} if res.survival_times in ("original", "ranked") else {status}
     avoid_rare_copies(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id,
                       res.synthetic_unrounded, req.k,
                       decimals=[g[0] for g in grains], relative=[g[1] for g in grains],
@@ -300,6 +359,14 @@ def avoid_copies(req, res, X, kinds, grains, split):
                       fixed=[j in fixed for j in range(m)],
                       reluctant=[j == time_col for j in range(m)],
                       rng=np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(9,))))
+
+
+def released_column(meta, j, res):
+    """The catalog column a synthesized column is released as: its own, except the survival
+    time under "ranked", which is float8 (its values lie between the source's times)."""
+    if res.survival_times != "ranked" or j != res.time_col:
+        return meta
+    return dataclasses.replace(meta, type="double precision", base_type="float8")
 
 
 def _by_cluster_then_rid(cluster_id, n_clusters, rid):

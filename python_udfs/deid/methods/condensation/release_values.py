@@ -27,7 +27,7 @@ DECODINGS = ("counts", "argmax")
 
 
 def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=False,
-                            grouping=None, bin_rows=None):
+                            grouping=None, bin_rows=None, status=None):
     """004 Alg. 2 step 2.d.ii: survival times by within-cluster rank of the synthetic time.
 
     In every cluster the synthetic rows are ranked by their synthetic time (ties by position);
@@ -70,6 +70,10 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
         return out
     order, sizes, starts = grouping if grouping is not None else grouping_of(cluster_id)
     by_synthetic = order[segment_argsort(synthetic[order], sizes, starts)]
+    if mode == "ranked":
+        moved = ranked_times(original, rng, status)[order]
+        out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
+        return out
     by_original = order[segment_argsort(original[order], sizes, starts)]
     if mode == "original":
         out[by_synthetic] = original[by_original]
@@ -118,6 +122,50 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
                                 (lo[stuck] + values[stuck]) / 2)
     out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
     return out
+
+
+def ranked_cells(original):
+    """The open cell of every source time for ``"ranked"``: with v_1 < ... < v_d the distinct
+    source times and g_j = v_j - v_{j-1}, v_j's cell is the half gap below it,
+    (v_j - g_j / 2, v_j), for j >= 2, and v_1's is (v_1, v_1 + g_2 / 4) (nothing lies below the
+    smallest time).  Returns float64 (lo, hi) per row, or None when the column holds fewer than
+    2 distinct values (it is released as is).  The cells are disjoint, ordered like their times
+    and hold no source time; every time but the smallest moves down by g_j / 4 on average, so a
+    model of the time sees a near-constant shift."""
+    values = distinct_counts(original)[0]
+    if values.size < 2:
+        return None
+    gap = np.diff(values)
+    lo = np.r_[values[0], values[1:] - gap / 2.0]
+    hi = np.r_[values[0] + gap[0] / 4.0, values[1:]]
+    j = np.searchsorted(values, original)
+    return lo[j], hi[j]
+
+
+def ranked_times(original, rng, status=None):
+    """``"ranked"`` times of the source rows: every time moved strictly inside its cell
+    (:func:`ranked_cells`), so the order of all times across the table is kept (ties broken:
+    events first, as the Cox risk set counts a censored row at an event's time as at risk, then
+    at random), and no released time equals any source time; a threshold at a source time
+    v_j >= v_2 splits the released times as it splits the source times (t > v_j iff moved > v_j).
+    Each cell's rows get sorted uniform draws, given out in that order."""
+    n = original.size
+    cells = ranked_cells(original)
+    if cells is None:
+        return original.astype(np.float64, copy=True)
+    lo, hi = cells
+    tie, draw = rng.random(n), rng.random(n)
+    events_first = np.zeros(n) if status is None else -np.asarray(status, dtype=np.float64)
+    rows = np.lexsort((tie, events_first, original))     # by time, events first, at random
+    t = original[rows]
+    cell = np.cumsum(np.r_[True, t[1:] != t[:-1]]) - 1  # cells are contiguous in that order
+    u = draw[np.lexsort((draw, cell))]                    # each cell's draws, ascending
+    lo, hi = lo[rows], hi[rows]
+    moved = np.empty(n)
+    moved[rows] = lo + u * (hi - lo)
+    inside = (moved[rows] > lo) & (moved[rows] < hi)      # never an end point (rounding)
+    moved[rows[~inside]] = (lo[~inside] + hi[~inside]) / 2.0
+    return moved
 
 
 def time_bins(original, bin_rows, integer):

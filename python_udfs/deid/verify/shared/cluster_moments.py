@@ -16,7 +16,11 @@ claims and the released synthetic rows with their cluster ids:
    "the survival status attribute is not changed"); the same for any ``count_columns`` (e.g.
    categorical columns decoded with their cluster's category counts);
 6. with ``survival_times="original"``, each cluster's released survival times are exactly its
-   source times as a multiset (Alg. 2 step 2.d.ii as printed);
+   source times as a multiset (Alg. 2 step 2.d.ii as printed); with ``"ranked"``, each
+   cluster's r-th smallest released time lies strictly inside the cell of its r-th smallest
+   source time -- with v_1 < ... < v_d the table's distinct source times, v_j's cell is
+   ((v_{j-1} + v_j) / 2, v_j), v_1's (v_1, (3 v_1 + v_2) / 4) -- so no released time equals a source
+   time and the order of the times is the source's, within clusters and across the table;
 7. optionally: released values inside each column's observed source range, integer columns
    integral (step 2.d.iii, permissible values).
 
@@ -58,6 +62,18 @@ class Checks:
     count_columns: tuple = ()
     check_ranges: bool = False
     integer_columns: tuple = ()
+
+
+def _ranked_cell(column, times):
+    """(lo, hi) of the open cell of each of ``times`` (source values of ``column``), None for
+    a column of one distinct value: check 6."""
+    v = np.unique(column)
+    if v.size < 2:
+        return None
+    gap = np.diff(v)
+    lo, hi = np.r_[v[0], v[1:] - gap / 2.0], np.r_[v[0] + gap[0] / 4.0, v[1:]]
+    j = np.searchsorted(v, times)
+    return lo[j], hi[j]
 
 
 def verify_condensation(source, membership, released, released_cluster, k, checks=None,
@@ -155,6 +171,23 @@ def verify_condensation(source, membership, released, released_cluster, k, check
             _fail(f"cluster {bad} does not release its original survival times "
                   "(004 Alg. 2 step 2.d.ii)")
         report["times_checked"] = True
+    if c.survival_times == "ranked":
+        if time_col is None:
+            _bad("survival_times='ranked' needs time_col")
+        t = _column(time_col, m, "time_col")
+        src_sorted = source[np.lexsort((source[:, t], src_index)), t]
+        rel_sorted = released[np.lexsort((released[:, t], rel_index)), t]
+        cells = _ranked_cell(source[:, t], src_sorted)
+        if cells is None:                   # one distinct time: released as is
+            inside = rel_sorted == src_sorted
+        else:
+            inside = ((rel_sorted > cells[0]) & (rel_sorted < cells[1])
+                      & ~np.isin(rel_sorted, source[:, t]))
+        if not inside.all():
+            bad = ids[np.sort(src_index)[np.flatnonzero(~inside)[0]]]
+            _fail(f"cluster {bad} releases a survival time outside its rank's cell "
+                  "(survival_times 'ranked')")
+        report["times_checked"] = "ranked"
 
     # 7: permissible values
     if c.check_ranges and n:
