@@ -69,6 +69,12 @@ def target_table(results, variant):
     return lines
 
 
+def ordered(cells):
+    """The cells as bootstrap, deid variants by k, copulas, DataSynthesizer."""
+    rank = {"bootstrap": 0, "copulas": 2, "datasynthesizer": 3}
+    return sorted(cells.items(), key=lambda kv: (rank.get(kv[0][0], 1), kv[0][0], kv[0][1]))
+
+
 def full_table(results):
     lines = ["### Every release per data set x model (pooled over seeds)", "",
              "| data set | model | release | seeds | significance changes % | clear % | near % | "
@@ -77,7 +83,7 @@ def full_table(results):
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         for m in utility.MODELS:
-            for (method, k), cell in r["cells"].items():
+            for (method, k), cell in ordered(r["cells"]):
                 c = cell[m]
                 lines.append(
                     f"| {r['dataset']} | {m} | {_label(method, k)} | {cell['seeds']} | "
@@ -115,7 +121,7 @@ def risk_table(results):
              "| data set | release | runs | singling out univariate | singling out "
              "multivariate | linkability | inference (status) |", "|---|---|---|---|---|---|---|"]
     for r in results:
-        for (method, k), cell in r["cells"].items():
+        for (method, k), cell in ordered(r["cells"]):
             runs = cell.get("risk")
             if not runs:
                 continue

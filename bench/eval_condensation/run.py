@@ -135,8 +135,9 @@ def evaluate_dataset(name, args, compute=True):
     orig = {m: utility.fit(ds, ds.df, m, th) for m in utility.MODELS}
     k_pick, rule = chosen_k(ds)
     ks = sorted(set(args.ks) | {k_pick})
-    cells = [("bootstrap", 0)] + [(v, k) for v in args.variants for k in ks] + \
-        [(p, 0) for p in PEERS]
+    cells = [("bootstrap", 0), (args.variants[0], k_pick), ("copulas", 0)] + \
+        [(v, k) for v in args.variants for k in ks if (v, k) != (args.variants[0], k_pick)] + \
+        [("datasynthesizer", 0)]            # what the targets and dominance need first
     if args.methods:
         cells = [(m, k) for m, k in cells if m in args.methods]
     rseeds = list(range(1, args.risk_seeds + 1))
