@@ -47,19 +47,22 @@ def frontier(results, out_dir):
                     mark = "*" if k == r["chosen_k"] and v == "deid" else ""
                     ax.annotate(f"k={k}{mark}", (s[0], loss), textcoords="offset points",
                                 xytext=(4, 4), fontsize=7)
-            for peer, marker in (("copulas", "s"), ("datasynthesizer", "^")):
+            for peer, marker, color in (("copulas", "s", "tab:red"),
+                                        ("datasynthesizer", "^", "tab:green")):
                 c = cells.get((peer, 0))
                 if c and c.get("risk"):
                     s = risk_summary(c["risk"], key)
                     ax.errorbar([s[0]], [_loss(c)], xerr=[[s[0] - s[1]], [s[2] - s[0]]],
-                                fmt=marker, capsize=2, markersize=8, label=peer)
+                                fmt=marker, color=color, capsize=2, markersize=8, label=peer)
             boot = cells.get(("bootstrap", 0))
             if boot:
                 ax.axhline(_loss(boot), ls="--", color="grey", lw=1,
                            label="bootstrap utility loss")
             ax.set_xlabel(f"anonymeter risk: {title}")
             ax.set_ylabel("utility loss (mean %, lower is better)")
-            ax.set_yscale("symlog", linthresh=10)
+            ax.set_ylim(bottom=0)
+            ax.set_xlim(left=min(0, ax.get_xlim()[0]))
+            ax.grid(alpha=0.3)
         axes[0].legend(fontsize=7)
         fig.suptitle(f"{r['dataset']} ({r['rows']} rows; * = the k deid uses, "
                      f"{r['chosen_k']})", fontsize=10)

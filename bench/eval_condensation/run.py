@@ -109,8 +109,12 @@ def utility_cell(ds, method, k, seeds, orig, th, refused):
     return [store.get(s) for s in seeds]
 
 
-def risk_cell(ds, method, k, seeds, train, control):
-    store = cache.Store(CACHE, ds.name, method, k, risk_fingerprint(ds, method), kind="risk")
+def risk_cell(ds, method, k, seeds, train, control, by_rule=False):
+    """anonymeter runs of (method, k), cached.  A k the plug-in refuses on the training split
+    (a smaller table) is recorded as refused, except for the k deid uses (``by_rule``): its
+    release of the split then takes the k rule from the requested ``ds.k`` (``k_used``)."""
+    store = cache.Store(CACHE, ds.name, method, k, risk_fingerprint(ds, method),
+                        kind="risk-rule" if by_rule else "risk")
     ds_train = copy.copy(ds)
     ds_train.df = train
     make = Maker(ds_train, method, k)
@@ -118,13 +122,23 @@ def risk_cell(ds, method, k, seeds, train, control):
         if store.get(seed) is not None:
             continue
         t0 = time.perf_counter()
-        rel = make(seed)
+        k_used = k
+        try:
+            rel = make(seed)
+        except Exception as e:                       # noqa: BLE001 -- the plug-in's refusal
+            if getattr(e, "sqlstate", None) is None:
+                raise
+            if not by_rule:
+                store.put(seed, {"refused": str(e)})
+                continue
+            rel = synth.deid_release(ds_train, method, seed, k=ds.k, extra={"auto_k": True})
+            k_used = rel.attrs["metrics"].get("k_rule", {}).get("used", ds.k)
         r = risk.evaluate(train, control, rel, ds, seed=seed)
-        store.put(seed, {"risk": r, "seconds": time.perf_counter() - t0})
-        print(f"  {ds.name} risk {method} k={k} seed {seed}: "
+        store.put(seed, {"risk": r, "k_used": k_used, "seconds": time.perf_counter() - t0})
+        print(f"  {ds.name} risk {method} k={k_used} seed {seed}: "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
     store.compact()
-    return [store.get(s) for s in seeds]
+    return [x for x in (store.get(s) for s in seeds) if x is not None and "risk" in x]
 
 
 def evaluate_dataset(name, args, compute=True):
@@ -144,7 +158,9 @@ def evaluate_dataset(name, args, compute=True):
     train, control = risk.split(ds, seed=0)
     refused, out = {}, {}
     for method, k in cells:
-        n = args.peer_seeds if method in synth.PEERS and args.peer_seeds else args.seeds
+        n = args.peer_seeds if method in synth.PEERS and args.peer_seeds else \
+            args.grid_seeds if method in synth.DEID_VARIANTS and k != k_pick and \
+            args.grid_seeds else args.seeds
         seeds = list(range(1, n + 1))
         if not compute:
             store = cache.Store(CACHE, ds.name, method, k, fingerprint(ds, method))
@@ -166,13 +182,15 @@ def evaluate_dataset(name, args, compute=True):
         skip_risk = (method == "bootstrap" or not args.risk_seeds
                      or (method in synth.DEID_VARIANTS and k > args.risk_max_k and k != k_pick))
         if not skip_risk:
+            by_rule = rule is not None and (method, k) == (args.variants[0], k_pick)
             if compute:
-                runs = risk_cell(ds, method, k, rseeds, train, control)
+                runs = risk_cell(ds, method, k, rseeds, train, control, by_rule)
             else:
                 store = cache.Store(CACHE, ds.name, method, k, risk_fingerprint(ds, method),
-                                    "risk")
-                runs = [x for x in (store.get(s) for s in rseeds) if x is not None]
+                                    "risk-rule" if by_rule else "risk")
+                runs = [x for x in (store.get(s) for s in rseeds) if x and "risk" in x]
             cell["risk"] = [x["risk"] for x in runs]
+            cell["risk_k"] = sorted({int(x.get("k_used", k)) for x in runs})
         out[(method, k)] = cell
     return {"dataset": name, "rows": len(ds.df), "chosen_k": k_pick, "k_rule": rule,
             "event_rate": float(ds.df[ds.status].mean()), "cells": out,
@@ -191,6 +209,8 @@ def main():
     ap.add_argument("--methods", nargs="*", help="compute only these (bootstrap, deid variants, "
                     "copulas, datasynthesizer); the report shows every cached one")
     ap.add_argument("--peer-seeds", type=int, help="seeds of the peers (default --seeds)")
+    ap.add_argument("--grid-seeds", type=int, help="seeds of deid at the k other than the "
+                    "chosen one (default --seeds)")
     ap.add_argument("--risk-seeds", type=int, default=1)
     ap.add_argument("--risk-max-k", type=int, default=max(K_GRID),
                     help="no risk runs for deid above this k (besides the chosen k)")
