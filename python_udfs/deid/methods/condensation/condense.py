@@ -115,6 +115,8 @@ class CondensationResult:
     weights: np.ndarray               # float64 (m,): clustering weight of each column
     timings: dict = field(default_factory=dict)
     time_col: object = None           # the survival time's column index (with the split)
+    close_rows: object = None         # distance_guard: (rows next to a source row before,
+    #                                   after the redraws)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class CondenseOptions:
     rebalance_rounds: int = rebalance_mod.DEFAULT_ROUNDS
     categories: str = "counts"
     workers: int = 1
+    distance_guard: int = 0
 
 
 class Job(NamedTuple):
@@ -231,8 +234,12 @@ def condense(X, kinds, k, options=None, **chosen):
 
     # Alg. 2 step 2.d.i / Alg. 1 steps 5-6: moment-exact Alg. 3 per cluster
     t0 = time.perf_counter()
+    guard = [0, 0]
     synthetic_coded = pca_synthesis.synthesize_clusters(
-        coded, cluster_id, _rng(base_seed, _STREAM_SYNTH))
+        coded, cluster_id, _rng(base_seed, _STREAM_SYNTH),
+        guard_rounds=_check_count(o.distance_guard, "distance_guard", 0,
+                                  "redraws of a cluster with rows next to a source row"),
+        guard_counts=guard)
     timings["synthesize"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -262,7 +269,8 @@ def condense(X, kinds, k, options=None, **chosen):
         cluster_block=np.asarray(block_of_cluster, dtype=np.int64), cluster_mean=mean,
         cluster_sd=sd, n_blocks=n_blocks, algorithm=algorithm,
         survival_times=survival_times if split else None,
-        weights=attr_weights, timings=timings, time_col=time_col if split else None)
+        weights=attr_weights, timings=timings, time_col=time_col if split else None,
+        close_rows=tuple(guard) if o.distance_guard else None)
 
 
 def released_kinds(kinds, time_col, survival_times):

@@ -102,6 +102,39 @@ def whitening(rng, n_groups, n_rows, n_cols):
     return q * signs[:, None, :], None
 
 
+def nearest_distances(rows, source, exclude_self=False):
+    """(g, n) distance of every row of ``rows`` (g, n, p) to its nearest row of ``source``
+    (g, m, p), cluster by cluster; ``exclude_self``: rows is source, a row is not its own."""
+    d2 = (np.einsum("gnp,gnp->gn", rows, rows)[:, :, None]
+          + np.einsum("gmp,gmp->gm", source, source)[:, None, :]
+          - 2.0 * np.matmul(rows, np.swapaxes(source, 1, 2)))
+    if exclude_self:
+        d2[:, np.arange(rows.shape[1]), np.arange(rows.shape[1])] = np.inf
+    return np.sqrt(np.maximum(d2.min(axis=2), 0.0))
+
+
+def guard_distances(clusters, synthetic, rounds, draw):
+    """Redraw (within the moment constraints) the clusters whose synthetic rows lie closer to
+    a source row of the cluster than a held-out record would: the threshold of a cluster is the
+    median distance of its source rows to their nearest other source row (leave one out, the
+    distance a new record of the same population has).  ``draw()`` makes a new moment-exact
+    synthesis of the batch (another random rotation); up to ``rounds`` redraws, each cluster
+    keeps its draw with the fewest rows under its threshold (the first among equals).  Returns
+    (synthetic, rows under the threshold before, after)."""
+    threshold = np.median(nearest_distances(clusters, clusters, exclude_self=True), axis=1)
+    close = (nearest_distances(synthetic, clusters) < threshold[:, None]).sum(axis=1)
+    before = int(close.sum())
+    for _ in range(rounds):
+        if not close.any():
+            break
+        again = draw()
+        count = (nearest_distances(again, clusters) < threshold[:, None]).sum(axis=1)
+        better = count < close
+        synthetic[better] = again[better]
+        close = np.where(better, count, close)
+    return synthetic, before, int(close.sum())
+
+
 def synthesize_batch(clusters, rng):
     """Moment-exact Alg. 3 for stacked clusters of equal size: ``(g, n, p)`` -> ``(g, n, p)``."""
     n_groups, n_rows, p = clusters.shape
@@ -140,14 +173,16 @@ def synthesize_batch(clusters, rng):
     return synthetic
 
 
-def synthesize_clusters(coded, cluster_id, rng):
+def synthesize_clusters(coded, cluster_id, rng, guard_rounds=0, guard_counts=None):
     """Synthetic rows for every cluster (004 Alg. 2 step 2.d.i with Alg. 3).
 
     ``coded``: float64 (n, p), numeric attributes (ideally standardised) and one-hot blocks;
     ``cluster_id``: int64 (n,) in 0..s-1, every cluster non-empty and of >= 2 rows.
     Returns float64 (n, p): the rows of cluster c in the output (at the positions of cluster
     c's input rows) are the synthetic rows of cluster c -- synthetic rows are exchangeable,
-    so position i carries no link to source row i beyond the cluster.
+    so position i carries no link to source row i beyond the cluster.  ``guard_rounds`` > 0:
+    :func:`guard_distances` (beyond 004), the counts of synthetic rows closer to a source row
+    than a held-out record before and after added to ``guard_counts`` ([before, after]).
     """
     coded = np.asarray(coded, dtype=np.float64)
     n = coded.shape[0]
@@ -167,5 +202,14 @@ def synthesize_clusters(coded, cluster_id, rng):
         for b0 in range(0, clusters.size, per_batch):
             batch = clusters[b0:b0 + per_batch]
             rows = order[starts[batch][:, None] + np.arange(size)]    # (g, size)
-            out[rows] = synthesize_batch(coded[rows], rng)
+            clusters_rows = coded[rows]
+            made = synthesize_batch(clusters_rows, rng)
+            if guard_rounds:
+                made, before, after = guard_distances(
+                    clusters_rows, made, guard_rounds,
+                    lambda: synthesize_batch(clusters_rows, rng))
+                if guard_counts is not None:
+                    guard_counts[0] += before
+                    guard_counts[1] += after
+            out[rows] = made
     return out

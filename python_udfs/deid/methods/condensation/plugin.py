@@ -54,6 +54,10 @@ OPTIONS = (
            "release keeps <= 10 % of the Cox model's coefficients outside the source's 95 % "
            "intervals (the trials in metrics.k_rule); never lowers k; needs survival.",
            example='{"auto_k": true}'),
+    Option("distance_guard", "int", "redraws (within the exact moments: another random rotation) "
+           "of a cluster whose synthetic rows lie closer to a source row than a held-out record "
+           "would (its source rows' median nearest-neighbour distance); 0 (default) = none.",
+           low=0, high=64, example='{"distance_guard": 8}'),
     Option("algorithm", "choice", "'improved' (004 Alg. 2) or 'original' (004 Alg. 1, "
            "Aggarwal's condensation: random seeds, equal weights).",
            choices=("improved", "original")),
@@ -204,7 +208,8 @@ def run(frame, req):
         return condense(X, kinds, k, status=index[survival["status"]] if survival else None,
                         time_col=index[survival["time"]] if survival else None, weights=weights,
                         survival_times=survival_times_of(req) if split else None,
-                        algorithm=algorithm, seed=req.seed)
+                        algorithm=algorithm, seed=req.seed,
+                        distance_guard=req.options.get("distance_guard", 0))
 
     k_rule = None
     if req.options.get("auto_k"):
@@ -233,6 +238,10 @@ def run(frame, req):
     metrics = _metrics(req, res, kinds)
     if k_rule:
         metrics["k_rule"] = k_rule
+    if res.close_rows is not None:
+        metrics["distance_guard"] = {"rounds": req.options["distance_guard"],
+                                     "close_rows_before": res.close_rows[0],
+                                     "close_rows_after": res.close_rows[1]}
     if generalized:
         metrics["categories"] = {req.columns[j]: {"mode": g.mode, "level": g.level} if
                                  g.mode == "hierarchy" else {"mode": g.mode, "label": g.labels[-1]}

@@ -128,43 +128,45 @@ def ranked_cells(original):
     """The open cell of every source time for ``"ranked"``: with v_1 < ... < v_d the distinct
     source times and g_j = v_j - v_{j-1}, v_j's cell is the half gap below it,
     (v_j - g_j / 2, v_j), for j >= 2, and v_1's is (v_1, v_1 + g_2 / 4) (nothing lies below the
-    smallest time).  Returns float64 (lo, hi) per row, or None when the column holds fewer than
-    2 distinct values (it is released as is).  The cells are disjoint, ordered like their times
-    and hold no source time; every time but the smallest moves down by g_j / 4 on average, so a
-    model of the time sees a near-constant shift."""
+    smallest time).  Returns float64 (lo, hi) per distinct time and the index of every row's
+    time, or None when the column holds fewer than 2 distinct values (it is released as is).
+    The cells are disjoint, ordered like their times and hold no source time; every time but
+    the smallest moves down by g_j / 4 on average, so a model of the time sees a near-constant
+    shift."""
     values = distinct_counts(original)[0]
     if values.size < 2:
         return None
     gap = np.diff(values)
     lo = np.r_[values[0], values[1:] - gap / 2.0]
     hi = np.r_[values[0] + gap[0] / 4.0, values[1:]]
-    j = np.searchsorted(values, original)
-    return lo[j], hi[j]
+    return lo, hi, np.searchsorted(values, original)
 
 
 def ranked_times(original, rng, status=None):
     """``"ranked"`` times of the source rows: every time moved strictly inside its cell
-    (:func:`ranked_cells`), so the order of all times across the table is kept (ties broken:
-    events first, as the Cox risk set counts a censored row at an event's time as at risk, then
-    at random), and no released time equals any source time; a threshold at a source time
-    v_j >= v_2 splits the released times as it splits the source times (t > v_j iff moved > v_j).
-    Each cell's rows get sorted uniform draws, given out in that order."""
+    (:func:`ranked_cells`), so the order of all times across the table is kept, and no released
+    time equals any source time; a threshold at a source time v_j >= v_2 splits the released
+    times as it splits the source times (t > v_j iff moved > v_j).  Ties are broken events
+    first (the Cox risk set counts a censored row at an event's time as at risk): a cell's
+    events draw uniformly from its lower part, in proportion to their number, its censored rows
+    from the upper part; within each part at random."""
     n = original.size
     cells = ranked_cells(original)
     if cells is None:
         return original.astype(np.float64, copy=True)
-    lo, hi = cells
-    tie, draw = rng.random(n), rng.random(n)
-    events_first = np.zeros(n) if status is None else -np.asarray(status, dtype=np.float64)
-    rows = np.lexsort((tie, events_first, original))     # by time, events first, at random
-    t = original[rows]
-    cell = np.cumsum(np.r_[True, t[1:] != t[:-1]]) - 1  # cells are contiguous in that order
-    u = draw[np.lexsort((draw, cell))]                    # each cell's draws, ascending
-    lo, hi = lo[rows], hi[rows]
-    moved = np.empty(n)
-    moved[rows] = lo + u * (hi - lo)
-    inside = (moved[rows] > lo) & (moved[rows] < hi)      # never an end point (rounding)
-    moved[rows[~inside]] = (lo[~inside] + hi[~inside]) / 2.0
+    lo, hi, j = cells
+    u = rng.random(n)
+    if status is None:
+        a, b = lo[j], hi[j]
+    else:
+        event = np.asarray(status) == 1
+        share = np.bincount(j, weights=event, minlength=lo.size) / np.bincount(j, minlength=lo.size)
+        split = (lo + (hi - lo) * share)[j]
+        a = np.where(event, lo[j], split)
+        b = np.where(event, split, hi[j])
+    moved = a + u * (b - a)
+    stuck = (moved <= a) | (moved >= b)                  # never an end point (rounding, u = 0)
+    moved[stuck] = (a[stuck] + b[stuck]) / 2.0
     return moved
 
 
