@@ -160,21 +160,24 @@ def dominance(r, variant):
 
 
 def tables(results, args):
-    variant = args.variants[0]
-    lines = [f"Seeds: {args.seeds} per release (utility), {args.risk_seeds} risk run(s) per "
-             f"release; deid risk runs for k <= {args.risk_max_k} and the chosen k.", ""]
-    lines += target_table(results, variant) + [""]
+    lines = [f"Seeds: {args.seeds} per release (utility; the `seeds` column says where fewer "
+             f"were run), {args.risk_seeds} risk run(s) per release; deid risk runs for k <= "
+             f"{args.risk_max_k} and the chosen k.", ""]
     lines += ["### The k deid uses (its k rule, options.auto_k, from the requested k; seed 1)", ""]
     for r in results:
         rule = r.get("k_rule")
         lines.append(f"- {r['dataset']}: k = {r['chosen_k']}"
                      + (f" -- {rule['why']}" if rule else " (the data set's k; no k rule)"))
-    lines += ["", "### Dominance over the Gaussian copula at the k deid uses (risk: deid's estimate "
-              "<= the copula's 95 % upper bound; utility: loss = mean of the model's three "
-              "percentages, lower on every model)", ""]
-    for r in results:
-        yes, why = dominance(r, variant)
-        lines.append(f"- **{r['dataset']}** (k = {r['chosen_k']}): dominates: **{yes}** -- {why}")
+    for variant in args.variants:
+        lines += [""] + target_table(results, variant)
+    lines += ["", "### Dominance over the Gaussian copula at the k deid uses (risk: deid's "
+              "estimate <= the copula's 95 % upper bound; utility: loss = mean of the model's "
+              "three percentages, lower on every model)", ""]
+    for variant in args.variants:
+        for r in results:
+            yes, why = dominance(r, variant)
+            lines.append(f"- **{r['dataset']}** {variant} (k = {r['chosen_k']}): dominates: "
+                         f"**{yes}** -- {why}")
     lines += [""] + risk_table(results) + [""] + full_table(results)
     refused = [f"{r['dataset']} {what}: {msg}" for r in results
                for what, msg in r["refused"].items()]

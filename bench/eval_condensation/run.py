@@ -149,8 +149,10 @@ def evaluate_dataset(name, args, compute=True):
     orig = {m: utility.fit(ds, ds.df, m, th) for m in utility.MODELS}
     k_pick, rule = chosen_k(ds)
     ks = sorted(set(args.ks) | {k_pick})
-    cells = [("bootstrap", 0), (args.variants[0], k_pick), ("copulas", 0)] + \
-        [(v, k) for v in args.variants for k in ks if (v, k) != (args.variants[0], k_pick)] + \
+    main = args.variants[0]                 # at every k; the other variants at the chosen k
+    cells = [("bootstrap", 0), (main, k_pick), ("copulas", 0)] + \
+        [(v, k_pick) for v in args.variants[1:]] + \
+        [(main, k) for k in ks if k != k_pick] + \
         [("datasynthesizer", 0)]            # what the targets and dominance need first
     if args.methods:
         cells = [(m, k) for m, k in cells if m in args.methods]
@@ -182,7 +184,7 @@ def evaluate_dataset(name, args, compute=True):
         skip_risk = (method == "bootstrap" or not args.risk_seeds
                      or (method in synth.DEID_VARIANTS and k > args.risk_max_k and k != k_pick))
         if not skip_risk:
-            by_rule = rule is not None and (method, k) == (args.variants[0], k_pick)
+            by_rule = rule is not None and method in args.variants and k == k_pick
             if compute:
                 runs = risk_cell(ds, method, k, rseeds, train, control, by_rule)
             else:
@@ -204,8 +206,9 @@ def main():
     ap.add_argument("--datasets", nargs="*", default=list(data.LOADERS))
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--ks", type=lambda s: [int(x) for x in s.split(",")], default=list(K_GRID))
-    ap.add_argument("--variants", nargs="*", default=["deid"],
-                    help="deid variants (synth.DEID_VARIANTS) evaluated at every k")
+    ap.add_argument("--variants", nargs="*", default=["deid", "deid-guard"],
+                    help="deid variants (synth.DEID_VARIANTS): the first at every k, the others "
+                    "at the k deid uses")
     ap.add_argument("--methods", nargs="*", help="compute only these (bootstrap, deid variants, "
                     "copulas, datasynthesizer); the report shows every cached one")
     ap.add_argument("--peer-seeds", type=int, help="seeds of the peers (default --seeds)")

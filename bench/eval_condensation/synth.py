@@ -35,6 +35,7 @@ from deid.request.release import Request  # noqa: E402
 # the plug-in's default (no survival_times option: whatever the method defaults to).
 DEID_VARIANTS = {
     "deid": {},
+    "deid-guard": {"distance_guard": 8},                       # redraws close clusters
     "deid-original-times": {"survival_times": "original"},     # 004 Alg. 2 as printed
     "deid-perturbed": {"survival_times": "perturbed"},
     "deid-coarsened": {"survival_times": "coarsened"},
