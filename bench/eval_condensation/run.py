@@ -35,6 +35,11 @@ CACHE = os.path.join(OUT_DIR, "cache")
 K_GRID = (5, 10, 25, 50, 100, 200)
 PEERS = list(synth.PEERS)
 PEER_VERSION = "peers-1"                # bump when synth.py's peers change
+STOP_AT = [None]                        # --until: epoch seconds after which nothing new starts
+
+
+def out_of_time():
+    return STOP_AT[0] is not None and time.time() >= STOP_AT[0]
 
 
 def chosen_k(ds):
@@ -90,6 +95,8 @@ def utility_cell(ds, method, k, seeds, orig, th, refused):
     for seed in seeds:
         if store.get(seed) is not None:
             continue
+        if out_of_time():
+            break
         t0 = time.perf_counter()
         try:
             rel = make(seed)
@@ -106,7 +113,7 @@ def utility_cell(ds, method, k, seeds, orig, th, refused):
     store.compact()
     if done:
         print(f"  {ds.name} {method} k={k}: {done} new seed(s)", flush=True)
-    return [store.get(s) for s in seeds]
+    return [x for x in (store.get(s) for s in seeds) if x is not None]
 
 
 def risk_cell(ds, method, k, seeds, train, control, by_rule=False):
@@ -121,6 +128,8 @@ def risk_cell(ds, method, k, seeds, train, control, by_rule=False):
     for seed in seeds:
         if store.get(seed) is not None:
             continue
+        if out_of_time():
+            break
         t0 = time.perf_counter()
         k_used = k
         try:
@@ -164,6 +173,17 @@ def evaluate_dataset(name, args, compute=True):
             args.grid_seeds if method in synth.DEID_VARIANTS and k != k_pick and \
             args.grid_seeds else args.seeds
         seeds = list(range(1, n + 1))
+        skip_risk = (method == "bootstrap" or not args.risk_seeds
+                     or (method in synth.DEID_VARIANTS and k > args.risk_max_k and k != k_pick))
+        by_rule = rule is not None and method in args.variants and k == k_pick
+        runs = []
+        if not skip_risk:                   # risk first: the dominance needs one run of each
+            if compute:
+                runs = risk_cell(ds, method, k, rseeds, train, control, by_rule)
+            else:
+                store = cache.Store(CACHE, ds.name, method, k, risk_fingerprint(ds, method),
+                                    "risk-rule" if by_rule else "risk")
+                runs = [x for x in (store.get(s) for s in rseeds) if x and "risk" in x]
         if not compute:
             store = cache.Store(CACHE, ds.name, method, k, fingerprint(ds, method))
             lines = [store.get(s) for s in seeds]
@@ -181,16 +201,7 @@ def evaluate_dataset(name, args, compute=True):
         cell["mean_diff"] = float(np.mean([x["mean_diff"] for x in lines]))
         cell["corr_diff"] = float(np.mean([x["corr_diff"] for x in lines]))
         cell["seconds"] = float(np.mean([x["seconds"] for x in lines]))
-        skip_risk = (method == "bootstrap" or not args.risk_seeds
-                     or (method in synth.DEID_VARIANTS and k > args.risk_max_k and k != k_pick))
         if not skip_risk:
-            by_rule = rule is not None and method in args.variants and k == k_pick
-            if compute:
-                runs = risk_cell(ds, method, k, rseeds, train, control, by_rule)
-            else:
-                store = cache.Store(CACHE, ds.name, method, k, risk_fingerprint(ds, method),
-                                    "risk-rule" if by_rule else "risk")
-                runs = [x for x in (store.get(s) for s in rseeds) if x and "risk" in x]
             cell["risk"] = [x["risk"] for x in runs]
             cell["risk_k"] = sorted({int(x.get("k_used", k)) for x in runs})
         out[(method, k)] = cell
@@ -218,7 +229,14 @@ def main():
     ap.add_argument("--risk-max-k", type=int, default=max(K_GRID),
                     help="no risk runs for deid above this k (besides the chosen k)")
     ap.add_argument("--report-only", action="store_true", help="tables and plots from the cache")
+    ap.add_argument("--until", help="UTC time HH:MM after which nothing new starts (the report "
+                    "shows what was done: seeds per cell)")
     args = ap.parse_args()
+    if args.until:
+        import datetime as dt
+        now = dt.datetime.now(dt.timezone.utc)
+        h, m = (int(x) for x in args.until.split(":"))
+        STOP_AT[0] = now.replace(hour=h, minute=m, second=0, microsecond=0).timestamp()
     results = []
     for name in args.datasets:
         print(f"{name}:", flush=True)
