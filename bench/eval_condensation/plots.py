@@ -48,7 +48,7 @@ def frontier(results, out_dir):
                     ax.annotate(f"k={k}{mark}", (s[0], loss), textcoords="offset points",
                                 xytext=(4, 4), fontsize=7)
             for peer, marker, color in (("copulas", "s", "tab:red"),
-                                        ("datasynthesizer", "^", "tab:green")):
+                                        ("datasynthesizer", "^", "tab:purple")):
                 c = cells.get((peer, 0))
                 if c and c.get("risk"):
                     s = risk_summary(c["risk"], key)

@@ -42,13 +42,15 @@ def out_of_time():
     return STOP_AT[0] is not None and time.time() >= STOP_AT[0]
 
 
-def chosen_k(ds):
+def chosen_k(ds, compute=True):
     """(k, rule) deid uses on ``ds``: the plug-in's k rule (options.auto_k) from the data set's
     requested k, on the seed-1 release, if the plug-in has one; else (ds.k, None).  Cached."""
     from deid.methods.condensation import plugin
     if not any(o.name == "auto_k" for o in plugin.OPTIONS):
         return ds.k, None
     store = cache.Store(CACHE, ds.name, "deid", ds.k, fingerprint(ds, "deid"), kind="k_rule")
+    if store.get(1) is None and not compute:
+        return ds.k, {"used": ds.k, "why": f"the k rule has not run yet: the requested k = {ds.k}"}
     if store.get(1) is None:
         rel = synth.deid_release(ds, "deid", 1, k=ds.k, extra={"auto_k": True})
         rule = rel.attrs["metrics"].get("k_rule") or {"used": ds.k, "why": "no k rule ran"}
@@ -156,7 +158,7 @@ def evaluate_dataset(name, args, compute=True):
     ds = data.load(name)
     th = utility.threshold_of(ds)
     orig = {m: utility.fit(ds, ds.df, m, th) for m in utility.MODELS}
-    k_pick, rule = chosen_k(ds)
+    k_pick, rule = chosen_k(ds, compute)
     ks = sorted(set(args.ks) | {k_pick})
     main = args.variants[0]                 # at every k; the other variants at the chosen k
     cells = [("bootstrap", 0), (main, k_pick), ("copulas", 0)] + \
