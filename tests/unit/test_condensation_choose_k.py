@@ -76,6 +76,9 @@ def test_auto_k_is_logged_and_needs_survival():
     assert rule["requested"] == 5 and rule["used"] >= 5 and rule["trials"][0]["k"] == 5
     assert plan.clusters.sizes.min() >= rule["used"] and "Cox" in rule["why"]
     assert "k_rule" not in plugin.run(f, req(**SURV, seed=4)).metrics
+    why = plugin.k_rule_metrics(5, 5, [{"k": 5, "ci_miss": 0.2, "max_shift_se": 3.0}],
+                                "coarsened")["why"]
+    assert "as requested" in why and "coarsened" in why
     with pytest.raises(DeidError) as e:
         plugin.validate(5, None, {"auto_k": True})
     assert e.value.sqlstate == "22023" and e.value.hint

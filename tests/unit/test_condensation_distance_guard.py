@@ -13,8 +13,10 @@ from test_condensation_ranked_times import monthly
 
 def test_guard_keeps_exact_moments_and_moves_rows_away_from_source_rows():
     X, kinds = monthly(3000, 5)
-    plain = condense(X, kinds, 10, status=3, time_col=2, seed=4)
-    guarded = condense(X, kinds, 10, status=3, time_col=2, seed=4, distance_guard=8)
+    plain = condense(X, kinds, 10, status=3, time_col=2, seed=4,
+                     survival_times="ranked")
+    guarded = condense(X, kinds, 10, status=3, time_col=2, seed=4, distance_guard=8,
+                       survival_times="ranked")
     before, after = guarded.close_rows
     assert plain.close_rows is None and 0 <= after < before
     assert np.array_equal(guarded.cluster_id, plain.cluster_id)     # the same clusters
@@ -22,7 +24,8 @@ def test_guard_keeps_exact_moments_and_moves_rows_away_from_source_rows():
                         10, status_col=3, time_col=2, survival_times="ranked",
                         moment_columns=[0, 2], moment_values=guarded.synthetic_unrounded,
                         check_ranges=True, integer_columns=[0])
-    again = condense(X, kinds, 10, status=3, time_col=2, seed=4, distance_guard=8)
+    again = condense(X, kinds, 10, status=3, time_col=2, seed=4, distance_guard=8,
+                       survival_times="ranked")
     assert np.array_equal(again.synthetic, guarded.synthetic)        # seeded
 
 

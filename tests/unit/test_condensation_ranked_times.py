@@ -1,5 +1,6 @@
-"""survival_times 'ranked' (the default): every time moved strictly inside its cell below it,
-the order of all times across the table kept (the Cox risk sets), no source time released."""
+"""survival_times 'ranked': every time moved strictly inside its cell below it, the order of
+all times across the table kept (the Cox risk sets), no source time released as such -- and
+what it does not protect against: ceil() of a whole-number time gives the time back."""
 
 import dataclasses
 
@@ -33,10 +34,10 @@ def verify(X, kinds, res, k):
         moment_values=res.synthetic_unrounded, check_ranges=True, integer_columns=[0])
 
 
-def test_ranked_is_the_default_and_keeps_the_order_of_all_times():
+def test_ranked_keeps_the_order_of_all_times():
     X, kinds = monthly(4000, 1)
-    res = condense(X, kinds, 10, status=3, time_col=2, seed=4)
-    assert res.survival_times == "ranked"
+    res = condense(X, kinds, 10, status=3, time_col=2, seed=4, survival_times="ranked")
+    assert condense(X, kinds, 10, status=3, time_col=2, seed=4).survival_times == "coarsened"
     t, released = X[:, 2], res.synthetic[:, 2]
     assert not np.isin(released, t).any()                     # no source time, dense months
     assert released.min() >= t.min() and released.max() <= t.max()
@@ -64,7 +65,7 @@ def test_ranked_is_the_default_and_keeps_the_order_of_all_times():
         assert np.all(r[:, None] <= r[None, :] + (u[:, None] >= u[None, :]) * 1e9)
     report = verify(X, kinds, res, 10)
     assert report["times_checked"] == "ranked"
-    again = condense(X, kinds, 10, status=3, time_col=2, seed=4)
+    again = condense(X, kinds, 10, status=3, time_col=2, seed=4, survival_times="ranked")
     assert np.array_equal(again.synthetic, res.synthetic)
 
 
@@ -81,7 +82,7 @@ def test_ranked_float_times_and_one_distinct_time():
 @pytest.mark.parametrize("tamper", ["source_time", "order"])
 def test_verifier_refuses_a_ranked_release_that_breaks_its_promise(tamper):
     X, kinds = monthly(1200, 2)
-    res = condense(X, kinds, 10, status=3, time_col=2, seed=1)
+    res = condense(X, kinds, 10, status=3, time_col=2, seed=1, survival_times="ranked")
     released = res.synthetic.copy()
     if tamper == "source_time":
         released[0, 2] = np.ceil(released[0, 2])              # a source month
@@ -97,7 +98,7 @@ def test_verifier_refuses_a_ranked_release_that_breaks_its_promise(tamper):
 
 
 def test_plugin_releases_a_ranked_integer_time_as_float8():
-    f, r = frame(), req(**SURV, seed=11)
+    f, r = frame(), req(**SURV, seed=11, survival_times="ranked")
     plan = plugin.run(f, r)
     time_column = plan.tables[0].columns[r.columns.index("t")]
     assert isinstance(time_column, Synthetic)
@@ -116,3 +117,32 @@ def test_plugin_keeps_a_date_time_a_date():
         plugin.plan_read(req(**{"survival": {"time": "dx", "status": "dead"}},
                              survival_times="ranked"), "rid")
     assert e.value.sqlstate == "22023" and e.value.hint
+
+
+def recovered(source_times, res, attack):
+    """Share of the source times an attacker gets back by ``attack`` of the released times,
+    matched by rank within each cluster (the best pairing the attacker could hope for)."""
+    hits = total = 0
+    for c in range(res.n_clusters):
+        src = np.sort(source_times[res.cluster_id == c])
+        rel = np.sort(attack(res.synthetic[res.synthetic_cluster_id == c, 2]))
+        hits += int((src == rel).sum())
+        total += src.size
+    return hits / total
+
+
+@pytest.mark.parametrize("attack", [np.ceil, np.rint, np.floor])
+def test_rounding_attack_on_whole_number_times(attack):
+    """The attack deid defends against by default: rounding a released whole-month time.
+    'ranked' keeps the order of all times, so ceil() returns every source month (it protects
+    only against exact-value matches: documented, not the default; the smallest month's cell
+    lies above it); the default 'coarsened' gives back no more months than its bins allow by chance (a bin spans >= 3 months)."""
+    X, kinds = monthly(4000, 7)
+    ranked = condense(X, kinds, 10, status=3, time_col=2, seed=2, survival_times="ranked")
+    coarse = condense(X, kinds, 10, status=3, time_col=2, seed=2)
+    assert coarse.survival_times == "coarsened"
+    if attack is np.ceil:
+        # every month but the smallest (its cell lies above it), in disguise
+        smallest = np.mean(X[:, 2] == X[:, 2].min())
+        assert recovered(X[:, 2], ranked, attack) >= 1 - smallest - 0.01
+    assert recovered(X[:, 2], coarse, attack) < 0.5                # not the times

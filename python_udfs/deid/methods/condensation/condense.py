@@ -41,13 +41,14 @@ Deviations from 004 (each also noted where it is implemented):
    rounding (Alg. 3 matches them only in expectation); clusters with n <= p rows use Prop. 1
    in their own span (:mod:`.pca_synthesis`).  A 2-row cluster (k = 2 only) is thereby
    released as its source rows: its mean and covariance fix it.
-6. Step 2.d.ii: ``survival_times="original"`` is the paper as printed.  The default
-   ``"ranked"`` moves every source time strictly into the half gap below it (the smallest
+6. Step 2.d.ii: ``survival_times="original"`` is the paper as printed.  ``"ranked"`` moves every source time strictly into the half gap below it (the smallest
    time: just above it), one draw per row, ties broken events first then at random, and hands
    the cluster's moved times out by rank of the synthetic time: the order of all times across
    the table is the source's (the Cox risk sets are unchanged, so the Cox model is that of
    "original"), no released time equals a source time, and the time is released as a float
-   (:func:`.release_values.ranked_times`).  ``"coarsened"`` (the default before) cuts the time column into bins of >= k source rows (and >= 3 integers for
+   (:func:`.release_values.ranked_times`) -- but on whole-number times ceil() of a released
+   time is its source time: it protects against exact-value matches only.  The default
+   ``"coarsened"`` cuts the time column into bins of >= k source rows (and >= 3 integers for
    integer times), moves every time to another value of its own bin (a value no source row has
    where the bin has one) and hands the cluster's moved times out by rank of the synthetic
    time: the within-cluster rank order is kept, the order across the table is kept at the bin
@@ -485,11 +486,11 @@ def _check_survival(X, kinds, status, time_col):
 def _check_survival_times(mode, survival, algorithm):
     if mode is not None and mode not in SURVIVAL_TIMES:
         _invalid(f"unknown survival_times {mode!r}",
-                 "use 'ranked' (default), 'coarsened', 'perturbed' or 'original' (004 as printed)")
+                 "use 'coarsened' (default), 'ranked', 'perturbed' or 'original' (004 as printed)")
     if mode is not None and not (survival and algorithm == "improved"):
         _invalid("survival_times applies only to algorithm 'improved' with survival columns",
                  "drop survival_times, or give status and time")
-    return mode or ("ranked" if survival and algorithm == "improved" else None)
+    return mode or ("coarsened" if survival and algorithm == "improved" else None)
 
 
 def _attribute_weights(weights, m, status, time_col, survival, algorithm):

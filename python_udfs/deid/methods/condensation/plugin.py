@@ -45,11 +45,11 @@ OPTIONS = (
     Option("weights", "map_number", "clustering weight of a column in [0, 1] (004 Alg. 2 step 2a; "
            "the other columns share the rest equally); default 0.5 on the survival time.",
            low=0, high=1, example='{"weights": {"surv_months": 0.5}}'),
-    Option("survival_times", "choice", "'ranked' (default: every time moved just below itself, "
-           "as float8: the order of all times kept, no source time released), 'coarsened' "
-           "(moved inside its bin of >= k source rows), 'perturbed' (inside its cluster's cell) "
+    Option("survival_times", "choice", "'coarsened' (default: moved inside its bin of >= k "
+           "source rows), 'ranked' (moved just below itself, as float8: the order of all times "
+           "kept; ceil() gives whole-number times back), 'perturbed' (inside its cluster's cell) "
            "or 'original' (004 Alg. 2 step 2.d.ii as printed).",
-           choices=("ranked", "coarsened", "perturbed", "original")),
+           choices=("coarsened", "ranked", "perturbed", "original")),
     Option("auto_k", "bool", "raise k to the largest of k, 1.5k, 2k, 3k, 5k, 7.5k, 10k whose "
            "release keeps <= 10 % of the Cox model's coefficients outside the source's 95 % "
            "intervals (the trials in metrics.k_rule); never lowers k; needs survival.",
@@ -147,13 +147,8 @@ def plan_read(req, rid):
 
 
 def survival_times_of(req):
-    """The survival-time mode: the option, else "ranked" (released as float8), but
-    "coarsened" for a date column (a date is released as a date)."""
-    chosen = req.options.get("survival_times")
-    if chosen:
-        return chosen
-    time_col = req.rel.columns[req.options["survival"]["time"]]
-    return "coarsened" if time_col.base_type == "date" else "ranked"
+    """The survival-time mode: the option, else "coarsened"."""
+    return req.options.get("survival_times") or "coarsened"
 
 
 def _refuse_nulls(req, frame):
@@ -216,7 +211,7 @@ def run(frame, req):
         from .choose_k import choose_k
         status_col, time_col = survival_columns
         k_used, res, trials = choose_k(release, X, kinds, time_col, status_col, req.k, frame.n)
-        k_rule = k_rule_metrics(req.k, k_used, trials)
+        k_rule = k_rule_metrics(req.k, k_used, trials, res.survival_times)
     else:
         res = release(req.k)
     kinds = released_kinds(kinds, res.time_col, res.survival_times)
@@ -261,7 +256,7 @@ def run(frame, req):
                                        for j, g in generalized.items()}))
 
 
-def k_rule_metrics(requested, used, trials):
+def k_rule_metrics(requested, used, trials, survival_times=None):
     """The log's account of the k rule (methods.condensation.choose_k): what was tried, what
     was used, and why."""
     from .choose_k import MAX_MISS
@@ -274,7 +269,9 @@ def k_rule_metrics(requested, used, trials):
     elif last["ci_miss"] > MAX_MISS:
         why = (f"k = {used} as requested (never lowered), though its release leaves "
                f"{last['ci_miss']:.0%} of the Cox coefficients outside: a smaller k attenuates "
-               "less")
+               "less" + ("; coarsened survival times themselves bias the Cox model of a "
+                         "large table ('ranked' keeps their order)"
+                         if survival_times == "coarsened" else ""))
     return {"requested": requested, "used": used, "max_miss": MAX_MISS, "trials": trials,
             "why": why}
 
