@@ -4,9 +4,10 @@
     bench/results/condensation_eval/cache/<data set>/<method>_k<k>.risk.jsonl  anonymeter runs
 
 Each line carries the seed and a fingerprint of what produced it (the data set's rows, the
-method's code and options); a line whose fingerprint no longer matches is ignored and
-recomputed, so re-running after a change to deid's condensation code recomputes deid's rows
-only, and an interrupted run resumes where it stopped.
+method's code and options); a line whose fingerprint does not match the current code is kept
+but not used (the results of an earlier code stay with it), so re-running after a change to
+deid's condensation code recomputes deid's rows only, and an interrupted run resumes where it
+stopped.
 """
 import hashlib
 import json
@@ -46,6 +47,7 @@ class Store:
         self.path = os.path.join(d, f"{method}_k{k}{suffix}")
         self.fingerprint = fingerprint
         self.lines = {}
+        self.others = []                                # other code's lines: kept, not used
         if os.path.exists(self.path):
             with open(self.path) as f:
                 for line in f:
@@ -55,9 +57,8 @@ class Store:
                         continue
                     if x.get("fingerprint") == fingerprint:
                         self.lines[x["seed"]] = x
-        stale = os.path.exists(self.path) and not self.lines
-        if stale:                                       # only other fingerprints: start afresh
-            os.remove(self.path)
+                    else:
+                        self.others.append(line.rstrip("\n"))
 
     def get(self, seed):
         return self.lines.get(seed)
@@ -70,7 +71,10 @@ class Store:
         return x
 
     def compact(self):
-        """Rewrite the file with the current fingerprint's lines only (drops stale ones)."""
+        """Rewrite the file: other fingerprints' lines as they were, then this one's by seed
+        (one line a seed)."""
         with open(self.path, "w") as f:
+            for line in self.others:
+                f.write(line + "\n")
             for seed in sorted(self.lines):
                 f.write(json.dumps(self.lines[seed]) + "\n")

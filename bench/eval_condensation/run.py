@@ -231,6 +231,9 @@ def main():
     ap.add_argument("--risk-max-k", type=int, default=max(K_GRID),
                     help="no risk runs for deid above this k (besides the chosen k)")
     ap.add_argument("--report-only", action="store_true", help="tables and plots from the cache")
+    ap.add_argument("--out", default="condensation_eval.md", help="the report's file name "
+                    "under bench/results")
+    ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--until", help="UTC time HH:MM after which nothing new starts (the report "
                     "shows what was done: seeds per cell)")
     args = ap.parse_args()
@@ -248,10 +251,11 @@ def main():
         results = [evaluate_dataset(name, args, compute=False) for name in args.datasets]
     text = report.tables(results, args)
     print(text)
-    with open(os.path.join(RESULTS, "condensation_eval.md"), "w") as f:
+    with open(os.path.join(RESULTS, args.out), "w") as f:
         f.write(text + "\n")
-    plots.frontier(results, RESULTS)
-    plots.speed_plot(RESULTS)
+    if not args.no_plots:
+        plots.frontier(results, RESULTS)
+        plots.speed_plot(RESULTS)
 
 
 if __name__ == "__main__":
