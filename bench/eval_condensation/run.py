@@ -89,23 +89,33 @@ class Maker:
         return synth.deid_release(self.ds, self.method, seed, k=self.k)
 
 
+def todo(store, seeds):
+    """The seeds ``store`` does not hold yet, one by one while there is time."""
+    for seed in seeds:
+        if out_of_time():
+            return
+        if store.get(seed) is None:
+            yield seed
+
+
+def refusal(e):
+    """The plug-in's refusal (a DeidError: the data set does not allow that k) or re-raise."""
+    if getattr(e, "sqlstate", None) is None:
+        raise e
+    return str(e)
+
+
 def utility_cell(ds, method, k, seeds, orig, th, refused):
     """Fits of ``seeds`` releases of (method, k), cached; None when the plug-in refuses k."""
     store = cache.Store(CACHE, ds.name, method, k, fingerprint(ds, method))
     make = Maker(ds, method, k)
     done = 0
-    for seed in seeds:
-        if store.get(seed) is not None:
-            continue
-        if out_of_time():
-            break
+    for seed in todo(store, seeds):
         t0 = time.perf_counter()
         try:
             rel = make(seed)
         except Exception as e:                       # noqa: BLE001 -- the plug-in's refusal
-            if getattr(e, "sqlstate", None) is None:
-                raise
-            refused[(method, k)] = str(e)
+            refused[(method, k)] = refusal(e)
             return None
         fits = {m: utility.to_json(utility.fit(ds, rel, m, th)) for m in utility.MODELS}
         md, cd = utility.moments(ds, rel)
@@ -127,20 +137,14 @@ def risk_cell(ds, method, k, seeds, train, control, by_rule=False):
     ds_train = copy.copy(ds)
     ds_train.df = train
     make = Maker(ds_train, method, k)
-    for seed in seeds:
-        if store.get(seed) is not None:
-            continue
-        if out_of_time():
-            break
+    for seed in todo(store, seeds):
         t0 = time.perf_counter()
         k_used = k
         try:
             rel = make(seed)
         except Exception as e:                       # noqa: BLE001 -- the plug-in's refusal
-            if getattr(e, "sqlstate", None) is None:
-                raise
             if not by_rule:
-                store.put(seed, {"refused": str(e)})
+                store.put(seed, {"refused": refusal(e)})
                 continue
             rel = synth.deid_release(ds_train, method, seed, k=ds.k, extra={"auto_k": True})
             k_used = rel.attrs["metrics"].get("k_rule", {}).get("used", ds.k)
