@@ -108,9 +108,12 @@ $(EVAL_VENV)/.stamp: bench/requirements-eval.txt
 
 bench-eval: $(EVAL_VENV)/.stamp
 
-## eval-condensation: utility + risk of condensation vs copulas and DataSynthesizer (004 sec. 3.5)
+## eval-condensation: utility + risk of condensation per data set x model beside a bootstrap of
+## the original, copulas and DataSynthesizer (004 sec. 3.5, issue 25); resumable (cached per
+## data set, method, k, seed), at the lowest CPU priority; EVAL_ARGS e.g. --datasets rossi
+EVAL_ARGS ?=
 eval-condensation: bench-eval
-	$(EVAL_VENV)/bin/python -m bench.eval_condensation.run
+	nice -n 19 $(EVAL_VENV)/bin/python -m bench.eval_condensation.run $(EVAL_ARGS)
 
 ## dist: the PGXN distribution deid-<version>.zip of the committed tree (META.json; `pgxn install deid`)
 VERSION = $(shell sed -n 's/^EXTVERSION *= *//p' extension/Makefile)

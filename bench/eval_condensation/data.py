@@ -27,7 +27,7 @@ class Dataset:
     kinds: dict               # column -> "int" | "float" | "categorical"
     time: str
     status: str               # 1 = event (death / arrest)
-    k: int                    # condensation k used for this data set
+    k: int                    # the k requested (the plug-in's k rule may raise it: run.chosen_k)
 
     @property
     def covariates(self):
@@ -111,7 +111,7 @@ def registry(name="colon", n=None, seed=2004):
                        "payor": payor, "surv_months": months, "vital_status": dead})
     kinds = {c: "categorical" for c in df.columns}
     kinds.update(diag_age="int", surv_months="int", vital_status="int")
-    return Dataset(name, df, kinds, "surv_months", "vital_status", 100)
+    return Dataset(name, df, kinds, "surv_months", "vital_status", 10)
 
 
 LOADERS = {"rossi": rossi, "gbsg2": gbsg2, "whas500": whas500, "veterans": veterans,

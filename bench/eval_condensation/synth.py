@@ -20,7 +20,6 @@ import tempfile
 import warnings
 
 import numpy as np
-import pandas as pd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python_udfs"))
@@ -28,17 +27,42 @@ sys.path.insert(0, os.path.join(ROOT, "python_udfs"))
 from deid.request import options as opts_schema  # noqa: E402
 from deid.catalog.relations import Column, Relation  # noqa: E402
 from deid.read.frame import EncodedColumn, Frame  # noqa: E402
-from deid.plan import SourceCodes                              # noqa: E402
+from deid.plan import Labels, SourceCodes  # noqa: E402
 from deid.methods.condensation import plugin  # noqa: E402
 from deid.request.release import Request  # noqa: E402
 
-# evaluation variants of deid: name -> request options (besides survival and seed)
+# evaluation variants of deid: name -> request options (besides survival and seed). "deid" is
+# the plug-in's default (no survival_times option: whatever the method defaults to).
 DEID_VARIANTS = {
+    "deid": {},
+    "deid-guard": {"distance_guard": 8},                       # redraws close clusters
     "deid-original-times": {"survival_times": "original"},     # 004 Alg. 2 as printed
     "deid-perturbed": {"survival_times": "perturbed"},
     "deid-coarsened": {"survival_times": "coarsened"},
     "deid-alg1": {"algorithm": "original"},                    # 004 Alg. 1 (Aggarwal)
 }
+METHOD_DIR = os.path.join(ROOT, "python_udfs", "deid", "methods", "condensation")
+
+
+def _code_digest():
+    from .cache import files_digest
+    return files_digest([os.path.join(METHOD_DIR, f) for f in os.listdir(METHOD_DIR)
+                         if f.endswith(".py")])
+
+
+CODE_DIGEST = _code_digest()      # read with the plug-in's import: a later edit is not mixed in
+
+
+def deid_fingerprint(variant):
+    """What a deid release depends on: the condensation plug-in's code and the options."""
+    from .cache import digest
+    return digest(CODE_DIGEST, sorted(DEID_VARIANTS[variant].items()))
+
+
+def bootstrap(ds, seed):
+    """A bootstrap resample of the original: the same n rows drawn with replacement."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,)))
+    return ds.df.iloc[rng.integers(0, len(ds.df), len(ds.df))].reset_index(drop=True)
 
 
 def _frame_and_relation(ds):
@@ -63,9 +87,11 @@ def _frame_and_relation(ds):
     return frame, Relation(1, "public", ds.name, "r", False, meta)
 
 
-def deid_release(ds, variant, seed, k=None):
-    """A condensation release of ``ds`` as a DataFrame (columns and codes as in ``ds.df``)."""
-    options = dict(DEID_VARIANTS[variant])
+def deid_release(ds, variant, seed, k=None, extra=None):
+    """A condensation release of ``ds`` as a DataFrame (columns and codes as in ``ds.df``);
+    ``extra``: more request options; the plan's metrics in the frame's ``attrs["metrics"]``."""
+    import pandas as pd
+    options = dict(DEID_VARIANTS[variant], **(extra or {}))
     if options.get("algorithm") != "original":
         options["survival"] = {"time": ds.time, "status": ds.status}
     options["seed"] = seed
@@ -78,15 +104,48 @@ def deid_release(ds, variant, seed, k=None):
     plan = plugin.run(frame, req)
     out = {}
     for col in plan.tables[0].columns:
-        if isinstance(col, SourceCodes):
+        if isinstance(col, Labels):
+            out[col.name] = _ungeneralize(ds, col, seed)
+        elif isinstance(col, SourceCodes):
             levels = np.array([float(x) for x in col.dictionary])
             out[col.name] = levels[col.codes].astype(ds.df[col.name].dtype)
-        else:
-            out[col.name] = col.values.astype(ds.df[col.name].dtype)
-    return pd.DataFrame(out, columns=ds.df.columns)
+        else:           # a number: the source's type unless the release has fractions
+            v = np.asarray(col.values, float)   # (e.g. survival times moved between integers)
+            integral = ds.df[col.name].dtype.kind == "i" and np.array_equal(v, np.rint(v))
+            out[col.name] = v.astype(np.int64) if integral else v
+    df = pd.DataFrame(out, columns=ds.df.columns)
+    df.attrs["metrics"] = plan.metrics
+    return df
+
+
+def _ungeneralize(ds, col, seed):
+    """A column whose rare categories the release merged (methods.condensation_rare) back on the
+    source's levels, for the models' fixed dummies: a merged row gets one of the merged source
+    values drawn in the source's proportions (what an analyst imputing them would do)."""
+    src = ds.df[col.name].to_numpy()
+    levels, counts = np.unique(src, return_counts=True)
+    named = {float(x): i for i, x in enumerate(col.labels) if _is_number(x)}
+    value = np.array([float(col.labels[c]) if c < len(col.labels) and _is_number(col.labels[c])
+                      else np.nan for c in col.codes])
+    merged = np.isnan(value)
+    pool = np.array([lv not in named for lv in levels.astype(float)])
+    if merged.any() and pool.any():
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(8,)))
+        p = counts[pool] / counts[pool].sum()
+        value[merged] = rng.choice(levels[pool].astype(float), int(merged.sum()), p=p)
+    return value.astype(src.dtype)
+
+
+def _is_number(x):
+    try:
+        float(x)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def _postprocess(ds, sample):
+    import pandas as pd
     out = pd.DataFrame(index=range(len(sample)))
     for c in ds.df.columns:
         src = ds.df[c].to_numpy()

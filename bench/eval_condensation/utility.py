@@ -17,13 +17,13 @@ absolute difference of the Pearson correlations of all column pairs (dummies for
 import warnings
 
 import numpy as np
-import pandas as pd
 
 MODELS = ("linear", "logistic", "cox")
 ALPHA = 0.05
 
 
 def design(ds, df):
+    import pandas as pd
     parts = []
     for c in ds.covariates:
         if ds.kinds[c] == "categorical":
@@ -68,38 +68,85 @@ def fit(ds, df, model, threshold):
     return out
 
 
+def to_json(fit_result):
+    """A fit as lists (None stays None) for the cache."""
+    return None if fit_result is None else [np.asarray(a, float).tolist() for a in fit_result]
+
+
+def from_json(x):
+    return None if x is None else tuple(np.asarray(a, float) for a in x)
+
+
+EXTREME_P = (0.001, 0.5)       # "clear" coefficients: original p < 0.001 or p > 0.5
+
+
 class Tally:
-    """Pooled counts of one (data set, method, model) over seeds."""
+    """Pooled counts of one (data set, method, k, model) over seeds.  Significance changes are
+    counted overall and apart for the coefficients whose original p is clear (< 0.001 or
+    > 0.5) and near the threshold (the rest); ``shift`` sums each coefficient's difference to
+    the original in original standard errors (the mean over seeds shows a bias)."""
 
-    def __init__(self):
-        self.coefs = self.sig_changed = self.sig_orig = self.dir_changed = self.outside = 0
-        self.fits = self.failed = 0
-
-    def add(self, orig, rel):
+    def __init__(self, orig):
+        self.orig = orig
         coef_o, p_o, lo_o, hi_o = orig
-        n = coef_o.size
-        sig_o = p_o < ALPHA
+        self.sig_o = p_o < ALPHA
+        self.extreme = (p_o < EXTREME_P[0]) | (p_o > EXTREME_P[1])
+        self.se_o = (hi_o - lo_o) / (2 * 1.959963984540054)
+        self.coefs = self.sig_changed = self.sig_orig = self.dir_changed = self.outside = 0
+        self.ext_n = self.ext_changed = self.near_n = self.near_changed = 0
+        self.fits = self.failed = 0
+        self.shift = np.zeros(coef_o.size)
+        self.shift_fits = 0
+
+    def add(self, rel):
+        coef_o, _, lo_o, hi_o = self.orig
+        n, sig_o = coef_o.size, self.sig_o
         self.fits += 1
         self.coefs += n
         self.sig_orig += int(sig_o.sum())
+        self.ext_n += int(self.extreme.sum())
+        self.near_n += int((~self.extreme).sum())
         if rel is None:
             self.failed += 1
             self.sig_changed += n
+            self.ext_changed += int(self.extreme.sum())
+            self.near_changed += int((~self.extreme).sum())
             self.dir_changed += int(sig_o.sum())
             self.outside += n
             return
         coef_r, p_r = rel[0], rel[1]
-        self.sig_changed += int(((p_r < ALPHA) != sig_o).sum())
+        changed = (p_r < ALPHA) != sig_o
+        self.sig_changed += int(changed.sum())
+        self.ext_changed += int((changed & self.extreme).sum())
+        self.near_changed += int((changed & ~self.extreme).sum())
         self.dir_changed += int((sig_o & (np.sign(coef_r) != np.sign(coef_o))).sum())
         self.outside += int(((coef_r < lo_o) | (coef_r > hi_o)).sum())
+        self.shift += (coef_r - coef_o) / np.where(self.se_o > 0, self.se_o, np.inf)
+        self.shift_fits += 1
 
     def row(self):
         pct = lambda a, b: 100.0 * a / b if b else float("nan")      # noqa: E731
+        shift = self.shift / self.shift_fits if self.shift_fits else np.full_like(self.shift,
+                                                                                   np.nan)
         return {"changed_significance_pct": pct(self.sig_changed, self.coefs),
+                "changed_significance_clear_pct": pct(self.ext_changed, self.ext_n),
+                "changed_significance_near_pct": pct(self.near_changed, self.near_n),
+                "clear_coefficients": self.ext_n // max(self.fits, 1),
+                "changed_direction": self.dir_changed,
                 "changed_direction_pct": pct(self.dir_changed, self.sig_orig),
                 "outside_ci_pct": pct(self.outside, self.coefs),
+                "max_abs_shift_se": (float(np.max(np.abs(shift))) if self.shift_fits and
+                                     shift.size else float("nan")),
+                "shift_se": [round(float(x), 2) for x in shift],
                 "coefficients": self.coefs, "significant": self.sig_orig,
                 "fits": self.fits, "failed": self.failed}
+
+
+def score(row):
+    """One model's utility loss: the mean of its three percentages (lower is better)."""
+    vals = [row[k] for k in ("changed_significance_pct", "changed_direction_pct",
+                             "outside_ci_pct")]
+    return float(np.nanmean(vals))
 
 
 def _numeric(ds, df):
