@@ -56,7 +56,7 @@ Deviations from 004 (each also noted where it is implemented):
    (the default before the evaluation) moves every time inside its own cell between the
    midpoints to the cluster's neighbouring distinct times; on dense integer months those cells
    hold no other integer and ~98 % of the times stayed unchanged.  The default was chosen from
-   bench/eval_condensation (README "Condensation: utility and risk"): the only mode that
+   bench/eval_condensation (docs/condensation-evaluation.md): the only mode that
    releases no time as itself on dense data; anonymeter risk equal within noise; utility equal
    within noise except on short dense survival (lung-like: coarser Cox/linear coefficients),
    where "perturbed" keeps more resolution (:mod:`.release_values`).
