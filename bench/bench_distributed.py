@@ -58,6 +58,12 @@ SELECT i::bigint AS patient_id,
  WHERE :part >= 0 AND (hashint4(i) & (:nodes - 1)) = :part;
 ALTER TABLE bench.patients ADD PRIMARY KEY (patient_id);
 ANALYZE bench.patients;
+-- condensation's source: the same rows without the quasi-identifier roles, so that age stays a
+-- number (a column whose role names a hierarchy is a category for condensation, 004 sec. 3.1)
+CREATE TABLE bench.survival AS
+SELECT patient_id, age, sex, race, pt, surv_months, vital FROM bench.patients;
+ALTER TABLE bench.survival ADD PRIMARY KEY (patient_id);
+ANALYZE bench.survival;
 """
 DIAGNOSES = """
 CREATE TABLE bench.diagnoses AS
@@ -86,11 +92,17 @@ CATALOG = [
     "SELECT deid.set_role('bench.patients', c, 'sensitive')"
     " FROM unnest('{diagnosis,treatment,vital,surv_months}'::text[]) c",
 ]
+CATALOG += [
+    "SELECT deid.set_role('bench.survival', c, 'quasi_identifier')"
+    " FROM unnest('{age,sex,race,pt}'::text[]) c",
+    "SELECT deid.set_role('bench.survival', c, 'sensitive')"
+    " FROM unnest('{surv_months,vital}'::text[]) c",
+]
 REQUESTS = {
     "anatomy": ("bench.patients", "anatomy", 10, 3, "{age,sex,race,zip,diagnosis}", {"seed": 7}),
     "generalization": ("bench.patients", "generalization", 10, None, "{age,sex,race,pt,diagnosis}",
                        {"seed": 7}),
-    "condensation": ("bench.patients", "condensation", 100, None,
+    "condensation": ("bench.survival", "condensation", 100, None,
                      "{age,sex,race,pt,surv_months,vital}",
                      {"survival": {"time": "surv_months", "status": "vital"},
                       "row_id": "patient_id", "seed": 7}),
@@ -144,7 +156,7 @@ class Warehouse:
         with cf.ThreadPoolExecutor(len(self.members)) as ex:
             list(ex.map(load, self.members))
         with self.connect("coord") as c:
-            for t in ("bench.patients",) + (("bench.diagnoses",) if diagnoses else ()):
+            for t in ("bench.patients", "bench.survival") + (("bench.diagnoses",) if diagnoses else ()):
                 c.execute("SELECT deid.register_distributed_source(%s, 'deid_shards', 'patient_id')", [t])
 
     def stop(self):

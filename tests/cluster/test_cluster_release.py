@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from .conftest import NODES, member_url
 
@@ -65,7 +66,8 @@ def test_condensation_distributed_agrees_with_an_independent_check(wh):
     assert rows == n == reader.execute("SELECT count(*) FROM release.cl_cond").fetchone()[0]
     # every categorical value of the union held by >= k rows; the union's means are the source's
     for col in ("sex", "race", "pt"):
-        counts = reader.execute(f"SELECT count(*) FROM release.cl_cond GROUP BY {col}").fetchall()
+        counts = reader.execute(sql.SQL("SELECT count(*) FROM release.cl_cond GROUP BY {}")
+                                .format(sql.Identifier(col))).fetchall()
         assert min(c for c, in counts) >= k, col
     released = reader.execute("SELECT avg(age), avg(surv_months) FROM release.cl_cond").fetchone()
     total = [0.0, 0.0]

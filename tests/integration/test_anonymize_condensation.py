@@ -7,6 +7,7 @@ import re
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from dbfixtures import hint_of, sqlstate_of
 
@@ -147,8 +148,8 @@ def test_ranked_times_keep_the_order_of_all_times_and_release_no_source_time(con
             release="t_cond_r")
     released = [r for r in analyst.execute("SELECT surv_months, vital FROM release.t_cond_r"
                                            " ORDER BY surv_months")]
-    source = cond.execute(f"SELECT surv_months, vital FROM {TABLE}"
-                          " ORDER BY surv_months, vital DESC").fetchall()
+    source = cond.execute(sql.SQL("SELECT surv_months, vital FROM {} ORDER BY surv_months, vital DESC")
+                          .format(sql.Identifier(*TABLE.split(".")))).fetchall()
     times = {t for t, _ in source}
     assert len(released) == len(source) and not any(t in times for t, _ in released)
     # the statuses in time order are the source's (ties: events first): the Cox risk sets

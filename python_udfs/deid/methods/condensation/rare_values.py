@@ -204,7 +204,11 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
             rows = np.searchsorted(bad, stuck)
             pick = _random_valid(valid[rows], cost[rows] < CONSTANT_COST, rng)
             ok = pick >= 0
-            released[np.asarray(stuck)[ok]] = cand[rows[ok], pick[ok]]
+            # only the numeric columns: a swap of this round may have given a stuck row (as a
+            # partner) another category since its candidates were drawn, and writing the stale
+            # category back would change its cluster's category counts (004 Alg. 2 step 2.d.i)
+            cols = np.asarray(numeric)
+            released[np.ix_(np.asarray(stuck)[ok], cols)] = cand[rows[ok], pick[ok]][:, cols]
 
     for round_ in range(max_rounds):
         moved[bad] = True
