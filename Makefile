@@ -81,11 +81,11 @@ test: start venv
 	pg_prove --ext .sql -r tests/pgtap --dbname "$$($(CLUSTER) url $(TEST_DB))"
 
 ## fuzz: FUZZ_N random requests per method against the real server, each success and refusal
-## checked by tests/fuzz/checker.py (issue 26); summary on stdout, JSON in FUZZ_OUT
+## checked by tests/fuzz/checker.py; summary on stdout, JSON in FUZZ_OUT
 FUZZ_N ?= 10000
 FUZZ_SEED ?= 1
 FUZZ_WORKERS ?= 2
-FUZZ_OUT ?= /tmp/deid_fuzz_$(FUZZ_SEED).json
+FUZZ_OUT ?= build/fuzz_$(FUZZ_SEED).json
 fuzz: start venv
 	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS deid_fuzz WITH (FORCE)" -c "CREATE DATABASE deid_fuzz"
 	$(VENV)/bin/python -m tests.fuzz.runner --url "$$($(CLUSTER) url deid_fuzz)" --n $(FUZZ_N) \

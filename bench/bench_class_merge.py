@@ -5,7 +5,7 @@ no server. Each node's table is a random draw of `classes` distinct classes out 
 2 x `classes` classes over 5 quasi-identifiers (hash-sharded rows of one distribution: the
 nodes share most of their classes), counts 1..19.
 
-    .venv/bin/python bench/bench_class_merge.py      (holds /work/wt/_bench.lock while timing)
+    .venv/bin/python bench/bench_class_merge.py      (holds the benchmark lock, DEID_BENCH_LOCK, while timing)
 Writes bench/results/class_merge.{json,txt}.
 """
 import json

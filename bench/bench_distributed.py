@@ -16,8 +16,8 @@ every configuration releases the same rows.
         [--nodes 1,2,4] [--methods anatomy,generalization,condensation,disassociation]
         [--name distributed]
 
-Every timed step holds /work/wt/_bench.lock (the machine-wide benchmark lock), one step at a
-time. Writes bench/results/<name>.{json,txt,png}.
+Every timed step holds the benchmark lock (DEID_BENCH_LOCK, default bench/.lock), one step at
+a time, so that timed runs on a shared machine do not overlap. Writes bench/results/<name>.{json,txt,png}.
 """
 import argparse
 import concurrent.futures as cf
@@ -35,7 +35,7 @@ from psycopg import sql
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 SCRIPT = ROOT / "scripts" / "shard-cluster.sh"
-LOCK = os.environ.get("DEID_BENCH_LOCK", "/work/wt/_bench.lock")
+LOCK = os.environ.get("DEID_BENCH_LOCK", str(ROOT / "bench" / ".lock"))
 DB = "deid_bench_dist"
 
 # the rows: every column a hash of the patient id i (skewed where the sample is)

@@ -1,6 +1,6 @@
 """Fuzz deid.anonymize_request at scale against the real server (issue 26).
 
-    python -m tests.fuzz.runner --url postgresql://... --n 10000 --seed 1 --workers 2 --out /tmp/f.json
+    python -m tests.fuzz.runner --url postgresql://... --n 10000 --seed 1 --workers 2 --out build/fuzz.json
 
 Each worker process opens three connections (a superuser for setup and checking, an analyst
 with SELECT on the fuzz tables, a researcher with only a policy), creates a fresh tiny table
@@ -244,6 +244,7 @@ def run(url, n, seed, workers=2, batch=40, out=None, quiet=False):
         total.merge(r)
     d = summarize(total.as_dict(), time.monotonic() - start, workers, seed, n)
     if out:
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         with open(out, "w") as f:
             json.dump(d, f, indent=2, sort_keys=True, default=str)
     if not quiet:
@@ -258,11 +259,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=40, help="requests per fresh table")
-    ap.add_argument("--out", default=None, help="JSON summary (default /tmp/deid_fuzz_<seed>.json)")
+    ap.add_argument("--out", default=None, help="JSON summary (default build/fuzz_<seed>.json)")
     a = ap.parse_args(argv)
     if not a.url:
         ap.error("--url or DEID_FUZZ_URL is required")
-    d = run(a.url, a.n, a.seed, a.workers, a.batch, a.out or f"/tmp/deid_fuzz_{a.seed}.json")
+    d = run(a.url, a.n, a.seed, a.workers, a.batch, a.out or f"build/fuzz_{a.seed}.json")
     return 1 if d["checker_failures"] or d["internal_errors"] else 0
 
 

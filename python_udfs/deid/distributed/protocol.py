@@ -66,8 +66,12 @@ def runs(db, run_ids, release_ids):
     out = []
     for run, rid in zip(run_ids or [], release_ids or []):
         committed = bool(db.value("SELECT 1 FROM deid.distributed_release WHERE run = $1", [run]))
+        # a session lock taken and given back at once: the caller's transaction keeps no lock
+        # (it would stall the coordinator that gets this release id, and keep a dead run alive)
         running = not committed and not db.value(
-            f"SELECT pg_catalog.pg_try_advisory_xact_lock({LOCK_CLASS}, $1::int)", [rid], ["bigint"])
+            f"SELECT CASE WHEN pg_catalog.pg_try_advisory_lock({LOCK_CLASS}, $1::int)"
+            f" THEN pg_catalog.pg_advisory_unlock({LOCK_CLASS}, $1::int) ELSE false END",
+            [rid], ["bigint"])
         out.append((run, committed, running))
     return out
 

@@ -109,12 +109,7 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
         drawn = lo + np.floor(u * choices)
         drawn += drawn >= values
         moved = np.where(choices > 0, drawn, values)
-        free = _free_integers(original, col_lo, col_hi)
-        if free.size:
-            first = np.searchsorted(free, lo, side="left")
-            n_free = np.searchsorted(free, hi, side="right") - first
-            pick = np.minimum(first + np.floor(u * n_free).astype(np.int64), free.size - 1)
-            moved = np.where(n_free > 0, free[pick], moved)
+        moved = _prefer_free(moved, original, col_lo, col_hi, lo, hi, u)
     else:
         moved = lo + u * (hi - lo)
         stuck = (moved == values) & (hi > lo)
@@ -247,12 +242,7 @@ def coarsened_times(values, clusters, original, rng, integer, bin_rows):
         pick = first + np.floor(u * others).astype(np.int64)
         pick += np.where(pick >= same_lo, same_hi - same_lo, 0)
         moved = np.where(others > 0, ranked[np.minimum(pick, ranked.size - 1)], values)
-        free = _free_integers(original, col_lo, col_hi)
-        if free.size:
-            first = np.searchsorted(free, lo, side="left")
-            n_free = np.searchsorted(free, hi, side="right") - first
-            pick = np.minimum(first + np.floor(u * n_free).astype(np.int64), free.size - 1)
-            moved = np.where(n_free > 0, free[pick], moved)
+        moved = _prefer_free(moved, original, col_lo, col_hi, lo, hi, u)
     else:
         hi = np.r_[bins[1:], col_hi][b]
         moved = lo + u * (hi - lo)
@@ -276,6 +266,18 @@ def _rank_table(original, col_lo, col_hi):
         return None
     counts = np.bincount((original - col_lo).astype(np.int64), minlength=span)
     return np.concatenate([[0], np.cumsum(counts)])
+
+
+def _prefer_free(moved, original, col_lo, col_hi, lo, hi, u):
+    """Where an integer of [lo, hi] that no source row holds exists, a draw among those
+    (u in [0, 1) per row) replaces ``moved``: a released time then equals no source time."""
+    free = _free_integers(original, col_lo, col_hi)
+    if not free.size:
+        return moved
+    first = np.searchsorted(free, lo, side="left")
+    n_free = np.searchsorted(free, hi, side="right") - first
+    pick = np.minimum(first + np.floor(u * n_free).astype(np.int64), free.size - 1)
+    return np.where(n_free > 0, free[pick], moved)
 
 
 def _free_integers(original, col_lo, col_hi):
