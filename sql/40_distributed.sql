@@ -172,6 +172,11 @@ BEGIN
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_store(run, coord_release, source, method, k, l,
                                          columns, selection, options, release); $b$$p$,
+        $p$deid._dist_eligible(cluster_name text, source text, method text, k int, l int, columns text[],
+            selection text, options text, release text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_eligible(source, method, k, l, columns, selection, options,
+                                            release); $b$$p$,
         $p$deid._dist_check(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_check(run, current_user); $b$$p$,

@@ -34,7 +34,8 @@ DECLARE
                                'generalization_levels', 'dist_gen_classes', 'dist_store_part',
                                'dist_gen_stored', 'dist_node_gen_classes',
                                'dist_node_store_part', 'dist_part_finish',
-                               'dist_node_gen_stored'];
+                               'dist_node_gen_stored', 'dist_eligible', 'dist_node_eligible',
+                               'dist_eligibility_begin', 'dist_eligibility_check'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN

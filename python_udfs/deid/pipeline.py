@@ -57,6 +57,7 @@ class Pending:
     frame: object = None
     read_seconds: float = 0.0
     read_sql_seconds: float = 0.0
+    purpose: str = "release"   # "check": a pre-check's narrowed read, never released (check())
 
 
 def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
@@ -74,8 +75,9 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
         _PENDING.pop(token, None)
 
 
-def _begin_and_read(db, relid, method, k, l, columns, selection, options, name, read=True):
-    token = db.value("SELECT deid._request_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
+def _begin_and_read(db, relid, method, k, l, columns, selection, options, name, read=True,
+                    begin_function="deid._request_begin"):
+    token = db.value(f"SELECT {begin_function}($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
                      [relid, method, k, l, columns, selection, options, name],
                      ["oid", "text", "int", "int", "text[]", "text", "text", "text"])
     try:
@@ -149,12 +151,13 @@ def read_pending(db, token):
     return p.frame.n
 
 
-def begin(db, relid, method, k, l, columns, selection, options, name, caller):
+def begin(db, relid, method, k, l, columns, selection, options, name, caller, narrow=None):
     """SECURITY DEFINER: validate, authorize, plan; for a policy, have the grantor read. A
     refusal before the grant is known (an option, k, the selection) keeps its detail only for
-    a caller with SELECT on the relation: a requester without it learns no detail at all."""
+    a caller with SELECT on the relation: a requester without it learns no detail at all.
+    ``narrow(req, spec)``: a pre-check's read in place of the plug-in's (check() below)."""
     try:
-        return _begin(db, relid, method, k, l, columns, selection, options, name, caller)
+        return _begin(db, relid, method, k, l, columns, selection, options, name, caller, narrow)
     except DeidError as e:
         if e.detail is not None and not _may_select(db, caller, relid):
             e.detail = None
@@ -170,7 +173,7 @@ def _may_select(db, caller, relid):
         return False
 
 
-def _begin(db, relid, method, k, l, columns, selection, options, name, caller):
+def _begin(db, relid, method, k, l, columns, selection, options, name, caller, narrow=None):
     access.caller_role(db, caller)
     rel = catalog.relation(db, relid)
     entry, opts = opts_schema.validate_request(method, k, l, options)
@@ -212,8 +215,11 @@ def _begin(db, relid, method, k, l, columns, selection, options, name, caller):
         req.option_hierarchy = loaded[optional[0]]
     with _redacted(req):
         spec = plugin.plan_read(req, rid)
+        if narrow is not None:
+            spec = narrow(req, spec)
     token = secrets.token_hex(16)
-    _PENDING[token] = Pending(req, entry, spec, grant["reader"], old)
+    _PENDING[token] = Pending(req, entry, spec, grant["reader"], old,
+                              purpose="release" if narrow is None else "check")
     if grant["via"] == "policy":
         with _redacted(req, reading=True):
             try:
@@ -243,7 +249,7 @@ def finish(db, token, caller, plan=None):
     (``plan``: what makes the plan instead of the method's run; finish_part's)."""
     access.caller_role(db, caller)
     p = _PENDING.pop(token, None)
-    if p is None or p.frame is None or p.req.caller != caller:
+    if p is None or p.frame is None or p.req.caller != caller or p.purpose != "release":
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no snapshot was read for this request",
                         hint="Call deid.anonymize_request(...).")
     req, clock = p.req, _Clock(db, p)
@@ -274,6 +280,23 @@ def finish(db, token, caller, plan=None):
         catalog_log.log(db, req, relations, plan, verification, clock.seconds())
         clock.flush()
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
+
+
+def check(db, token, caller, run):
+    """SECURITY DEFINER: a pre-check (distributed/eligibility.py) on the narrowed snapshot
+    read for ``token`` (begin with ``narrow``): the overlap control's refusal and
+    ``run(frame, req)``, the method's own refusal of rows it cannot release, each redacted as
+    finish's are (a policy requester: the uniform refusal). Stores nothing; returns nothing of
+    the rows."""
+    access.caller_role(db, caller)
+    p = _PENDING.pop(token, None)
+    if p is None or p.frame is None or p.req.caller != caller or p.purpose != "check":
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no snapshot was read for this check",
+                        hint="Call deid.anonymize_request(...) on the coordinator.")
+    with _redacted(p.req, after_read=True):
+        run(p.frame, p.req)
+        overlap.check(db, p.req, p.spec, p.frame.rid)
+    return "eligible"
 
 
 def _no_trim():

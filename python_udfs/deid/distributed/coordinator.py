@@ -27,7 +27,7 @@ from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID
 from ..request import access, options as opts_schema, release
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
-from . import catalog, protocol
+from . import catalog, eligibility, protocol
 
 _RUNS = {}          # run token -> the run (this backend's memory, as pipeline._PENDING)
 
@@ -46,6 +46,8 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
     for part in range(n):          # a node down: refused before anything is stored anywhere
         protocol.call(db, "SELECT deid._dist_ping_on($1, $2) AS r", [cluster, part], ["text", "int"])
     protocol.cleanup(db, access.current_user(db), {cluster: n})
+    # every node can satisfy the model, or one node's refusal before any node stores a part
+    eligibility.precheck(db, run, method, k, l, columns, selection, options)
     parts = []
     try:
         if run["strategy"] == "global_merge":

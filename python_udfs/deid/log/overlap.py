@@ -86,6 +86,18 @@ def control(db, req, spec, rid):
     read `spec`) differs by 0 < d < k rows from an earlier release of the source; then store
     it. Runs under a lock per source until the request's transaction ends, so two concurrent
     requests of one source are compared with each other."""
+    db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release_selection'),"
+               " hashtext($1::text))", [req.rel.oid], ["oid"])
+    row_id, ids, packed = check(db, req, spec, rid)
+    db.execute("INSERT INTO deid.release_selection (release_id, row_id, n, rids)"
+               " VALUES ($1, $2, $3, $4)", [req.release_id, row_id, int(ids.size), packed],
+               ["bigint", "name", "bigint", "bytea"])
+
+
+def check(db, req, spec, rid):
+    """The refusal of control(), storing nothing (a sharded request's pre-check on each node,
+    distributed/eligibility.py, refuses before any node stores a part); (row id column, the
+    selected ids, packed)."""
     allow = bool(req.options.get(OPTION, False))
     if allow and req.grant.get("via") != "select":
         raise DeidError(INSUFFICIENT_PRIVILEGE,
@@ -95,13 +107,9 @@ def control(db, req, spec, rid):
     row_id = getattr(spec, "record", None) or spec.rid
     ids = selected(rid)
     packed = pack(ids)
-    db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release_selection'),"
-               " hashtext($1::text))", [req.rel.oid], ["oid"])
     if not allow:
         _check(db, req, row_id, ids, packed)
-    db.execute("INSERT INTO deid.release_selection (release_id, row_id, n, rids)"
-               " VALUES ($1, $2, $3, $4)", [req.release_id, row_id, int(ids.size), packed],
-               ["bigint", "name", "bigint", "bytea"])
+    return row_id, ids, packed
 
 
 def _check(db, req, row_id, ids, packed):

@@ -59,9 +59,7 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
     (more than the distinct values of a fully deletable attribute); PRIVACY_MODEL_UNSATISFIABLE
     when n < K or the whole table is not certified.
     """
-    if model not in MODELS:
-        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown anatomy model {model!r}",
-                        hint="use 'kl' (001 Def. 6/7) or 'exponential_l' (001 baseline)")
+    _check_model(model)
     K = _check_k(K)
     qi = mondrian.as_qi(qi)
     codes = diversity.as_codes(sensitive)
@@ -73,31 +71,11 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
     if L is not None:
         L = diversity._check_l(L)
     caps = _check_column_l(column_l, L, s, model)
-    if n < K:
-        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
-                        f"the request selects fewer rows than K = {K}",
-                        detail=f"{n} row(s) selected",
-                        hint="Lower K, or widen the selection to release more rows.",
-                        data_dependent=True)
-    dense, sizes = diversity.dense_columns(codes)
-    if L is not None:
-        _check_reachable(dense, sizes, L, caps, model)
+    dense, sizes = _eligible(codes, K, L, caps, model)
 
     accept_groups = None
     packed = False
     if L is not None and L > 1:
-        whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]
-        if whole < L:
-            raise DeidError(
-                PRIVACY_MODEL_UNSATISFIABLE,
-                f"the selected rows as one group do not satisfy the {model} model with L = {L}",
-                detail=f"certified L of all selected rows: {whole}",
-                hint="lower L" + (
-                    " (Exponential-L needs every combination of the other sensitive values "
-                    "to have L values of each attribute)" if model == "exponential_l" else
-                    " or relax column_l; the greedy check of 001 Figs. 6-7 is sound but not "
-                    "complete, so a table may be L-diverse without being certified"),
-                data_dependent=True)
         # every row's sensitive codes packed into one integer, carried by the partition with
         # the rows: each candidate child's codes arrive in node order (no gather by row id)
         packed = sum(_field_bits(sizes)) <= PACK_MAX_BITS
@@ -125,6 +103,49 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
         raise DeidError(VERIFICATION_FAILED, "anatomy produced a group violating (K,L)",
                         hint="this is a bug in deid; please report it")
     return AnatomyResult(group_id=group_id, n_groups=n_groups, certified_l=cert, model=model)
+
+
+def check_eligible(sensitive, K, L=None, column_l=None, model="kl"):
+    """001 Fig. 5's root: whether the rows, as one group, satisfy the model (Satisfy-Model(T, K,
+    L): |T| >= K and the Fig. 6 / Figs. 7-8 certificate of T reaches L) -- the condition every
+    partition of :func:`anatomize` starts from, so exactly the rows it refuses before it
+    splits, with the same errors. Needs the sensitive codes only (no quasi-identifier), in the
+    rows' order (the greedy's ties keep it). A sharded request checks it on every node before
+    any node stores a part (distributed/eligibility.py)."""
+    _check_model(model)
+    codes = diversity.as_codes(sensitive)
+    L = diversity._check_l(L) if L is not None else None
+    _eligible(codes, _check_k(K), L, _check_column_l(column_l, L, codes.shape[1], model), model)
+
+
+def _eligible(codes, K, L, caps, model):
+    """Refuse rows that cannot reach (K,L) as one group (PRIVACY_MODEL_UNSATISFIABLE; an L
+    above an attribute's distinct values: INVALID_PARAMETER_VALUE); their dense codes and
+    sizes (diversity.dense_columns)."""
+    n = codes.shape[0]
+    if n < K:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
+                        f"the request selects fewer rows than K = {K}",
+                        detail=f"{n} row(s) selected",
+                        hint="Lower K, or widen the selection to release more rows.",
+                        data_dependent=True)
+    dense, sizes = diversity.dense_columns(codes)
+    if L is not None:
+        _check_reachable(dense, sizes, L, caps, model)
+    if L is not None and L > 1:
+        whole = _level(np.zeros(n, dtype=np.int64), dense, sizes, 1, caps, model, L)[0]
+        if whole < L:
+            raise DeidError(
+                PRIVACY_MODEL_UNSATISFIABLE,
+                f"the selected rows as one group do not satisfy the {model} model with L = {L}",
+                detail=f"certified L of all selected rows: {whole}",
+                hint="lower L" + (
+                    " (Exponential-L needs every combination of the other sensitive values "
+                    "to have L values of each attribute)" if model == "exponential_l" else
+                    " or relax column_l; the greedy check of 001 Figs. 6-7 is sound but not "
+                    "complete, so a table may be L-diverse without being certified"),
+                data_dependent=True)
+    return dense, sizes
 
 
 def sensitive_counts(group_id, values):
@@ -231,6 +252,12 @@ def _blocks(child, n_children):
     want = np.arange(BLOCK_ROWS, n, BLOCK_ROWS)
     cuts = start[np.searchsorted(start, want)]
     return np.unique(np.concatenate([[0], cuts, [n]]))
+
+
+def _check_model(model):
+    if model not in MODELS:
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown anatomy model {model!r}",
+                        hint="use 'kl' (001 Def. 6/7) or 'exponential_l' (001 baseline)")
 
 
 def _check_k(K):

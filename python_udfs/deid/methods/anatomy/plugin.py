@@ -14,7 +14,8 @@ from .. import support as ms, metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE
 from ...read.frame import EncodedColumn, value_dictionary
 from ...request.options import Option
-from ...plan import Classes, Fixed, Labels, ReleasePlan, RidSets, SourceCodes, SourceValues, Table
+from ...plan import (Classes, Fixed, Labels, ReadSpec, ReleasePlan, RidSets, SourceCodes,
+                     SourceValues, Table)
 from ...verify.anatomy import Evidence
 
 NAME = "anatomy"
@@ -87,6 +88,31 @@ def plan_read(req, rid):
     return ms.read_spec(req, names, rid)
 
 
+def eligibility_read(req, spec):
+    """What a sharded request's pre-check reads on each node (distributed/eligibility.py): of
+    the rows `spec` reads, only the sensitive attributes and the row id (their order)."""
+    return ReadSpec(spec.rel, _columns(req)[1], spec.rid, spec.selection)
+
+
+def check_eligibility(frame, req):
+    """Refuse, with the request's own error, rows that cannot satisfy (K,L) as one group (001
+    Fig. 5's root: partition.check_eligible); `frame` holds eligibility_read's columns."""
+    from . import partition as anatomy
+    sas = _columns(req)[1]
+    anatomy.check_eligible(_sensitive_codes(frame, sas, [value_dictionary(frame.columns[s])
+                                                         for s in sas]),
+                           req.k, req.l, column_l=_column_l(req, sas),
+                           model=req.options.get("model", "kl"))
+
+
+def _sensitive_codes(frame, sas, sa_dicts):
+    return (np.stack([codes for codes, _ in sa_dicts], axis=1) if sas
+            else np.zeros((frame.n, 0), np.int64))
+
+
+def _column_l(req, sas):
+    column_l = req.options.get("column_l") or {}
+    return {sas.index(a): v for a, v in column_l.items()} or None
 
 
 def run(frame, req):
@@ -97,10 +123,8 @@ def run(frame, req):
     ms.refuse_null_qis(frame, qis, req.options)
     sa_dicts = [value_dictionary(frame.columns[s]) for s in sas]
     qi = ms.qi_matrix(req, frame, qis)
-    sa = (np.stack([codes for codes, _ in sa_dicts], axis=1) if sas
-          else np.zeros((frame.n, 0), np.int64))
-    result = anatomy.anatomize(qi, sa, req.k, req.l,
-                               column_l={sas.index(a): v for a, v in column_l.items()} or None,
+    sa = _sensitive_codes(frame, sas, sa_dicts)
+    result = anatomy.anatomize(qi, sa, req.k, req.l, column_l=_column_l(req, sas),
                                model=req.options.get("model", "kl"))
     del qi, sa
     group = result.group_id.astype(np.int64, copy=False)
