@@ -68,6 +68,11 @@ def written(name):
     return out
 
 
+def releases(who):
+    with superuser(who) as c:
+        return c.execute("SELECT count(*) FROM deid.release").fetchone()[0]
+
+
 def parts_count():
     out = {}
     for m in NODES:
@@ -152,3 +157,52 @@ def test_every_node_eligible_releases_as_before(elig):
         [2, None, "el_ok"]).fetchone()
     assert row[-1] is True and row[2] == 230
     assert set(written("el_ok")) == set(MEMBERS)
+
+
+BEGIN = ("SELECT deid._dist_eligibility_begin('elig.t'::regclass::oid, 'anatomy', 5, 2, '{age,dx}',"
+         " %s, '{\"row_id\": \"id\"}', NULL, %s)")
+
+
+def test_the_pre_checks_definers_refuse_another_role_and_release_nothing(elig):
+    """deid._dist_eligibility_begin and _check (SECURITY DEFINER) check the caller as the
+    single-node definers do; a pre-check's token -- its narrowed snapshot read by the policy's
+    grantor -- is never released by deid._request_finish, nor checked for another role."""
+    before = releases("node0")
+    attacker = elig.connect("node0", "deid_t_attacker")
+    with pytest.raises(psycopg.Error) as e:
+        attacker.execute(BEGIN, [None, "deid_t_analyst"])
+    assert e.value.diag.sqlstate == "42501"
+    researcher = elig.connect("node0", "deid_t_researcher")
+    token = researcher.execute(BEGIN, [None, "deid_t_researcher"]).fetchone()[0]
+    for statement, params in [
+            ("SELECT * FROM deid._request_finish(%s, 'deid_t_researcher')", [token]),
+            ("SELECT deid._dist_eligibility_check(%s, 'deid_t_analyst')", [token])]:
+        with pytest.raises(psycopg.Error) as e:
+            researcher.execute(statement, params)
+        assert e.value.diag.sqlstate == "42501", statement
+    token = researcher.execute(BEGIN, [None, "deid_t_researcher"]).fetchone()[0]
+    assert researcher.execute("SELECT deid._dist_eligibility_check(%s, 'deid_t_researcher')",
+                              [token]).fetchone()[0] == "eligible"
+    assert releases("node0") == before
+
+
+def test_a_policy_requesters_pre_check_is_no_oracle_for_near_duplicate_selections(elig):
+    """Called by hand on a node, the pre-check refuses what the single-node request refuses:
+    a selection a few rows off an earlier release's is refused (the overlap control) with the
+    uniform DE001, not answered 'eligible'."""
+    researcher = elig.connect("node0", "deid_t_researcher")
+    single = ("SELECT * FROM deid.anonymize_request('elig.t', 'anatomy', k => 5, l => 2,"
+              " columns => '{age,dx}', selection => %s, options => '{\"row_id\": \"id\"}',"
+              " release => %s)")
+    researcher.execute(single, ["age < 100", "el_oracle_base"])
+    with pytest.raises(psycopg.Error) as one:
+        researcher.execute(single, ["age < 99", "el_oracle_near"])
+    with pytest.raises(psycopg.Error) as pre:
+        researcher.execute("SELECT deid._dist_node_eligible('elig.t', 'anatomy', 5, 2, '{age,dx}',"
+                           " 'age < 99', '{\"row_id\": \"id\"}', 'el_oracle_pre')")
+    assert pre.value.diag.sqlstate == one.value.diag.sqlstate == "DE001"
+    assert one.value.diag.message_primary == REFUSAL     # (called by hand: PL/Python's prefix)
+    assert pre.value.diag.message_primary.endswith(REFUSAL) and not pre.value.diag.message_detail
+    assert researcher.execute("SELECT deid._dist_node_eligible('elig.t', 'anatomy', 5, 2,"
+                              " '{age,dx}', 'age < 100', '{\"row_id\": \"id\"}', 'el_oracle_same')"
+                              ).fetchone()[0] == "eligible"
