@@ -39,7 +39,7 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('request.release.drop_release', release, caller)
 $$;
-#@WRAP deid.drop_release(release text) RETURNS text => deid._drop_release(release, current_user)
+#@WRAP deid.drop_release(release text) RETURNS text => deid._drop_release_any(release, current_user)
 
 -- Run a committed release's verifier again on what is stored (after a restore, an upgrade, or
 -- for an audit): deid_admin only; reads only deid's catalog and deid_release (releases/reverify.py).
@@ -48,6 +48,6 @@ RETURNS jsonb LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog,
 #@BOOT
 return entry('releases.reverify.verify_release', release, caller)
 $$;
-#@WRAP deid.verify_release(release text) RETURNS jsonb => deid._verify_release(release, current_user)
+#@WRAP deid.verify_release(release text) RETURNS jsonb => deid._verify_release_any(release, current_user)
 COMMENT ON FUNCTION deid.verify_release(text) IS
   'Run the verifier of a committed release again on what is stored. See deid.usage(''verify_release'').';

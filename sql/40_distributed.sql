@@ -177,6 +177,12 @@ BEGIN
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_eligible(source, method, k, l, columns, selection, options,
                                             release); $b$$p$,
+        $p$deid._dist_drop(cluster_name text, run text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_drop(run, current_user); $b$$p$,
+        $p$deid._dist_verify(cluster_name text, run text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_verify(run, current_user); $b$$p$,
         $p$deid._dist_check(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_check(run, current_user); $b$$p$,

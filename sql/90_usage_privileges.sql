@@ -35,7 +35,10 @@ DECLARE
                                'dist_gen_stored', 'dist_node_gen_classes',
                                'dist_node_store_part', 'dist_part_finish',
                                'dist_node_gen_stored', 'dist_eligible', 'dist_node_eligible',
-                               'dist_eligibility_begin', 'dist_eligibility_check'];
+                               'dist_eligibility_begin', 'dist_eligibility_check',
+                               'drop_release_any', 'verify_release_any', 'dist_release_of',
+                               'dist_drop', 'dist_verify', 'dist_node_drop', 'dist_node_verify',
+                               'dist_drop_finish'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN
