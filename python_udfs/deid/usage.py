@@ -75,7 +75,10 @@ TEXTS = {
     "verify_release": """deid.verify_release(release text) -> jsonb
   Run the release's verifier again on what is stored now (e.g. after pg_restore): the request
   is rebuilt from its log row, the snapshot's row ids from its stored RID sets. Returns the
-  verifier's report; a failed check is an error DE002. Needs deid_admin.""",
+  verifier's report; a failed check is an error DE002. Needs deid_admin. On the coordinator of
+  a sharded warehouse, for a distributed release: every node's verifier on its part, the parts'
+  digests against the coordinator's log, and (generalization) k over all parts
+  (docs/sharding.md).""",
     "generalization_classes": """deid.generalization_classes(source regclass, k int, columns text[] DEFAULT NULL,
                             selection text DEFAULT NULL, options jsonb DEFAULT '{}') -> bytea
   Generalization over shards, on a node: the class table of the node's rows (002 step 1:
@@ -90,7 +93,9 @@ TEXTS = {
   these levels. Needs SELECT on the source (docs/sharding.md).""",
     "drop_release": """deid.drop_release(release text) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
-  or the role that requested it (the same holds for options => '{"replace": true}').""",
+  or the role that requested it (the same holds for options => '{"replace": true}'). On the
+  coordinator of a sharded warehouse, for a distributed release: every node's part (every node
+  must be up), then the coordinator's views and log row (docs/sharding.md).""",
     "reconstruct": """deid.reconstruct(release text, target text, seed int DEFAULT 0,
                  colocate double precision DEFAULT 0) -> bigint
   Draw one data set of a disassociated release (003 Fig. 5) from its stored chunks into

@@ -49,7 +49,11 @@ def test_another_role_cannot_drop_a_distributed_release(wh):
             "ra_single", "ra_keep")
         assert dist.value.diag.message_hint == one.value.diag.message_hint
     for statement in ["SELECT deid._dist_drop('deid_shards', %s)",
-                      "SELECT deid._dist_drop_finish('ra_keep', 'deid_t_analyst')"]:
+                      "SELECT deid._dist_drop_finish('ra_keep', 'deid_t_analyst')",
+                      "SELECT deid._dist_drop_finish('ra_keep', 'deid_t_attacker')",
+                      "SELECT deid._dist_release_of('ra_keep', 'deid_t_analyst', 'drop')",
+                      "SELECT deid._dist_release_of('ra_keep', 'deid_t_attacker', 'drop')",
+                      "SELECT deid._dist_release_of('ra_keep', 'deid_t_attacker', 'verify')"]:
         with superuser("coord") as c:
             run = c.execute("SELECT run FROM deid.distributed_release WHERE name = 'ra_keep'"
                             ).fetchone()[0]
@@ -132,8 +136,18 @@ def test_verify_is_for_a_deid_admin_and_checks_every_part(wh):
     assert e.value.diag.sqlstate == "DE002"
 
 
-def test_verify_of_a_distributed_generalization_checks_k_over_every_part(gen_warehouse):
-    wh = gen_warehouse
+@pytest.fixture(scope="module")
+def gen_ready(warehouse, request):
+    """The distributed generalization source of test_cluster_generalization.py (its fixture,
+    unless that module already made it in this session: its hierarchies exist then)."""
+    with superuser("coord") as c:
+        ready = c.execute("SELECT 1 FROM deid.distributed_source"
+                          " WHERE source = to_regclass(%s)", [GEN]).fetchone()
+    return warehouse if ready else request.getfixturevalue("gen_warehouse")
+
+
+def test_verify_of_a_distributed_generalization_checks_k_over_every_part(gen_ready):
+    wh = gen_ready
     wh.connect("coord", "deid_t_analyst").execute(GEN_REQUEST, [GEN, 5, '{"seed": 1}', "ra_gen"])
     report = wh.connect("coord", "deid_t_admin").execute(
         "SELECT deid.verify_release('ra_gen')").fetchone()[0]
