@@ -1,0 +1,208 @@
+"""Utility of a distributed release read on the coordinator (the union of the nodes' parts,
+each row with its `node`), for bench/bench_distributed.py: the same definitions as the
+single-node benchmarks, applied to the union.
+
+* anatomy: ARE of 001's random COUNT queries (deid.methods.metrics: random_count_queries,
+  exact_count, anatomy_estimate, are -- as bench/bench_anatomy.py), the QIT and the count
+  table of the union, a group being (node, group_id).
+* disassociation: ARE (003 Def. 2, deid.methods.disassociation.metrics_sets.are) of a W2-like
+  workload (bench/bench_disassociation_kernel.workload: random sets of codes grown from one
+  record) on reconstructions (003 Fig. 5, deid.methods.disassociation.disassociate.reconstruct)
+  of the union's chunks, a cluster being (node, cluster_id).
+
+Rows come from the server as binary COPY of int4 columns (text values mapped to codes by
+array_position in SQL), parsed with numpy: millions of rows without Python objects.
+"""
+import pathlib
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+from psycopg import sql
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "python_udfs"))
+from bench_disassociation_kernel import workload as itemset_workload  # noqa: E402
+from deid.methods import metrics  # noqa: E402
+from deid.methods.disassociation import metrics_sets  # noqa: E402
+from deid.methods.disassociation.disassociate import reconstruct  # noqa: E402
+
+ANATOMY_QI = ["age", "sex", "race", "zip"]
+ANATOMY_SENSITIVE = ["diagnosis"]
+ANATOMY_CATEGORICAL = ("sex", "race", "diagnosis")
+SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+
+
+# --------------------------------------------------------------------------- reading
+
+def parse_int4_copy(buf, ncols):
+    """The columns (int64 arrays) of a binary COPY of `ncols` int4 columns without NULLs."""
+    buf = bytes(buf)
+    if not buf.startswith(SIGNATURE):
+        raise ValueError("not a binary COPY")
+    ext = int.from_bytes(buf[15:19], "big")
+    body = buf[19 + ext:-2]                       # the trailer is int16 -1
+    if buf[-2:] != b"\xff\xff":
+        raise ValueError("binary COPY without its trailer")
+    dt = np.dtype([("n", ">i2")] + [(f"{p}{i}", ">i4") for i in range(ncols) for p in "lv"])
+    if len(body) % dt.itemsize:
+        raise ValueError("binary COPY rows are not int4 columns without NULLs")
+    rows = np.frombuffer(body, dtype=dt)
+    if rows.size and (np.any(rows["n"] != ncols)
+                      or any(np.any(rows[f"l{i}"] != 4) for i in range(ncols))):
+        raise ValueError("binary COPY rows are not int4 columns without NULLs")
+    return [rows[f"v{i}"].astype(np.int64) for i in range(ncols)]
+
+
+def fetch_ints(conn, query, ncols):
+    """Run `query` (a psycopg.sql.Composable of int4 columns) as a binary COPY."""
+    buf = bytearray()
+    with conn.cursor() as cur:
+        with cur.copy(sql.SQL("COPY ({}) TO STDOUT (FORMAT binary)").format(query)) as cp:
+            for block in cp:
+                buf += block
+    return parse_int4_copy(buf, ncols)
+
+
+def code_expr(column, dictionary):
+    """array_position(dictionary, column) - 1: the value's code (-1: not in it)."""
+    return sql.SQL("coalesce(array_position({}::text[], {}::text), 0)::int4 - 1").format(
+        sql.Literal(list(dictionary)), sql.Identifier(column))
+
+
+# --------------------------------------------------------------------------- the union
+
+def union_ids(*pairs):
+    """Dense ids 0..G-1 of (node, id) pairs, consistent over several arrays of pairs: one
+    group per node and id (ids of groups and clusters are per node).  Returns one id array
+    per (node, id) pair given, and G."""
+    nodes = [np.asarray(n, np.int64) for n, _ in pairs]
+    ids = [np.asarray(i, np.int64) for _, i in pairs]
+    if any(len(n) != len(i) for n, i in zip(nodes, ids)):
+        raise ValueError("node and id arrays differ in length")
+    allid = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    lo = int(allid.min()) if allid.size else 0
+    width = int(allid.max()) - lo + 1 if allid.size else 1
+    keys = [n * width + (i - lo) for n, i in zip(nodes, ids)]
+    uniq, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    cuts = np.cumsum([len(k) for k in keys])[:-1]
+    return np.split(inv.astype(np.int64), cuts) + [int(uniq.size)]
+
+
+# --------------------------------------------------------------------------- anatomy (001)
+
+def anatomy_workload(source, n_queries, seed):
+    """001's random COUNT queries (1-4 conditions, one on the sensitive attribute) drawn
+    from the source's coded columns, seeded."""
+    return metrics.random_count_queries(np.random.default_rng(seed), source, ANATOMY_QI,
+                                        ANATOMY_SENSITIVE, n_queries, max_conditions=4,
+                                        categorical=ANATOMY_CATEGORICAL)
+
+
+def anatomy_are(source, queries, qit, st):
+    """ARE (001 Table 1) of `queries` answered from the union of the parts.
+    `source`: {column: codes} of every source row; `qit`: {"node", "group_id", QI columns};
+    `st`: {"node", "group_id", "diagnosis", "count"} (the count table)."""
+    g_qit, g_st, n_groups = union_ids((qit["node"], qit["group_id"]),
+                                      (st["node"], st["group_id"]))
+    tables = {"diagnosis": (g_st, st["diagnosis"], st["count"])}
+    qit_cols = {c: qit[c] for c in ANATOMY_QI}
+    actual = np.array([metrics.exact_count(q, source) for q in queries], np.float64)
+    estimate = np.array([metrics.anatomy_estimate(q, qit_cols, g_qit, tables, n_groups)
+                         for q in queries])
+    n = len(next(iter(source.values())))
+    return metrics.are(actual, estimate, n=n)
+
+
+# --------------------------------------------------------------------------- disassociation (003)
+
+def _csr(owner, codes):
+    """Rows `owner` (one per code, -1 code: an empty row) -> CSR offsets and codes, rows in
+    order 0..max; codes sorted within a row."""
+    n = int(owner.max()) + 1 if owner.size else 0
+    keep = codes >= 0
+    order = np.lexsort((codes[keep], owner[keep]))
+    counts = np.bincount(owner[keep], minlength=n)
+    return np.r_[0, np.cumsum(counts)].astype(np.int64), codes[keep][order]
+
+
+def _sequential(*keys):
+    """Rows sorted by `keys` (the last the most significant, as np.lexsort): the order and,
+    in that order, a running index that grows where the last key (the finest) changes."""
+    order = np.lexsort(keys)
+    fine = keys[0][order]
+    return order, np.r_[0, np.cumsum(fine[1:] != fine[:-1])].astype(np.int64)
+
+
+def _starts(seq):
+    """Where a run of equal values of `seq` starts."""
+    return np.flatnonzero(np.r_[True, seq[1:] != seq[:-1]]) if seq.size else seq
+
+
+def disassociated_union(n_codes, k, clusters, record_chunks, item_chunks, shared_clusters=None,
+                        shared_codes=None):
+    """The union of the parts as the arrays reconstruct() reads (003 Figs. 4, 10), a cluster
+    being (node, cluster_id), a shared chunk (node, shared_id). Every argument is a dict of
+    equal-length arrays, one row per:
+      clusters        cluster: node, cluster_id, size
+      record_chunks   code of a subrecord (code -1: an empty subrecord): node, cluster_id,
+                      chunk_id, sub (the subrecord's number, unique within its node), code
+      item_chunks     code of an item chunk: node, cluster_id, code
+      shared_clusters cluster of a shared chunk: node, shared_id, cluster_id
+      shared_codes    code of a shared chunk's subrecord: node, shared_id, sub, code"""
+    empty = {c: np.zeros(0, np.int64) for c in ("node", "shared_id", "cluster_id", "sub", "code")}
+    shared_clusters = shared_clusters or empty
+    shared_codes = shared_codes or empty
+    order = np.lexsort((clusters["cluster_id"], clusters["node"]))
+    rc, it, sc, cl, g = union_ids(
+        (record_chunks["node"], record_chunks["cluster_id"]),
+        (item_chunks["node"], item_chunks["cluster_id"]),
+        (shared_clusters["node"], shared_clusters["cluster_id"]),
+        (clusters["node"][order], clusters["cluster_id"][order]))
+    if not np.array_equal(cl, np.arange(g)):
+        raise ValueError("a chunk belongs to no listed cluster")
+    # record chunks: subrecords by cluster, chunk and number
+    sub = union_ids((record_chunks["node"], record_chunks["sub"]))[0]
+    o, sub_seq = _sequential(sub, record_chunks["chunk_id"], rc)
+    first = _starts(sub_seq)
+    sub_cluster, sub_chunk = rc[o][first], record_chunks["chunk_id"][o][first]
+    chunk_seq = np.r_[0, np.cumsum((sub_cluster[1:] != sub_cluster[:-1])
+                                   | (sub_chunk[1:] != sub_chunk[:-1]))]
+    chunk_first = _starts(chunk_seq)
+    sub_off, sub_codes = _csr(sub_seq, record_chunks["code"][o])
+    it_order = np.lexsort((item_chunks["code"], it))
+    # shared chunks: their clusters, and their non-empty subrecords
+    sid_c, sid_s, n_shared = union_ids((shared_clusters["node"], shared_clusters["shared_id"]),
+                                       (shared_codes["node"], shared_codes["shared_id"]))
+    sc_order = np.lexsort((sc, sid_c))
+    keep = shared_codes["code"] >= 0
+    ssub = union_ids((shared_codes["node"][keep], shared_codes["sub"][keep]))[0]
+    so, ssub_seq = _sequential(ssub, sid_s[keep])
+    sfirst = _starts(ssub_seq)
+    ssub_off, ssub_codes = _csr(ssub_seq, shared_codes["code"][keep][so])
+    counts = lambda x, n: np.r_[0, np.cumsum(np.bincount(x, minlength=n))].astype(np.int64)  # noqa: E731
+    return SimpleNamespace(
+        k=k, n_codes=n_codes, n_shared=n_shared,
+        cluster_size=np.asarray(clusters["size"], np.int64)[order],
+        chunk_cluster=sub_cluster[chunk_first],
+        chunk_subrecords=np.r_[chunk_first, len(first)].astype(np.int64),
+        subrecord_offsets=sub_off, subrecord_codes=sub_codes,
+        item_offsets=counts(it, g), item_codes=item_chunks["code"][it_order],
+        shared_cluster_offsets=counts(sid_c, n_shared), shared_cluster_ids=sc[sc_order],
+        shared_subrecords=counts(sid_s[keep][so][sfirst], n_shared),
+        shared_subrecord_offsets=ssub_off, shared_subrecord_codes=ssub_codes)
+
+
+def disassociation_are(offsets, codes, n_codes, union, n_queries, seed, reconstructions=3):
+    """ARE (003 Def. 2) of a W2-like workload (sets of 1-3 codes grown from a record of the
+    source, seeded), averaged over `reconstructions` reconstructions (seeds 0, 1, ...)."""
+    lengths = np.diff(offsets)
+    sizes = tuple(range(1, min(3, int(lengths.max())) + 1))
+    queries = itemset_workload(np.random.default_rng(seed), offsets, codes, n_queries, sizes)
+    errs = []
+    for s in range(reconstructions):
+        rc = reconstruct(union, s)
+        errs.append(metrics_sets.are((offsets, codes), (rc.offsets, rc.codes), queries, n_codes))
+    return {"all": float(np.mean(errs)), "queries": len(queries), "sizes": list(sizes),
+            "reconstructions": reconstructions}
