@@ -100,19 +100,51 @@ def anatomy_workload(source, n_queries, seed):
                                         categorical=ANATOMY_CATEGORICAL)
 
 
-def anatomy_are(source, queries, qit, st):
-    """ARE (001 Table 1) of `queries` answered from the union of the parts.
-    `source`: {column: codes} of every source row; `qit`: {"node", "group_id", QI columns};
-    `st`: {"node", "group_id", "diagnosis", "count"} (the count table)."""
+def exact_counts(source, queries):
+    """The true answers of `queries` on the source's coded columns."""
+    return np.array([metrics.exact_count(q, source) for q in queries], np.float64)
+
+
+def anatomy_are(actual, n, queries, qit, st):
+    """ARE (001 Table 1) of `queries` answered from the union of the parts (true answers
+    `actual`, `n` source rows). `qit`: {"node", "group_id", QI columns}; `st`: {"node",
+    "group_id", "diagnosis", "count"} (the count table)."""
     g_qit, g_st, n_groups = union_ids((qit["node"], qit["group_id"]),
                                       (st["node"], st["group_id"]))
     tables = {"diagnosis": (g_st, st["diagnosis"], st["count"])}
     qit_cols = {c: qit[c] for c in ANATOMY_QI}
-    actual = np.array([metrics.exact_count(q, source) for q in queries], np.float64)
     estimate = np.array([metrics.anatomy_estimate(q, qit_cols, g_qit, tables, n_groups)
                          for q in queries])
-    n = len(next(iter(source.values())))
     return metrics.are(actual, estimate, n=n)
+
+
+def read_anatomy_source(nodes):
+    """The anatomy request's columns of every node's source rows, coded (text: its rank in
+    the sorted values of all nodes), and the dictionaries."""
+    texts = ["sex", "race", "zip", "diagnosis"]
+    values = {c: sorted({v for conn in nodes for (v,) in conn.execute(
+        sql.SQL("SELECT DISTINCT {} FROM bench.patients").format(sql.Identifier(c)))})
+        for c in texts}
+    cols = [sql.SQL("age::int4")] + [code_expr(c, values[c]) for c in texts]
+    parts = [fetch_ints(conn, sql.SQL("SELECT {} FROM bench.patients").format(
+        sql.SQL(", ").join(cols)), 5) for conn in nodes]
+    source = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(["age"] + texts)}
+    return source, values
+
+
+def read_anatomy_release(coord, relations, values):
+    """The union of the parts of an anatomy release (its QIT and the diagnosis count table,
+    through the coordinator's views), coded as the source; node = the node's port."""
+    qit = next(r for r in relations if r.endswith("_qit"))
+    st = next(r for r in relations if r.endswith("_diagnosis"))
+    node = sql.SQL("split_part(node, ':', 2)::int4")
+    q = fetch_ints(coord, sql.SQL("SELECT {}, group_id, age::int4, {} FROM {}").format(
+        node, sql.SQL(", ").join(code_expr(c, values[c]) for c in ("sex", "race", "zip")),
+        sql.Identifier(*qit.split("."))), 6)
+    t = fetch_ints(coord, sql.SQL("SELECT {}, group_id, {}, count::int4 FROM {}").format(
+        node, code_expr("diagnosis", values["diagnosis"]), sql.Identifier(*st.split("."))), 4)
+    return (dict(zip(["node", "group_id", "age", "sex", "race", "zip"], q)),
+            dict(zip(["node", "group_id", "diagnosis", "count"], t)))
 
 
 # --------------------------------------------------------------------------- disassociation (003)
@@ -132,6 +164,8 @@ def _sequential(*keys):
     in that order, a running index that grows where the last key (the finest) changes."""
     order = np.lexsort(keys)
     fine = keys[0][order]
+    if not fine.size:
+        return order, np.zeros(0, np.int64)
     return order, np.r_[0, np.cumsum(fine[1:] != fine[:-1])].astype(np.int64)
 
 
@@ -168,7 +202,7 @@ def disassociated_union(n_codes, k, clusters, record_chunks, item_chunks, shared
     first = _starts(sub_seq)
     sub_cluster, sub_chunk = rc[o][first], record_chunks["chunk_id"][o][first]
     chunk_seq = np.r_[0, np.cumsum((sub_cluster[1:] != sub_cluster[:-1])
-                                   | (sub_chunk[1:] != sub_chunk[:-1]))]
+                                   | (sub_chunk[1:] != sub_chunk[:-1]))][:sub_cluster.size]
     chunk_first = _starts(chunk_seq)
     sub_off, sub_codes = _csr(sub_seq, record_chunks["code"][o])
     it_order = np.lexsort((item_chunks["code"], it))
@@ -206,3 +240,93 @@ def disassociation_are(offsets, codes, n_codes, union, n_queries, seed, reconstr
         errs.append(metrics_sets.are((offsets, codes), (rc.offsets, rc.codes), queries, n_codes))
     return {"all": float(np.mean(errs)), "queries": len(queries), "sizes": list(sizes),
             "reconstructions": reconstructions}
+
+
+def read_diagnoses(nodes):
+    """Every node's source records (patient -> codes) as CSR, codes ranked in the sorted
+    codes of all nodes, and that dictionary."""
+    values = sorted({v for conn in nodes for (v,) in conn.execute(
+        "SELECT DISTINCT icd9 FROM bench.diagnoses")})
+    parts = [fetch_ints(conn, sql.SQL("SELECT patient_id::int4, {} FROM bench.diagnoses").format(
+        code_expr("icd9", values)), 2) for conn in nodes]
+    rec = np.concatenate([p[0] for p in parts])
+    code = np.concatenate([p[1] for p in parts])
+    order = np.lexsort((code, rec))
+    rec, code = rec[order], code[order]
+    starts = np.flatnonzero(np.r_[True, rec[1:] != rec[:-1]]) if rec.size else rec
+    return np.r_[starts, rec.size].astype(np.int64), code, values
+
+
+def read_disassociation_release(coord, relations, values, k):
+    """The union of the parts of a disassociation release through the coordinator's views
+    (node = the node's port), as disassociated_union() takes it."""
+    t = {kind: sql.Identifier(*next(r for r in relations if r.endswith("_" + kind)).split("."))
+         for kind in ("cluster", "record_chunk", "item_chunk", "shared_chunk")}
+    node = sql.SQL("split_part(node, ':', 2)::int4")
+    code = code_expr("c", values)
+
+    def rows(query, names):
+        return dict(zip(names, fetch_ints(coord, query, len(names))))
+    clusters = rows(sql.SQL("SELECT {}, cluster_id, size::int4 FROM {}").format(node, t["cluster"]),
+                    ["node", "cluster_id", "size"])
+    records = rows(sql.SQL(
+        "SELECT n, cluster_id, chunk_id, sub, {} FROM (SELECT {} AS n, cluster_id, chunk_id,"
+        " codes, (row_number() OVER ())::int4 AS sub FROM {}) s"
+        " LEFT JOIN LATERAL unnest(s.codes) c ON true").format(code, node, t["record_chunk"]),
+        ["node", "cluster_id", "chunk_id", "sub", "code"])
+    items = rows(sql.SQL("SELECT {}, cluster_id, {} FROM {}").format(
+        node, code_expr("code", values), t["item_chunk"]), ["node", "cluster_id", "code"])
+    shared_clusters = rows(sql.SQL(
+        "SELECT DISTINCT {}, shared_id, unnest(cluster_ids)::int4 FROM {}").format(
+        node, t["shared_chunk"]), ["node", "shared_id", "cluster_id"])
+    shared_codes = rows(sql.SQL(
+        "SELECT n, shared_id, sub, {} FROM (SELECT {} AS n, shared_id, codes,"
+        " (row_number() OVER ())::int4 AS sub FROM {}) s"
+        " LEFT JOIN LATERAL unnest(s.codes) c ON true").format(code, node, t["shared_chunk"]),
+        ["node", "shared_id", "sub", "code"])
+    return disassociated_union(len(values), k, clusters, records, items, shared_clusters,
+                               shared_codes)
+
+class Workloads:
+    """The seeded query workloads and their true answers, drawn once from the source rows
+    (the same in every configuration) and reused for every release."""
+
+    def __init__(self, n_queries, seed, reconstructions):
+        self.n_queries, self.seed, self.reconstructions = n_queries, seed, reconstructions
+        self.anatomy = self.diagnoses = None
+
+    def describe(self):
+        return (f"anatomy ARE: {self.n_queries} random COUNT queries of 1-4 conditions (one on"
+                f" diagnosis; age, sex, race, zip; ranges on age and zip), seed {self.seed};"
+                f" disassociation ARE: {self.n_queries} random sets of 1-3 codes grown from one"
+                f" record, seed {self.seed}, mean of {self.reconstructions} reconstruction(s)")
+
+    def measure(self, connect, members, method, relations, k):
+        """The utility computed on the coordinator's views of a release (its `relations`);
+        `connect(member)` opens a connection to the coordinator or a node."""
+        nodes = [connect(m) for m in members]
+        try:
+            with connect("coord") as coord:
+                if method == "anatomy":
+                    if self.anatomy is None:
+                        source, values = read_anatomy_source(nodes)
+                        queries = anatomy_workload(source, self.n_queries, self.seed)
+                        self.anatomy = (values, queries, exact_counts(source, queries),
+                                        len(source["age"]))
+                    values, queries, actual, n = self.anatomy
+                    qit, st = read_anatomy_release(coord, relations, values)
+                    a = anatomy_are(actual, n, queries, qit, st)
+                    return {"are": a["all"], "are_small": a["small"], "are_large": a["large"]}
+                if method == "disassociation":
+                    if self.diagnoses is None:
+                        self.diagnoses = read_diagnoses(nodes)
+                    offsets, codes, values = self.diagnoses
+                    union = read_disassociation_release(coord, relations, values,
+                                                           k)
+                    a = disassociation_are(offsets, codes, len(values), union, self.n_queries,
+                                              self.seed, self.reconstructions)
+                    return {"are": a["all"]}
+        finally:
+            for c in nodes:
+                c.close()
+        return {}

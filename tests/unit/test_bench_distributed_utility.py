@@ -64,7 +64,7 @@ def test_anatomy_are_over_the_union_is_that_of_one_release_with_global_groups():
           "diagnosis": np.concatenate([parts[p][1] for p in (0, 1)]),
           "count": np.concatenate([parts[p][2] for p in (0, 1)])}
     queries = du.anatomy_workload(source, 200, seed=5)
-    got = du.anatomy_are(source, queries, qit, st)
+    got = du.anatomy_are(du.exact_counts(source, queries), n, queries, qit, st)
     # the same release on one server: global group ids node * 20 + local - 1
     glob = node * 20 + local - 1
     g, v, c = metrics.sensitive_table(glob, source["diagnosis"])
@@ -154,3 +154,20 @@ def test_disassociated_union_is_the_nodes_releases_side_by_side():
     assert are["queries"] == 99 and 0 < are["all"] < 1 and are["sizes"] == [1, 2, 3]
     assert are == du.disassociation_are(offsets, codes, n_codes, union, 100, seed=1,
                                         reconstructions=2)
+
+
+def test_disassociated_union_without_shared_chunks():
+    # two nodes, one cluster each, one record chunk of two subrecords (one empty), item codes
+    clusters = {"node": np.array([5, 7]), "cluster_id": np.array([1, 1]), "size": np.array([2, 2])}
+    records = {"node": np.array([5, 5, 7, 7, 7]), "cluster_id": np.array([1, 1, 1, 1, 1]),
+               "chunk_id": np.array([1, 1, 1, 1, 1]), "sub": np.array([1, 2, 1, 1, 2]),
+               "code": np.array([0, -1, 1, 2, 1])}
+    items = {"node": np.array([5, 7]), "cluster_id": np.array([1, 1]), "code": np.array([3, 0])}
+    union = du.disassociated_union(4, 2, clusters, records, items)
+    assert union.n_shared == 0 and union.shared_subrecords.tolist() == [0]
+    assert union.chunk_cluster.tolist() == [0, 1]
+    assert union.chunk_subrecords.tolist() == [0, 2, 4]
+    assert union.subrecord_offsets.tolist() == [0, 1, 1, 3, 4]
+    assert union.subrecord_codes.tolist() == [0, 1, 2, 1]
+    rc = reconstruct(union, 3)
+    assert rc.offsets[-1] == 6 and sorted(rc.codes.tolist()) == [0, 0, 1, 1, 2, 3]
