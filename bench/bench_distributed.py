@@ -30,7 +30,7 @@ every configuration releases the same rows.
 
     DEID_SHARD_PORT=55412 .venv/bin/python bench/bench_distributed.py [--rows 1000000]
         [--nodes 1,2,4] [--methods anatomy,generalization,condensation,disassociation]
-        [--timings cold,warm] [--queries N] [--seed 22] [--max-node-mb 6000] [--name NAME]
+        [--timings cold,warm] [--queries N] [--seed 22] [--max-node-mb 6000] [--name NAME] [--plan]
     make bench-distributed ROWS=1000000 NODES=1,2,4        (or ROWS=10000000 NODES=2,4)
 
 A configuration whose estimated node peak (KB_PER_ROW x rows / nodes) exceeds --max-node-mb
@@ -353,12 +353,16 @@ def logged_utility(method, metrics, parts):
 
 
 
-def plan(methods, nodes, rows, timings, max_node_mb):
-    """{(method, nodes): None or the reason it is skipped} and the estimated minutes."""
-    skip, seconds = {}, 0.0
+def plan(methods, nodes, rows, timings, max_node_mb, queries, reconstructions):
+    """{(method, nodes): None or the reason it is skipped} and the estimated seconds of each
+    step ((method, nodes), and ("setup", nodes): starting and loading a warehouse): the
+    idle 1M-row times scaled linearly, data generation, and the utility work (measured at
+    100k rows: anatomy 5 ms a query per 1M rows, disassociation 1.6 ms a query and
+    reconstruction or the source)."""
+    skip, model = {}, {}
     scale = rows / 1e6
     for n in nodes:
-        seconds += LOAD_PER_1M * scale + 10
+        model[("setup", n)] = LOAD_PER_1M * scale + 5 + 4 * (n + 1)   # initdb/start per member
         for m in methods:
             est_mb = KB_PER_ROW[m] * rows / n / 1024
             if est_mb > max_node_mb:
@@ -366,9 +370,10 @@ def plan(methods, nodes, rows, timings, max_node_mb):
                                 f" {max_node_mb:,} ({KB_PER_ROW[m]} KB a row)")
                 continue
             skip[(m, n)] = None
-            t = IDLE_1M[m][min(n, 4)] * scale
-            seconds += t * len(timings) + (t / 2 if m in ("anatomy", "disassociation") else 1)
-    return skip, seconds / 60
+            model[(m, n)] = IDLE_1M[m][min(n, 4)] * scale * len(timings) + scale * {
+                "anatomy": 0.05 * queries, "generalization": 0.5, "condensation": 3,
+                "disassociation": 0.016 * queries * (reconstructions + 1)}[m]
+    return skip, model
 
 
 def main():
@@ -376,7 +381,9 @@ def main():
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--nodes", default="1,2,4")
     ap.add_argument("--methods", default=",".join(REQUESTS))
-    ap.add_argument("--timings", default="cold,warm")
+    ap.add_argument("--timings", default=None,
+                    help="cold,warm (default; warm alone above 2M rows, where the imports'"
+                         " 1-2 s are noise and cold would add a third to the run)")
     ap.add_argument("--queries", type=int, default=None,
                     help="ARE workload size (default 1000, 300 above 2M rows)")
     ap.add_argument("--reconstructions", type=int, default=None,
@@ -384,14 +391,19 @@ def main():
     ap.add_argument("--seed", type=int, default=22)
     ap.add_argument("--max-node-mb", type=int, default=6000)
     ap.add_argument("--name", default=None)
+    ap.add_argument("--plan", action="store_true",
+                    help="print the configurations, the skipped ones and the estimate; run nothing")
     a = ap.parse_args()
     big = a.rows > 2_000_000
     name = a.name or ("distributed_10m" if a.rows >= 10_000_000 else "distributed")
-    methods, timings = a.methods.split(","), a.timings.split(",")
+    methods = a.methods.split(",")
+    timings = (a.timings or ("warm" if big else "cold,warm")).split(",")
     nodes = [int(x) for x in a.nodes.split(",")]
-    skip, estimate = plan(methods, nodes, a.rows, timings, a.max_node_mb)
     work = Workloads(a.queries or (300 if big else 1000), a.seed,
                      a.reconstructions or (1 if big else 3))
+    skip, model = plan(methods, nodes, a.rows, timings, a.max_node_mb, work.n_queries,
+                       work.reconstructions)
+    estimate = sum(model.values()) / 60
     results = {"rows": a.rows, "cores": os.cpu_count(), "nodes": nodes, "timings": timings,
                "load_before": [round(x, 2) for x in os.getloadavg()],
                "shared_buffers": os.environ.get("DEID_SHARD_SHARED_BUFFERS", "128MB"),
@@ -402,11 +414,24 @@ def main():
     for (m, n), why in skip.items():
         if why:
             print(f"  skipped: {m} on {n} node(s): {why}", flush=True)
+    if a.plan:
+        for step, seconds in model.items():
+            print(f"  {step[0]:15} {step[1]} node(s): about {seconds / 60:.1f} min", flush=True)
+        return
     started = time.perf_counter()
-    raw = {}
+    raw, done = {}, [0.0]
+
+    def progress(step):
+        """After each step: the elapsed time, and the rest of the model scaled by how this
+        machine has kept to the model so far."""
+        done[0] += model[step]
+        elapsed = time.perf_counter() - started
+        rest = (sum(model.values()) - done[0]) * elapsed / done[0]
+        print(f"  [{elapsed / 60:.1f} min elapsed, about {rest / 60:.0f} min to go]", flush=True)
     for n in nodes:
         w = Warehouse(n)
         w.start(a.rows, diagnoses="disassociation" in methods)
+        progress(("setup", n))
         try:
             if n == 1:
                 results["ctas_one"] = ctas_one(w)
@@ -425,6 +450,7 @@ def main():
                 r["utility_seconds"] = round(time.perf_counter() - t, 1)
                 results["wall_min"] = (time.perf_counter() - started) / 60
                 write(name, results, raw)       # what is measured so far, after every step
+                progress((m, n))
         finally:
             w.stop()
 

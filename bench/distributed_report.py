@@ -15,6 +15,8 @@ def compare(u, base):
             out[key] = v
         elif isinstance(v, (int, float)) and isinstance(b, (int, float)) and b:
             out[key] = round(v / b, 3)
+        elif isinstance(v, (int, float)) and isinstance(b, (int, float)):
+            out[key] = f"{v} vs 0"             # no ratio to a 1-node value of 0
         elif isinstance(v, dict) and isinstance(b, dict):
             out[key] = {c: round(x / b[c], 3) for c, x in v.items()
                         if isinstance(x, (int, float)) and b.get(c)}
@@ -63,6 +65,13 @@ def table(results):
                 f" {peak:>12} {'yes' if r['under_2gb'] else 'NO':>5} {r['groups']:9d}"
                 f" {r['discernibility']:9.1f} {fmt(r['utility'].get('are'), '7.4f')}"
                 f"  {json.dumps(r['utility_vs_one']) if r['utility_vs_one'] else '(no 1-node release)'}")
+    out += ["", "utility values (ARE: anatomy's all / < 1 % / >= 1 % of the rows; condensation:"
+            " largest mean difference in SDs, mean and largest correlation difference):"]
+    for method, by_nodes in results["methods"].items():
+        for n, r in sorted(by_nodes.items()):
+            if not r.get("skipped"):
+                u = {k: round(v, 4) if isinstance(v, float) else v for k, v in r["utility"].items()}
+                out.append(f"  {method:15} {n:>2} {json.dumps(u)}")
     out += ["", "CTAS: " + ", ".join(f"{n} node(s) {s:.2f} s" for n, s in results["ctas_nodes"].items())
             + (f"; one node, all rows: {results['ctas_one']:.2f} s" if results["ctas_one"] else
                "; one node, all rows: not measured (no 1-node configuration)")]

@@ -5,6 +5,8 @@ single-node benchmarks, applied to the union.
 * anatomy: ARE of 001's random COUNT queries (deid.methods.metrics: random_count_queries,
   exact_count, anatomy_estimate, are -- as bench/bench_anatomy.py), the QIT and the count
   table of the union, a group being (node, group_id).
+* condensation: the released rows' means and correlations against the source's (one-hot
+  categories; bench/bench_condensation_kernel.py: coded_view, moment_errors), over the union.
 * disassociation: ARE (003 Def. 2, deid.methods.disassociation.metrics_sets.are) of a W2-like
   workload (bench/bench_disassociation_kernel.workload: random sets of codes grown from one
   record) on reconstructions (003 Fig. 5, deid.methods.disassociation.disassociate.reconstruct)
@@ -23,11 +25,14 @@ from psycopg import sql
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "python_udfs"))
+from bench_condensation_kernel import coded_view, moment_errors  # noqa: E402
 from bench_disassociation_kernel import workload as itemset_workload  # noqa: E402
 from deid.methods import metrics  # noqa: E402
 from deid.methods.disassociation import metrics_sets  # noqa: E402
 from deid.methods.disassociation.disassociate import reconstruct  # noqa: E402
 
+CONDENSED = {"age": "int", "sex": "categorical", "race": "categorical", "pt": "categorical",
+             "surv_months": "int", "vital": "categorical"}
 ANATOMY_QI = ["age", "sex", "race", "zip"]
 ANATOMY_SENSITIVE = ["diagnosis"]
 ANATOMY_CATEGORICAL = ("sex", "race", "diagnosis")
@@ -145,6 +150,41 @@ def read_anatomy_release(coord, relations, values):
         node, code_expr("diagnosis", values["diagnosis"]), sql.Identifier(*st.split("."))), 4)
     return (dict(zip(["node", "group_id", "age", "sex", "race", "zip"], q)),
             dict(zip(["node", "group_id", "diagnosis", "count"], t)))
+
+
+# --------------------------------------------------------------------------- condensation (004)
+
+def _condensed_columns(values):
+    return sql.SQL(", ").join(
+        code_expr(c, values[c]) if c in values else sql.SQL("{}::int4").format(sql.Identifier(c))
+        for c in CONDENSED)
+
+
+def read_condensation_source(nodes):
+    """condensation's columns of every node's source rows (bench.survival) as one int64
+    matrix (categories coded by their rank over all nodes), and the dictionaries."""
+    texts = [c for c, kind in CONDENSED.items() if kind == "categorical" and c != "vital"]
+    values = {c: sorted({v for conn in nodes for (v,) in conn.execute(
+        sql.SQL("SELECT DISTINCT {}::text FROM bench.survival").format(sql.Identifier(c)))})
+        for c in texts}
+    parts = [np.stack(fetch_ints(conn, sql.SQL("SELECT {} FROM bench.survival").format(
+        _condensed_columns(values)), len(CONDENSED)), axis=1) for conn in nodes]
+    return np.concatenate(parts), values
+
+
+def read_condensation_release(coord, relations, values):
+    """The union of the parts of a condensation release (the synthetic rows, through the
+    coordinator's view), coded as the source."""
+    view = sql.Identifier(*relations[0].split("."))
+    return np.stack(fetch_ints(coord, sql.SQL("SELECT {} FROM {}").format(
+        _condensed_columns(values), view), len(CONDENSED)), axis=1)
+
+
+def condensation_moments(source, released):
+    """moment_errors of the released rows against the source's (one-hot over the source's
+    categories)."""
+    kinds = list(CONDENSED.values())
+    return moment_errors(coded_view(source, kinds), coded_view(released, kinds, like=source))
 
 
 # --------------------------------------------------------------------------- disassociation (003)
@@ -293,13 +333,15 @@ class Workloads:
 
     def __init__(self, n_queries, seed, reconstructions):
         self.n_queries, self.seed, self.reconstructions = n_queries, seed, reconstructions
-        self.anatomy = self.diagnoses = None
+        self.anatomy = self.diagnoses = self.condensation = None
 
     def describe(self):
         return (f"anatomy ARE: {self.n_queries} random COUNT queries of 1-4 conditions (one on"
                 f" diagnosis; age, sex, race, zip; ranges on age and zip), seed {self.seed};"
                 f" disassociation ARE: {self.n_queries} random sets of 1-3 codes grown from one"
-                f" record, seed {self.seed}, mean of {self.reconstructions} reconstruction(s)")
+                f" record, seed {self.seed}, mean of {self.reconstructions} reconstruction(s);"
+                " condensation: means and correlations of age, surv_months and one-hot sex, race,"
+                " pt, vital against the source's")
 
     def measure(self, connect, members, method, relations, k):
         """The utility computed on the coordinator's views of a release (its `relations`);
@@ -317,6 +359,12 @@ class Workloads:
                     qit, st = read_anatomy_release(coord, relations, values)
                     a = anatomy_are(actual, n, queries, qit, st)
                     return {"are": a["all"], "are_small": a["small"], "are_large": a["large"]}
+                if method == "condensation":
+                    if self.condensation is None:
+                        self.condensation = read_condensation_source(nodes)
+                    source, values = self.condensation
+                    return condensation_moments(
+                        source, read_condensation_release(coord, relations, values))
                 if method == "disassociation":
                     if self.diagnoses is None:
                         self.diagnoses = read_diagnoses(nodes)

@@ -171,3 +171,20 @@ def test_disassociated_union_without_shared_chunks():
     assert union.subrecord_codes.tolist() == [0, 1, 2, 1]
     rc = reconstruct(union, 3)
     assert rc.offsets[-1] == 6 and sorted(rc.codes.tolist()) == [0, 0, 1, 1, 2, 3]
+
+
+def test_condensation_moments_of_the_union():
+    rng = np.random.default_rng(4)
+    n = 2000
+    src = np.stack([rng.integers(20, 90, n), rng.integers(0, 2, n), rng.integers(0, 4, n),
+                    rng.integers(0, 8, n), rng.integers(1, 120, n), rng.integers(0, 2, n)], axis=1)
+    same = du.condensation_moments(src, src[rng.permutation(n)])
+    assert same["mean_diff_max"] < 1e-9 and same["corr_diff_max"] < 1e-9
+    shifted = src.copy()
+    shifted[:, 0] += 5                      # every age 5 years older
+    assert du.condensation_moments(src, shifted)["mean_diff_max"] == pytest.approx(
+        5 / src[:, 0].std())
+    # a category the release lacks: compared over the source's levels, same width
+    fewer = src.copy()
+    fewer[:, 2] = np.minimum(fewer[:, 2], 2)
+    assert du.condensation_moments(src, fewer)["corr_diff_max"] > 0
