@@ -70,7 +70,7 @@ WARM_ROWS = 2000             # rows a node of the warm-up's tiny sources
 IDLE_1M = {"anatomy": {1: 9.7, 2: 7.2, 4: 6.8}, "generalization": {1: 6.3, 2: 4.8, 4: 5.1},
            "condensation": {1: 53.3, 2: 18.6, 4: 14.5}, "disassociation": {1: 20.1, 2: 13.5, 4: 12.3}}
 KB_PER_ROW = {"anatomy": 0.31, "generalization": 0.28, "condensation": 0.9, "disassociation": 0.85}
-LOAD_PER_1M = 20.0
+LOAD_PER_1M = 40.0
 
 # the rows: every column a hash of the patient id i (skewed where the sample is)
 GENERATE = """
@@ -371,7 +371,7 @@ def plan(methods, nodes, rows, timings, max_node_mb, queries, reconstructions):
                 continue
             skip[(m, n)] = None
             model[(m, n)] = IDLE_1M[m][min(n, 4)] * scale * len(timings) + scale * {
-                "anatomy": 0.05 * queries, "generalization": 0.5, "condensation": 3,
+                "anatomy": 0.05 * queries, "generalization": 0.5, "condensation": 20,
                 "disassociation": 0.016 * queries * (reconstructions + 1)}[m]
     return skip, model
 

@@ -63,7 +63,7 @@ def table(results):
                 f"{method:15} {n:>5} {fmt(cold.get('seconds'), '8.2f')} {fmt(warm.get('seconds'), '8.2f')}"
                 f" {fmt(cw, '5.2f')} {fmt(r['ratio_ctas_one'], '7.2f')} {fmt(r['ratio_ctas_nodes'], '7.2f')}"
                 f" {peak:>12} {'yes' if r['under_2gb'] else 'NO':>5} {r['groups']:9d}"
-                f" {r['discernibility']:9.1f} {fmt(r['utility'].get('are'), '7.4f')}"
+                f" {r['discernibility']:9.1f} {fmt(r['utility'].get('are'), '7.3g')}"
                 f"  {json.dumps(r['utility_vs_one']) if r['utility_vs_one'] else '(no 1-node release)'}")
     out += ["", "utility values (ARE: anatomy's all / < 1 % / >= 1 % of the rows; condensation:"
             " largest mean difference in SDs, mean and largest correlation difference):"]
