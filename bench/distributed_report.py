@@ -95,8 +95,9 @@ def plot(results, path):
             ys = [r[timing]["seconds"] / results["ctas_one"] if results["ctas_one"] and timing in r
                   else (r[timing]["seconds"] / results["ctas_nodes"][n] if timing in r else np.nan)
                   for n, r in done.items()]
-            ax[0].plot(ns, ys, style, color=color, marker="o",
-                       label=f"{method} {timing}" if timing == "warm" or i == 0 else None)
+            if timing in results["timings"]:
+                ax[0].plot(ns, ys, style, color=color, marker="o",
+                           label=method if timing == "warm" else None)
         ax[1].plot(ns, [max(r.get("peak_cold_mb") or 0, r.get("peak_warm_mb") or 0)
                         for r in done.values()], marker="o", color=color, label=method)
         key = "are" if method in ("anatomy", "disassociation") else \
