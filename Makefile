@@ -11,7 +11,7 @@ TEST_DB := deid_test
 
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo demo-cluster stop-cluster test unit integration pgtap venv bench bench-eval eval-condensation clean fuzz dist pgxn-check
+.PHONY: all deps install start stop url psql demo demo-cluster stop-cluster test unit integration pgtap venv bench bench-distributed bench-eval eval-condensation clean fuzz dist pgxn-check
 
 ## all: build the extension's SQL scripts, as any user (`pgxn install` runs make, then sudo make install)
 all:
@@ -97,6 +97,15 @@ unit: venv
 ## bench: benchmarks (write numbers and PNG plots under bench/results/)
 bench: start venv
 	$(VENV)/bin/python bench/run_all.py
+
+## bench-distributed: releases over 1, 2 and 4 local nodes (PL/Proxy; coordinator and nodes on
+## DEID_SHARD_PORT and the next NODES ports, data in ./.bench_shard), cold and warm, CTAS ratios,
+## node peaks, utility against the 1-node release (docs/benchmarks.md); e.g. ROWS=10000000 NODES=2,4
+ROWS ?= 1000000
+NODES ?= 1,2,4
+BENCH_ARGS ?=
+bench-distributed: install venv
+	$(VENV)/bin/python bench/bench_distributed.py --rows $(ROWS) --nodes $(NODES) $(BENCH_ARGS)
 
 ## bench-eval: the benchmark-only virtualenv (statsmodels, lifelines, scikit-survival, copulas,
 ## DataSynthesizer, anonymeter) in bench/.venv-eval -- never the server's Python

@@ -88,12 +88,14 @@ def speed(sizes, repeat, workers):
         print(f"growth exponent (least squares over all sizes): {np.polyfit(ns, ts, 1)[0]:.2f}")
 
 
-def coded_view(X):
-    """Numeric columns and one-hot blocks (the release's statistics are compared on these)."""
+def coded_view(X, kinds=KINDS, like=None):
+    """Numeric columns and one-hot blocks over the levels of `like` (default X itself): the
+    release's statistics are compared on these."""
+    ref = X if like is None else like
     cols = []
-    for j, kd in enumerate(KINDS):
+    for j, kd in enumerate(kinds):
         if kd == "categorical":
-            for level in np.unique(X[:, j])[:-1]:
+            for level in np.unique(ref[:, j])[:-1]:
                 cols.append((X[:, j] == level).astype(float))
         else:
             cols.append(X[:, j])
@@ -114,15 +116,22 @@ def feature_sse(X, res):
     return total
 
 
-def utility(X, res):
-    a, b = coded_view(X), coded_view(res.synthetic)
+def moment_errors(a, b):
+    """The released rows' first and second moments against the original's, on coded views
+    (coded_view): the largest |difference of means| in the original's SDs, the mean and the
+    largest |difference of correlations|."""
     sd = a.std(axis=0)
     sd[sd == 0] = 1
     mean_diff = np.abs(a.mean(0) - b.mean(0)) / sd
     ca, cb = np.corrcoef(a.T), np.corrcoef(b.T)
     corr = np.abs(np.nan_to_num(ca) - np.nan_to_num(cb))[np.triu_indices(a.shape[1], 1)]
-    return {"sse": feature_sse(X, res), "mean_diff_max": mean_diff.max(),
-            "corr_diff_mean": corr.mean(), "corr_diff_max": corr.max()}
+    return {"mean_diff_max": float(mean_diff.max()), "corr_diff_mean": float(corr.mean()),
+            "corr_diff_max": float(corr.max())}
+
+
+def utility(X, res):
+    return dict(sse=feature_sse(X, res),
+                **moment_errors(coded_view(X), coded_view(res.synthetic, like=X)))
 
 
 def blocked_vs_exact(rows, seeds, workers):

@@ -3,7 +3,8 @@
 # directory, its own port and socket, run by an unprivileged OS user).
 #   cluster.sh start | stop | url [database] | status | ensure-user
 # Environment: DEID_PGDATA (default ./.pgdata), DEID_PGPORT (default 54329),
-#              DEID_OS_USER (default deid), PG_BINDIR (default from pg_config).
+#              DEID_OS_USER (default deid), PG_BINDIR (default from pg_config),
+#              DEID_PG_OPTIONS (extra server options at start, e.g. "-c shared_buffers=128MB").
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 PGROOT="${DEID_PGDATA:-$here/.pgdata}"
@@ -77,7 +78,7 @@ start() {
     else
         # -p: the port asked for now wins over the one written at initdb (a
         # cluster directory reused by a clone at the same path, another port)
-        as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$PGROOT/server.log" -w -t 60 -o "-p $PORT" start >/dev/null \
+        as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$PGROOT/server.log" -w -t 60 -o "-p $PORT ${DEID_PG_OPTIONS:-}" start >/dev/null \
             || { tail -20 "$PGROOT/server.log" >&2; exit 1; }
         echo "deid cluster started on port $PORT (socket $SOCK)"
     fi

@@ -13,7 +13,9 @@
 #   shard-cluster.sh member WHO start|stop   one member only (the tests stop a node)
 # Environment: DEID_SHARD_DIR (default ./.shard), DEID_SHARD_PORT (the coordinator's port,
 # default 54341; node i listens on DEID_SHARD_PORT + 1 + i), DEID_SHARD_NODES (default 2, a
-# power of 2: PL/Proxy's partitions), PG_BINDIR, DEID_OS_USER (as scripts/cluster.sh).
+# power of 2: PL/Proxy's partitions, up to 64), DEID_SHARD_SHARED_BUFFERS (every member's
+# shared_buffers, default 128MB: small, so that 8 nodes fit on one machine and a backend's
+# VmHWM holds little of the buffer pool), PG_BINDIR, DEID_OS_USER (as scripts/cluster.sh).
 #
 # Connections: the coordinator reaches each node over the node's Unix socket, as the calling
 # role (PL/Proxy appends user=current_user); the user mapping is FOR PUBLIC and holds no
@@ -24,6 +26,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 DIR="${DEID_SHARD_DIR:-$here/.shard}"
 BASE="${DEID_SHARD_PORT:-54341}"
 NODES="${DEID_SHARD_NODES:-2}"
+BUFFERS="${DEID_SHARD_SHARED_BUFFERS:-128MB}"
 BINDIR="${PG_BINDIR:-$(pg_config --bindir)}"
 export PG_BINDIR="$BINDIR"
 SERVER=deid_shards
@@ -40,7 +43,8 @@ port_of() {   # coord | nodeI
 members() { echo coord; i=0; while [ "$i" -lt "$NODES" ]; do echo "node$i"; i=$((i + 1)); done; }
 cl() {        # cl WHO cluster.sh-args...
     local who=$1; shift
-    DEID_PGDATA="$DIR/$who" DEID_PGPORT=$(port_of "$who") sh "$here/scripts/cluster.sh" "$@"
+    DEID_PGDATA="$DIR/$who" DEID_PGPORT=$(port_of "$who") \
+        DEID_PG_OPTIONS="-c shared_buffers=$BUFFERS" sh "$here/scripts/cluster.sh" "$@"
 }
 url() { cl "$1" url "${2:-postgres}"; }
 sock() { local root="$DIR/$1"; [ -L "$root" ] && root=$(readlink -f "$root"); echo "$root/run"; }
