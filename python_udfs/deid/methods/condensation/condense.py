@@ -201,8 +201,10 @@ def condense(X, kinds, k, options=None, **chosen):
                         "per status subset",
                         hint="use block_rows='auto' (k-d blocks) for larger tables")
     attrs = [j for j in range(m) if not (split and j == status)]
-    coded, layout = _code_attributes(X, kinds, attrs)
-    features = coded * _feature_scale(coded, layout, attr_weights)
+    # the clustering features are the coded matrix scaled in place; it is coded again for the
+    # synthesis once the clustering is done (one (n, p) matrix alive at a time, same values)
+    features, layout = _code_attributes(X, kinds, attrs)
+    features *= _feature_scale(features, layout, attr_weights)
     timings = {"validate_code": time.perf_counter() - t_start}
 
     # Alg. 2 step 1 (status split), then the partition step: k-d blocks of every subset
@@ -245,17 +247,21 @@ def condense(X, kinds, k, options=None, **chosen):
 
     # Alg. 2 step 2.d.i / Alg. 1 steps 5-6: moment-exact Alg. 3 per cluster
     t0 = time.perf_counter()
+    del features, jobs
+    coded, layout = _code_attributes(X, kinds, attrs)
     guard = [0, 0]
     synthetic_coded = pca_synthesis.synthesize_clusters(
         coded, cluster_id, _rng(base_seed, _STREAM_SYNTH),
         guard_rounds=_check_count(o.distance_guard, "distance_guard", 0,
                                   "redraws of a cluster with rows next to a source row"),
         guard_counts=guard)
+    del coded
     timings["synthesize"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     grouping = release_values.grouping_of(cluster_id)
     unrounded = _decode(synthetic_coded, layout, X, cluster_id, grouping, categories)
+    del synthetic_coded, layout
     if split:
         unrounded[:, status] = X[:, status]          # the status is not synthesised (2.d.i)
     release_values.keep_cluster_constants(unrounded, X, cluster_id, grouping,
@@ -270,12 +276,14 @@ def condense(X, kinds, k, options=None, **chosen):
     order = _rng(base_seed, _STREAM_ORDER).permutation(n)
     cluster_size = grouping[1]
     mean, sd = _cluster_stats(X, kinds, cluster_id, n_clusters, cluster_size)
+    released = np.take(released, order, axis=0)      # one (n, m) copy alive at a time
+    unrounded = np.take(unrounded, order, axis=0)
     timings["decode"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     return CondensationResult(
-        cluster_id=cluster_id, n_clusters=n_clusters, synthetic=np.take(released, order, axis=0),
+        cluster_id=cluster_id, n_clusters=n_clusters, synthetic=released,
         synthetic_cluster_id=cluster_id[order],
-        synthetic_unrounded=np.take(unrounded, order, axis=0),
+        synthetic_unrounded=unrounded,
         cluster_size=cluster_size, cluster_status=np.asarray(status_of_cluster, dtype=np.int64),
         cluster_block=np.asarray(block_of_cluster, dtype=np.int64), cluster_mean=mean,
         cluster_sd=sd, n_blocks=n_blocks, algorithm=algorithm,
@@ -407,9 +415,11 @@ def _decode(synthetic_coded, layout, X, cluster_id, grouping, decoding):
     for j, kind, first, stop, info in layout:
         if kind == "categorical":
             levels, basis, codes = info
-            scores = synthetic_coded[:, first:stop] @ basis.T     # one-hot block minus 1/L
+            # one-hot block minus 1/L, (n, L) as the transpose of a C-ordered (L, n) block
+            scores = (basis @ synthetic_coded[:, first:stop].T).T
             out[:, j] = levels[release_values.decode_categories(
                 scores, codes, cluster_id, grouping, decoding)]
+            del scores
         else:
             mean, sd = info
             out[:, j] = synthetic_coded[:, first] * sd + mean
@@ -448,7 +458,7 @@ def _check_table(X, kinds, k):
     if not _is_int(k, 2):
         _invalid("k must be an integer >= 2", "k is the least number of source rows per cluster")
     try:
-        X = np.array(X, dtype=np.float64, copy=True)
+        X = np.asarray(X, dtype=np.float64)          # read only: condense never writes X
     except (TypeError, ValueError):
         _invalid("the table must be numeric", "code categorical values as numbers")
     if X.ndim != 2:

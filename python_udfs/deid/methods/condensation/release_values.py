@@ -336,7 +336,10 @@ def decode_categories(scores, source_codes, cluster_id, grouping, mode="counts")
     by_level = np.ascontiguousarray(scores.T)            # (L, n): maxima across rows
     for i, level in enumerate(fill_order[:-1]):
         rest = fill_order[i + 1:]
-        margin = by_level[level] - by_level[rest].max(axis=0)
+        margin = by_level[rest[0]].copy()                  # max over the levels not yet filled
+        for other in rest[1:]:
+            np.maximum(margin, by_level[other], out=margin)
+        np.subtract(by_level[level], margin, out=margin)
         margin[assigned >= 0] = -np.inf
         perm = segment_argsort(-margin[order], sizes, starts)           # best first
         rank = np.empty(n, dtype=np.int64)
