@@ -12,6 +12,11 @@ checks).
 
     PYTHONPATH=python_udfs python bench/bench_condensation_scale.py \
         [--sizes 100000,500000,1000000,5000000] [--out bench/results/condensation_scale.json]
+
+``--server`` times the same request through the private cluster instead (bench/common.py's
+URL; bench_distributed.py's rows and request, one node): per size, a CREATE TABLE AS of the
+rows, then the request on a fresh session (PL/Python's first import included, as on a node),
+its phases from the release log and the backend's VmHWM.  Timed runs hold DEID_BENCH_LOCK.
 """
 import argparse
 import json
@@ -90,13 +95,72 @@ def one(n):
     return out
 
 
+def server(sizes, label, out):
+    import contextlib
+    import fcntl
+    import os
+    sys.path.insert(0, str(ROOT / "bench"))
+    import common
+    import bench_distributed as bd
+
+    @contextlib.contextmanager
+    def lock():
+        with open(os.environ.get("DEID_BENCH_LOCK", str(ROOT / "bench" / ".lock")), "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    source, method, k, _, columns, options = bd.REQUESTS["condensation"]
+    print(f"condensation through the server, one node, {source}, k={k} {label}")
+    print(f"{'rows':>9} {'CTAS':>6} {'request':>8} {'/CTAS':>6} {'peak MB':>8}  phases (s)")
+    rows = []
+    for n in sizes:
+        c = common.fresh_database("deid_bench_cnd")
+        c.execute("CREATE SCHEMA bench")
+        c.execute(bd.GENERATE.replace(":nodes", "1").replace(":part", "0")
+                  .replace(":n", str(int(n))))
+        for q in bd.CATALOG:
+            c.execute(*(q if isinstance(q, tuple) else (q,)))
+        with lock():
+            t = time.perf_counter()
+            c.execute("CREATE TABLE bench.ctas AS SELECT * FROM bench.survival")
+            ctas = time.perf_counter() - t
+        c.close()
+        with common.connect("deid_bench_cnd") as fresh:
+            fresh.execute("SET client_min_messages = warning")
+            with lock():
+                t = time.perf_counter()
+                fresh.execute("SELECT * FROM deid.anonymize_request(%s, %s, k => %s,"
+                              " columns => %s, options => %s, release => 'b')",
+                              [source, method, k, columns, json.dumps(options)]).fetchone()
+                seconds = time.perf_counter() - t
+            peak = common.backend_peak_kb(fresh) / 1024
+            metrics = fresh.execute("SELECT metrics FROM deid.release WHERE name = 'b'"
+                                    ).fetchone()[0]
+        phases = metrics["seconds"]
+        rows.append({"rows": n, "ctas": ctas, "seconds": seconds, "peak_mb": peak,
+                     "phases": phases, "kernel_seconds": metrics.get("kernel_seconds")})
+        print(f"{n:>9} {ctas:6.2f} {seconds:8.2f} {seconds / ctas:6.1f} {peak:8.0f}  "
+              + " ".join(f"{p}={v:.2f}" for p, v in phases.items() if isinstance(v, float)),
+              flush=True)
+    path = pathlib.Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"label": label, "server": rows}, indent=1) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--server", action="store_true")
     ap.add_argument("--sizes", default="100000,500000,1000000,5000000")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "condensation_scale.json"))
     ap.add_argument("--label", default="")
     a = ap.parse_args()
+    if a.server:
+        server([int(s) for s in a.sizes.split(",") if s], a.label, a.out)
+        return
     if a.one:
         print(json.dumps(one(a.one)))
         return

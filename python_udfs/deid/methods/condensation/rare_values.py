@@ -22,8 +22,13 @@ equal to a source combination (over all released columns) of fewer than k rows a
 each to the nearest clean permissible row: one value of a numeric column that is not constant
 in the row's cluster by whole grains of its column (up to r grains in round r; the move
 closest to the row's unrounded synthetic value first), else the row's category swapped with
-another row of its cluster.  A row with no clean move takes a random permissible move and is
-tried again next round.  The
+another row of its cluster (the first clean partner in the cluster's member order, found for
+all the round's stuck rows at once; swaps applied together touch disjoint rows, a row that
+loses a partner to an earlier row tries again).  A row with no clean move takes a random
+permissible move and is tried again next round; a round re-checks the rows it moved at
+random (every other row it changed was checked clean), the whole release is checked before
+returning.  Numpy throughout: a round costs about linear time in its rows and their
+clusters' sizes (rare keys are looked up by bucket, :class:`KeySet`).  The
 moment-exact synthetic values (004 Alg. 3, ``synthetic_unrounded``) do not change: a move
 picks another permissible value next to them, as rounding does; every cluster keeps its
 category counts.  Rows still equal to a rare source row after ``max_rounds`` rounds refuse
@@ -264,15 +269,7 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
 
 def _varies(source, cluster, n_clusters):
     """(n_clusters, m): the column is not constant among the cluster's source rows."""
-    order = np.argsort(cluster, kind="stable")
-    sizes = np.bincount(cluster, minlength=n_clusters)
-    starts = np.cumsum(sizes) - sizes
-    grouped = source[order]
-    nonempty = sizes > 0
-    out = np.zeros((n_clusters, source.shape[1]), dtype=bool)
-    s = starts[nonempty]
-    out[nonempty] = np.maximum.reduceat(grouped, s, axis=0) > np.minimum.reduceat(grouped, s, axis=0)
-    return out
+    return _varies_grouped(source, _members(cluster, n_clusters), range(source.shape[1]))
 
 
 def _varies_grouped(values, members, columns):
