@@ -248,13 +248,13 @@ def condense(X, kinds, k, options=None, **chosen):
     # Alg. 2 step 2.d.i / Alg. 1 steps 5-6: moment-exact Alg. 3 per cluster
     t0 = time.perf_counter()
     del features, jobs
-    coded, layout = _code_attributes(X, kinds, attrs)
+    coded = coded_matrix(X, layout)
     guard = [0, 0]
     synthetic_coded = pca_synthesis.synthesize_clusters(
         coded, cluster_id, _rng(base_seed, _STREAM_SYNTH),
         guard_rounds=_check_count(o.distance_guard, "distance_guard", 0,
                                   "redraws of a cluster with rows next to a source row"),
-        guard_counts=guard)
+        guard_counts=guard, in_place=True)
     del coded
     timings["synthesize"] = time.perf_counter() - t0
 
@@ -349,13 +349,13 @@ def _code_attributes(X, kinds, attrs):
     Helmert-type basis H, L x (L - 1)); info = (levels, H, level index of every row).  Distances, means and covariances
     are those of the one-hot block (an isometry), with one coordinate less per attribute."""
     n = X.shape[0]
-    layout, codes_of, p = [], {}, 0
+    layout, p = [], 0
     for j in attrs:
         if kinds[j] == "categorical":
-            levels, codes_of[j] = _factorize(X[:, j])
+            levels, codes = _factorize(X[:, j])
             basis = _simplex_basis(levels.size)
             layout.append((j, "categorical", p, p + basis.shape[1],
-                           (levels, basis, codes_of[j])))
+                           (levels, basis, _small_ints(codes, levels.size))))
             p += basis.shape[1]
         else:
             col = X[:, j]
@@ -363,14 +363,21 @@ def _code_attributes(X, kinds, attrs):
             sd = col.std() if n else 0.0
             layout.append((j, kinds[j], p, p + 1, (mean, sd if sd > 0 else 1.0)))
             p += 1
-    coded = np.empty((n, p))
+    return coded_matrix(X, layout, p), layout
+
+
+def coded_matrix(X, layout, p=None):
+    """The coded (n, p) matrix of ``X`` under ``layout`` (:func:`_code_attributes`)."""
+    p = layout[-1][3] if p is None and layout else (p or 0)
+    coded = np.empty((X.shape[0], p))
     for j, kind, first, stop, info in layout:
         if kind == "categorical":
-            coded[:, first:stop] = np.take(info[1], codes_of[j], axis=0)
+            for c in range(stop - first):       # a column at a time: no (n, L) temporary
+                coded[:, first + c] = info[1][:, c][info[2]]
         else:
             np.subtract(X[:, j], info[0], out=coded[:, first])
             coded[:, first] /= info[1]
-    return coded, layout
+    return coded
 
 
 def _factorize(col):
@@ -410,20 +417,33 @@ def _feature_scale(coded, layout, attr_weights):
 
 def _decode(synthetic_coded, layout, X, cluster_id, grouping, decoding):
     """Synthetic values in the table's units; categories by :func:`.release_values.
-    decode_categories` from the synthetic one-hot block (step 2.d.iii)."""
-    out = np.array(X, dtype=np.float64, copy=True)    # columns not coded: status (kept)
+    decode_categories` from the synthetic one-hot block (step 2.d.iii).  The categories are
+    decoded before the (n, m) output exists (less alive at the decoding's peak)."""
+    decoded = {}
     for j, kind, first, stop, info in layout:
         if kind == "categorical":
             levels, basis, codes = info
             # one-hot block minus 1/L, (n, L) as the transpose of a C-ordered (L, n) block
             scores = (basis @ synthetic_coded[:, first:stop].T).T
-            out[:, j] = levels[release_values.decode_categories(
-                scores, codes, cluster_id, grouping, decoding)]
+            decoded[j] = _small_ints(release_values.decode_categories(
+                scores, codes, cluster_id, grouping, decoding), levels.size)
             del scores
+    out = np.array(X, dtype=np.float64, copy=True)    # columns not coded: status (kept)
+    for j, kind, first, stop, info in layout:
+        if kind == "categorical":
+            out[:, j] = info[0][decoded.pop(j)]
         else:
             mean, sd = info
             out[:, j] = synthetic_coded[:, first] * sd + mean
     return out
+
+
+def _small_ints(codes, size):
+    """``codes`` (indices below ``size``) in the smallest signed integer type that holds them."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if size <= np.iinfo(dtype).max:
+            return codes.astype(dtype)
+    return codes.astype(np.int64)
 
 
 def _cluster_stats(X, kinds, cluster_id, n_clusters, sizes):
