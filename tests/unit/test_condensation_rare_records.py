@@ -365,3 +365,44 @@ def test_moving_rare_copies_keeps_every_clusters_category_counts(shape, seed):
         pytest.fail("these inputs are satisfiable")
     for b, a in zip(before, counts(released)):
         assert np.array_equal(a, b)
+
+
+def _stuck_table(seed, n=600, size=12):
+    """Clusters whose rows sit on rare source rows with two categorical columns to swap."""
+    rng = np.random.default_rng(seed)
+    cluster = np.repeat(np.arange(n // size), size)
+    source = np.c_[rng.integers(0, 4, n), rng.integers(0, 3, n), rng.integers(0, 40, n)].astype(float)
+    released = source.copy()
+    for c in range(n // size):                   # the categories shuffled within the cluster
+        rows = np.flatnonzero(cluster == c)
+        for j in (0, 1):
+            released[rows, j] = released[rng.permutation(rows), j]
+    return cluster, source, released
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_category_swaps_run_for_every_stuck_row_at_once(seed):
+    """The swaps of a round are found for all its stuck rows together: every accepted swap
+    exchanges one column's values of two rows of one cluster, each row in at most one swap, and
+    both rows then equal no rare source row; the rows no swap frees stay as they were."""
+    from deid.methods.condensation.rare_values import _members, _swaps, rare_keys, _keys, _member
+    cluster, source, released = _stuck_table(seed)
+    rare = rare_keys(source, 5)
+
+    def is_rare(rows):
+        return _member(_keys(rows), rare)
+
+    stuck = np.flatnonzero(is_rare(released))
+    assert stuck.size > 20
+    before = released.copy()
+    members = _members(cluster, int(cluster.max()) + 1)
+    left = _swaps(released, stuck, cluster, members, [0, 1], is_rare)
+    changed = np.flatnonzero((released != before).any(axis=1))
+    assert changed.size and not is_rare(released[changed]).any()
+    assert set(left.tolist()) <= set(stuck.tolist()) and left.size < stuck.size
+    assert not set(left.tolist()) & set(changed.tolist())      # a row not freed is untouched
+    assert not is_rare(np.delete(released, left, axis=0)).any()
+    assert np.array_equal(released[:, 2], before[:, 2])
+    for j in (0, 1):                                              # counts per cluster kept
+        assert np.array_equal(np.bincount(cluster * 8 + released[:, j].astype(int)),
+                              np.bincount(cluster * 8 + before[:, j].astype(int)))

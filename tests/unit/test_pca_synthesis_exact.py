@@ -60,3 +60,18 @@ def test_whitened_draws_are_orthonormal_and_centred():
     for i in range(3):
         assert np.allclose(q[i].T @ q[i], np.eye(6), atol=1e-13)
         assert np.allclose(q[i].sum(axis=0), 0, atol=1e-13)
+
+
+def test_synthesis_in_place_overwrites_the_input_with_the_same_rows():
+    """The kernel synthesises into its coded matrix (one (n, p) matrix alive, not two): the
+    rows are those of a separate output, bit for bit, for clusters of several sizes."""
+    from deid.methods.condensation.pca_synthesis import synthesize_clusters
+    rng = np.random.default_rng(3)
+    cluster = np.r_[np.repeat(np.arange(30), 7), np.repeat(np.arange(30, 40), 12), [40] * 3]
+    rng.shuffle(cluster)
+    coded = rng.normal(size=(cluster.size, 5))
+    apart = synthesize_clusters(coded, cluster, np.random.default_rng(9))
+    inside = coded.copy()
+    same = synthesize_clusters(inside, cluster, np.random.default_rng(9), in_place=True)
+    assert same is inside
+    assert np.array_equal(inside, apart)

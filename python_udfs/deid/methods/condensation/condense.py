@@ -201,8 +201,10 @@ def condense(X, kinds, k, options=None, **chosen):
                         "per status subset",
                         hint="use block_rows='auto' (k-d blocks) for larger tables")
     attrs = [j for j in range(m) if not (split and j == status)]
-    coded, layout = _code_attributes(X, kinds, attrs)
-    features = coded * _feature_scale(coded, layout, attr_weights)
+    # the clustering features are the coded matrix scaled in place; it is coded again for the
+    # synthesis once the clustering is done (one (n, p) matrix alive at a time, same values)
+    features, layout = _code_attributes(X, kinds, attrs)
+    features *= _feature_scale(features, layout, attr_weights)
     timings = {"validate_code": time.perf_counter() - t_start}
 
     # Alg. 2 step 1 (status split), then the partition step: k-d blocks of every subset
@@ -245,17 +247,21 @@ def condense(X, kinds, k, options=None, **chosen):
 
     # Alg. 2 step 2.d.i / Alg. 1 steps 5-6: moment-exact Alg. 3 per cluster
     t0 = time.perf_counter()
+    del features, jobs
+    coded = coded_matrix(X, layout)
     guard = [0, 0]
     synthetic_coded = pca_synthesis.synthesize_clusters(
         coded, cluster_id, _rng(base_seed, _STREAM_SYNTH),
         guard_rounds=_check_count(o.distance_guard, "distance_guard", 0,
                                   "redraws of a cluster with rows next to a source row"),
-        guard_counts=guard)
+        guard_counts=guard, in_place=True)
+    del coded
     timings["synthesize"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     grouping = release_values.grouping_of(cluster_id)
     unrounded = _decode(synthetic_coded, layout, X, cluster_id, grouping, categories)
+    del synthetic_coded, layout
     if split:
         unrounded[:, status] = X[:, status]          # the status is not synthesised (2.d.i)
     release_values.keep_cluster_constants(unrounded, X, cluster_id, grouping,
@@ -270,12 +276,14 @@ def condense(X, kinds, k, options=None, **chosen):
     order = _rng(base_seed, _STREAM_ORDER).permutation(n)
     cluster_size = grouping[1]
     mean, sd = _cluster_stats(X, kinds, cluster_id, n_clusters, cluster_size)
+    released = np.take(released, order, axis=0)      # one (n, m) copy alive at a time
+    unrounded = np.take(unrounded, order, axis=0)
     timings["decode"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     return CondensationResult(
-        cluster_id=cluster_id, n_clusters=n_clusters, synthetic=np.take(released, order, axis=0),
+        cluster_id=cluster_id, n_clusters=n_clusters, synthetic=released,
         synthetic_cluster_id=cluster_id[order],
-        synthetic_unrounded=np.take(unrounded, order, axis=0),
+        synthetic_unrounded=unrounded,
         cluster_size=cluster_size, cluster_status=np.asarray(status_of_cluster, dtype=np.int64),
         cluster_block=np.asarray(block_of_cluster, dtype=np.int64), cluster_mean=mean,
         cluster_sd=sd, n_blocks=n_blocks, algorithm=algorithm,
@@ -341,13 +349,13 @@ def _code_attributes(X, kinds, attrs):
     Helmert-type basis H, L x (L - 1)); info = (levels, H, level index of every row).  Distances, means and covariances
     are those of the one-hot block (an isometry), with one coordinate less per attribute."""
     n = X.shape[0]
-    layout, codes_of, p = [], {}, 0
+    layout, p = [], 0
     for j in attrs:
         if kinds[j] == "categorical":
-            levels, codes_of[j] = _factorize(X[:, j])
+            levels, codes = _factorize(X[:, j])
             basis = _simplex_basis(levels.size)
             layout.append((j, "categorical", p, p + basis.shape[1],
-                           (levels, basis, codes_of[j])))
+                           (levels, basis, _small_ints(codes, levels.size))))
             p += basis.shape[1]
         else:
             col = X[:, j]
@@ -355,14 +363,21 @@ def _code_attributes(X, kinds, attrs):
             sd = col.std() if n else 0.0
             layout.append((j, kinds[j], p, p + 1, (mean, sd if sd > 0 else 1.0)))
             p += 1
-    coded = np.empty((n, p))
+    return coded_matrix(X, layout, p), layout
+
+
+def coded_matrix(X, layout, p=None):
+    """The coded (n, p) matrix of ``X`` under ``layout`` (:func:`_code_attributes`)."""
+    p = layout[-1][3] if p is None and layout else (p or 0)
+    coded = np.empty((X.shape[0], p))
     for j, kind, first, stop, info in layout:
         if kind == "categorical":
-            coded[:, first:stop] = np.take(info[1], codes_of[j], axis=0)
+            for c in range(stop - first):       # a column at a time: no (n, L) temporary
+                coded[:, first + c] = info[1][:, c][info[2]]
         else:
             np.subtract(X[:, j], info[0], out=coded[:, first])
             coded[:, first] /= info[1]
-    return coded, layout
+    return coded
 
 
 def _factorize(col):
@@ -402,18 +417,33 @@ def _feature_scale(coded, layout, attr_weights):
 
 def _decode(synthetic_coded, layout, X, cluster_id, grouping, decoding):
     """Synthetic values in the table's units; categories by :func:`.release_values.
-    decode_categories` from the synthetic one-hot block (step 2.d.iii)."""
-    out = np.array(X, dtype=np.float64, copy=True)    # columns not coded: status (kept)
+    decode_categories` from the synthetic one-hot block (step 2.d.iii).  The categories are
+    decoded before the (n, m) output exists (less alive at the decoding's peak)."""
+    decoded = {}
     for j, kind, first, stop, info in layout:
         if kind == "categorical":
             levels, basis, codes = info
-            scores = synthetic_coded[:, first:stop] @ basis.T     # one-hot block minus 1/L
-            out[:, j] = levels[release_values.decode_categories(
-                scores, codes, cluster_id, grouping, decoding)]
+            # one-hot block minus 1/L, (n, L) as the transpose of a C-ordered (L, n) block
+            scores = (basis @ synthetic_coded[:, first:stop].T).T
+            decoded[j] = _small_ints(release_values.decode_categories(
+                scores, codes, cluster_id, grouping, decoding), levels.size)
+            del scores
+    out = np.array(X, dtype=np.float64, copy=True)    # columns not coded: status (kept)
+    for j, kind, first, stop, info in layout:
+        if kind == "categorical":
+            out[:, j] = info[0][decoded.pop(j)]
         else:
             mean, sd = info
             out[:, j] = synthetic_coded[:, first] * sd + mean
     return out
+
+
+def _small_ints(codes, size):
+    """``codes`` (indices below ``size``) in the smallest signed integer type that holds them."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if size <= np.iinfo(dtype).max:
+            return codes.astype(dtype)
+    return codes.astype(np.int64)
 
 
 def _cluster_stats(X, kinds, cluster_id, n_clusters, sizes):
@@ -448,7 +478,7 @@ def _check_table(X, kinds, k):
     if not _is_int(k, 2):
         _invalid("k must be an integer >= 2", "k is the least number of source rows per cluster")
     try:
-        X = np.array(X, dtype=np.float64, copy=True)
+        X = np.asarray(X, dtype=np.float64)          # read only: condense never writes X
     except (TypeError, ValueError):
         _invalid("the table must be numeric", "code categorical values as numbers")
     if X.ndim != 2:

@@ -173,7 +173,8 @@ def synthesize_batch(clusters, rng):
     return synthetic
 
 
-def synthesize_clusters(coded, cluster_id, rng, guard_rounds=0, guard_counts=None):
+def synthesize_clusters(coded, cluster_id, rng, guard_rounds=0, guard_counts=None,
+                        in_place=False):
     """Synthetic rows for every cluster (004 Alg. 2 step 2.d.i with Alg. 3).
 
     ``coded``: float64 (n, p), numeric attributes (ideally standardised) and one-hot blocks;
@@ -183,10 +184,13 @@ def synthesize_clusters(coded, cluster_id, rng, guard_rounds=0, guard_counts=Non
     so position i carries no link to source row i beyond the cluster.  ``guard_rounds`` > 0:
     :func:`guard_distances` (beyond 004), the counts of synthetic rows closer to a source row
     than a held-out record before and after added to ``guard_counts`` ([before, after]).
+    ``in_place``: the synthetic rows overwrite ``coded`` (a float64 array) and are returned.
     """
     coded = np.asarray(coded, dtype=np.float64)
     n = coded.shape[0]
-    out = np.empty_like(coded)
+    # each batch reads its clusters' rows (a copy) before writing them, and clusters are
+    # disjoint: the output can overwrite the input (one (n, p) matrix instead of two)
+    out = coded if in_place else np.empty_like(coded)
     if n == 0:
         return out
     sizes = np.bincount(cluster_id)

@@ -35,7 +35,7 @@ from ...plan import Clusters, Labels, ReleasePlan, SourceCodes, Synthetic, Table
 from ...verify.condensation import Evidence
 
 NAME = "condensation"
-RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
+RELEASE_HEAP = True             # the heap trimmed after the method and each table (methods/contract.py)
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (

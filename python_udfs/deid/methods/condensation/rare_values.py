@@ -22,8 +22,13 @@ equal to a source combination (over all released columns) of fewer than k rows a
 each to the nearest clean permissible row: one value of a numeric column that is not constant
 in the row's cluster by whole grains of its column (up to r grains in round r; the move
 closest to the row's unrounded synthetic value first), else the row's category swapped with
-another row of its cluster.  A row with no clean move takes a random permissible move and is
-tried again next round.  The
+another row of its cluster (the first clean partner in the cluster's member order, found for
+all the round's stuck rows at once; swaps applied together touch disjoint rows, a row that
+loses a partner to an earlier row tries again).  A row with no clean move takes a random
+permissible move and is tried again next round; a round re-checks the rows it moved at
+random (every other row it changed was checked clean), the whole release is checked before
+returning.  Numpy throughout: a round costs about linear time in its rows and their
+clusters' sizes (rare keys are looked up by bucket, :class:`KeySet`).  The
 moment-exact synthetic values (004 Alg. 3, ``synthetic_unrounded``) do not change: a move
 picks another permissible value next to them, as rounding does; every cluster keeps its
 category counts.  Rows still equal to a rare source row after ``max_rounds`` rounds refuse
@@ -148,6 +153,38 @@ def _member(keys, sorted_keys):
     return sorted_keys[pos] == keys
 
 
+class KeySet:
+    """Membership in a set of 64-bit row keys (:func:`_keys`: uniformly spread): the sorted
+    keys cut into buckets by their top bits (about one key per bucket), so that a look-up
+    reads one bucket instead of a binary search over the whole set."""
+
+    def __init__(self, sorted_keys):
+        self.keys = np.asarray(sorted_keys, np.uint64)
+        self.bits = max(1, int(self.keys.size).bit_length())
+        self.shift = np.uint64(64 - self.bits)
+        self.starts = np.searchsorted(self.keys >> self.shift,
+                                      np.arange((1 << self.bits) + 1, dtype=np.uint64))
+        self.depth = int(np.diff(self.starts).max()) if self.keys.size else 0
+
+    def member(self, keys):
+        """keys found in the set."""
+        out = np.zeros(keys.shape, dtype=bool)
+        if self.depth == 0:
+            return out
+        bucket = (keys >> self.shift).astype(np.int64)
+        at = self.starts[bucket]
+        end = self.starts[bucket + 1]
+        last = self.keys.size - 1
+        for _ in range(self.depth):
+            live = at < end
+            if not live.any():
+                break
+            out |= live & (self.keys[np.minimum(at, last)] == keys)
+            at = at + 1
+        return out
+
+
+
 def avoid_rare_copies(source, source_cluster, released, released_cluster, unrounded, k, *,
                       decimals, relative, float32, categorical, fixed, rng, reluctant=None,
                       max_rounds=MAX_ROUNDS):
@@ -164,12 +201,12 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
     number of rows moved; raises DE001 when a row cannot be moved off every rare source row.
     """
     n, m = source.shape
-    rare = rare_keys(source, k) if n and m else np.zeros(0, np.uint64)
+    rare = KeySet(rare_keys(source, k) if n and m else np.zeros(0, np.uint64))
 
     def is_rare(rows):
-        return _member(_keys(rows), rare)
+        return rare.member(_keys(rows))
 
-    bad = np.flatnonzero(is_rare(released)) if rare.size else np.zeros(0, np.int64)
+    bad = np.flatnonzero(is_rare(released)) if rare.keys.size else np.zeros(0, np.int64)
     if bad.size == 0:
         return 0
     lo, hi = source.min(axis=0), source.max(axis=0)
@@ -183,6 +220,7 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
                and (decimals[j] >= 0 or relative[j] > 0)]
     swappable = [j for j in range(m) if categorical[j] and not fixed[j]]
     members = _members(released_cluster, n_clusters)
+    mixed = _varies_grouped(released, members, swappable)   # kept by the swaps
     moved = np.zeros(released.shape[0], dtype=bool)
 
     def move(bad, radius):
@@ -198,9 +236,8 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
             done = clean[np.arange(b), best]
             released[bad[done]] = cand[done, best[done]]
             bad, cand, valid, cost = bad[~done], cand[~done], valid[~done], cost[~done]
-        stuck = [i for i in bad.tolist() if not _swap(released, i, released_cluster, members,
-                                                      swappable, is_rare)]
-        if stuck and cand is not None:            # a random permissible move, tried again
+        stuck = _swaps(released, bad, released_cluster, members, swappable, is_rare, mixed)
+        if stuck.size and cand is not None:       # a random permissible move, tried again
             rows = np.searchsorted(bad, stuck)
             pick = _random_valid(valid[rows], cost[rows] < CONSTANT_COST, rng)
             ok = pick >= 0
@@ -208,14 +245,18 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
             # partner) another category since its candidates were drawn, and writing the stale
             # category back would change its cluster's category counts (004 Alg. 2 step 2.d.i)
             cols = np.asarray(numeric)
-            released[np.ix_(np.asarray(stuck)[ok], cols)] = cand[rows[ok], pick[ok]][:, cols]
+            released[np.ix_(stuck[ok], cols)] = cand[rows[ok], pick[ok]][:, cols]
 
     for round_ in range(max_rounds):
         moved[bad] = True
         chunk = max(1, CANDIDATE_CELLS // max(1, 2 * (round_ + 1) * len(numeric) * m))
         for start in range(0, bad.size, chunk):
             move(bad[start:start + chunk], round_ + 1)
-        bad = np.flatnonzero(is_rare(released))
+        # every row a round changed was checked clean, except the random moves of rows left
+        # stuck (all among ``bad``); the whole release is checked again before returning
+        bad = bad[is_rare(released[bad])]
+        if bad.size == 0:
+            bad = np.flatnonzero(is_rare(released))
         if bad.size == 0:
             return int(moved.sum())
     if is_rare(released).any():
@@ -228,14 +269,20 @@ def avoid_rare_copies(source, source_cluster, released, released_cluster, unroun
 
 def _varies(source, cluster, n_clusters):
     """(n_clusters, m): the column is not constant among the cluster's source rows."""
-    order = np.argsort(cluster, kind="stable")
-    sizes = np.bincount(cluster, minlength=n_clusters)
-    starts = np.cumsum(sizes) - sizes
-    grouped = source[order]
+    return _varies_grouped(source, _members(cluster, n_clusters), range(source.shape[1]))
+
+
+def _varies_grouped(values, members, columns):
+    """(n_clusters, m): the column is not constant among the cluster's rows of ``values``
+    (checked for ``columns`` only; members = :func:`_members`)."""
+    order, bounds = members
+    sizes = np.diff(bounds)
+    out = np.zeros((sizes.size, values.shape[1]), dtype=bool)
     nonempty = sizes > 0
-    out = np.zeros((n_clusters, source.shape[1]), dtype=bool)
-    s = starts[nonempty]
-    out[nonempty] = np.maximum.reduceat(grouped, s, axis=0) > np.minimum.reduceat(grouped, s, axis=0)
+    s = bounds[:-1][nonempty]
+    for j in columns:
+        col = values[order, j]
+        out[nonempty, j] = np.maximum.reduceat(col, s) > np.minimum.reduceat(col, s)
     return out
 
 
@@ -274,25 +321,97 @@ def _numeric_moves(rows, clusters, unrounded, numeric, decimals, relative, float
     return cand, valid, cost
 
 
-def _swap(released, i, clusters, members, swappable, is_rare):
-    """Swap row i's category with another row of its cluster so that neither is rare."""
+def _swaps(released, stuck, clusters, members, swappable, is_rare, mixed=None):
+    """Swap the category of every row of ``stuck`` with another row of its cluster so that
+    neither equals a rare source row, for all rows at once (numpy over (row, partner) pairs);
+    in place.  Per column in order, each stuck row takes its first clean partner in the
+    cluster's member order; when two rows want one row (as partner or as a stuck row), the
+    earlier in ``stuck`` swaps and the later tries again.  The swaps applied together touch
+    disjoint rows, so every row stored is the row that was checked.  Returns the stuck rows
+    no swap freed (a stuck row taken as another row's partner is freed: its new row was
+    checked).  ``mixed``: (clusters, m), the column takes two or more values in the cluster's
+    released rows (swaps keep it; computed when None): a row of a cluster constant in the
+    column has no partner there."""
     order, bounds = members
-    c = clusters[i]
-    rows = order[bounds[c]:bounds[c + 1]]
+    if mixed is None:
+        mixed = _varies_grouped(released, members, swappable)
+    left = np.asarray(stuck, np.int64)
     for j in swappable:
-        partners = rows[released[rows, j] != released[i, j]]
-        if partners.size == 0:
-            continue
-        mine = np.repeat(released[i][None, :], partners.size, axis=0)
-        mine[:, j] = released[partners, j]
-        theirs = released[partners].copy()
-        theirs[:, j] = released[i, j]
-        ok = ~is_rare(mine) & ~is_rare(theirs)
-        if ok.any():
-            p = partners[int(np.argmax(ok))]
-            released[i, j], released[p, j] = released[p, j], released[i, j]
-            return True
-    return False
+        trying = left[mixed[clusters[left], j]]
+        while trying.size:
+            first, partner = _first_clean_partners(released, trying, clusters, order, bounds,
+                                                   j, is_rare)
+            if first.size == 0:
+                break
+            mine = trying[first]
+            ok = _disjoint(mine, partner)
+            mine_ok, theirs = mine[ok], partner[ok]
+            released[mine_ok, j], released[theirs, j] = released[theirs, j], released[mine_ok, j]
+            freed = np.r_[mine_ok, theirs]
+            left = left[~np.isin(left, freed)]
+            trying = mine[~ok]
+            trying = trying[~np.isin(trying, freed)]
+    return left
+
+
+def _disjoint(a, b):
+    """Pairs (a[q], b[q]) taken in order q so that no row is in two: pair q is kept when it is
+    the first pair of both its rows (the first pair is always kept)."""
+    q = np.arange(a.size)
+    ends, owner = np.r_[a, b], np.r_[q, q]
+    srt = np.lexsort((owner, ends))
+    e = ends[srt]
+    head = np.r_[True, e[1:] != e[:-1]]
+    first = np.empty_like(owner)
+    first[srt] = owner[srt][np.maximum.accumulate(np.where(head, np.arange(e.size), 0))]
+    return (first[:a.size] == q) & (first[a.size:] == q)
+
+
+def _first_clean_partners(released, rows, clusters, order, bounds, j, is_rare):
+    """For ``rows`` (stuck rows), the first row of the same cluster (member order) with another
+    value in column j such that both rows, their values of j exchanged, equal no rare source
+    row.  Returns (index into ``rows`` of every row that has one, its partner)."""
+    m = released.shape[1]
+    c = clusters[rows]
+    lo = bounds[c]
+    cnt = bounds[c + 1] - lo
+    budget = max(1, CANDIDATE_CELLS // max(1, 2 * m))
+    ends = np.cumsum(cnt)
+    found, partners = [], []
+    start = 0
+    while start < rows.size:
+        base = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, base + budget, side="right")))
+        f, p = _clean_partners_chunk(released, rows[start:stop], lo[start:stop],
+                                     cnt[start:stop], order, j, is_rare)
+        found.append(f + start)
+        partners.append(p)
+        start = stop
+    return np.concatenate(found), np.concatenate(partners)
+
+
+def _clean_partners_chunk(released, rows, lo, cnt, order, j, is_rare):
+    total = int(cnt.sum())
+    owner = np.repeat(np.arange(rows.size), cnt)
+    pos = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt - lo, cnt)
+    p = order[pos]
+    u = released[rows, j]
+    v = released[p, j]
+    keep = v != u[owner]
+    owner, p, v = owner[keep], p[keep], v[keep]
+    # my row with each value of j my cluster holds: one check per (row, value)
+    levels, code = np.unique(v, return_inverse=True)
+    key, inv = np.unique(owner * levels.size + code.reshape(-1), return_inverse=True)
+    mine = released[rows[key // levels.size]]
+    mine[:, j] = levels[key % levels.size]
+    keep = ~is_rare(mine)[inv.reshape(-1)]
+    owner, p = owner[keep], p[keep]
+    theirs = released[p]
+    theirs[:, j] = u[owner]
+    keep = ~is_rare(theirs)
+    owner, p = owner[keep], p[keep]
+    first, at = np.unique(owner, return_index=True)
+    return first, p[at]
 
 
 def _random_valid(valid, preferred, rng):

@@ -327,16 +327,20 @@ def decode_categories(scores, source_codes, cluster_id, grouping, mode="counts")
         return np.argmax(scores, axis=1).astype(np.int64) if n_levels else np.zeros(n, np.int64)
     order, sizes, starts = grouping
     n_clusters = sizes.size
-    target = np.bincount(cluster_id * n_levels + source_codes,
+    target = np.bincount(cluster_id * n_levels + source_codes.astype(np.int64),
                          minlength=n_clusters * n_levels).reshape(n_clusters, n_levels)
     fill_order = np.argsort(target.sum(axis=0), kind="stable")          # rarest first
     assigned = np.full(n, -1, dtype=np.int64)
-    cluster_of_pos = np.repeat(np.arange(n_clusters), sizes)
-    start_of_pos = np.repeat(starts, sizes)
+    small = np.int32 if n < 2**31 else np.int64          # positions: half the memory
+    cluster_of_pos = np.repeat(np.arange(n_clusters, dtype=small), sizes)
+    start_of_pos = np.repeat(starts.astype(small), sizes)
     by_level = np.ascontiguousarray(scores.T)            # (L, n): maxima across rows
     for i, level in enumerate(fill_order[:-1]):
         rest = fill_order[i + 1:]
-        margin = by_level[level] - by_level[rest].max(axis=0)
+        margin = by_level[rest[0]].copy()                  # max over the levels not yet filled
+        for other in rest[1:]:
+            np.maximum(margin, by_level[other], out=margin)
+        np.subtract(by_level[level], margin, out=margin)
         margin[assigned >= 0] = -np.inf
         perm = segment_argsort(-margin[order], sizes, starts)           # best first
         rank = np.empty(n, dtype=np.int64)
