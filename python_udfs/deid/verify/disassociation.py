@@ -41,9 +41,10 @@ def read_chunks(db, table, key_columns, dictionary, exact, int_array=None):
                      for c in key_columns)
     row = db.query(
         f"SELECT {keys}, string_agg(int4send(cardinality(t.codes)), ''::bytea) {first} AS n,"
-        f" string_agg(int4send({_code_expr(exact)}), ''::bytea) FILTER (WHERE u.o IS NOT NULL)"
-        " AS c,"
-        " count(*) FILTER (WHERE t.codes IS NULL OR (u.o IS NOT NULL AND u.e IS NULL)) AS nulls"
+        # hashtext is strict: an empty array's NULL element adds nothing
+        f" string_agg(int4send({_code_expr(exact)}), ''::bytea)"
+        + (" FILTER (WHERE u.o IS NOT NULL)" if exact else "") + " AS c,"
+        " count(*) FILTER (WHERE u.o IS NOT NULL AND u.e IS NULL) AS nulls"
         + (f", string_agg(int4send(cardinality(t.{int_array})), ''::bytea) {first} AS an,"
            f" string_agg((SELECT string_agg(int4send(x), ''::bytea) FROM unnest(t.{int_array}) x),"
            f" ''::bytea) {first} AS av, count(*) FILTER (WHERE (u.o IS NULL OR u.o = 1) AND"
@@ -51,9 +52,11 @@ def read_chunks(db, table, key_columns, dictionary, exact, int_array=None):
         + f" FROM {qualified(STORE_SCHEMA, table)} t"
         " LEFT JOIN LATERAL unnest(t.codes) WITH ORDINALITY u(e, o) ON true",
         [list(dictionary)], ["text[]"])[0]
-    if row["nulls"] or (int_array and row["anulls"]):
-        _fail(f"{table} holds a NULL")
     out = [_ints(row[c]) for c in key_columns], _ints(row["n"]), _ints(row["c"])
+    # a NULL array or key adds nothing to its aggregate: the columns do not line up
+    if row["nulls"] or (int_array and row["anulls"]) or \
+            len({len(x) for x in out[0] + [out[1]]}) > 1:
+        _fail(f"{table} holds a NULL")
     return out + ((_ints(row["an"]), _ints(row["av"])) if int_array else ())
 
 
