@@ -16,7 +16,8 @@ With ``--server URL`` (a database with deid installed) the same request runs thr
 server instead: bench.dx_<n> is built with bench_distributed.py's SQL on n patients, the
 request runs on a fresh session after a tiny warm-up request (PL/Python's first import is
 not timed), and its log's phase seconds and the backend's VmHWM are reported beside a
-CREATE TABLE AS of the same rows.  Timings are taken under ``$DEID_BENCH_LOCK`` when set.
+CREATE TABLE AS of the same rows.  Timings are taken under the benchmark lock
+(``$DEID_BENCH_LOCK``, as bench_distributed.py).
 """
 import argparse
 import json
@@ -119,22 +120,8 @@ ANALYZE bench.dx_{n};
 
 def server(url, n):
     """One request of n patients through the server: seconds, phases, the backend's peak."""
-    import contextlib
-    import fcntl
     import psycopg
-
-    @contextlib.contextmanager
-    def locked():
-        path = os.environ.get("DEID_BENCH_LOCK")
-        if not path:
-            yield
-            return
-        with open(path, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+    from bench_distributed import bench_lock as locked     # DEID_BENCH_LOCK
 
     request = ("SELECT * FROM deid.anonymize_request(%s, 'disassociation', k => 5, options => %s,"
                " release => %s)")
@@ -153,24 +140,31 @@ def server(url, n):
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("SET client_min_messages = warning")
         c.execute(request, ["bench.dx_1000", opts, "dx_warm"])
-        with locked():
-            t = time.perf_counter()
-            c.execute(request, [f"bench.dx_{n}", opts, f"dx_{n}"])
-            seconds = time.perf_counter() - t
         pid = c.info.backend_pid
+        with locked():
+            cpu0, t = cpu_seconds(pid), time.perf_counter()
+            c.execute(request, [f"bench.dx_{n}", opts, f"dx_{n}"])
+            seconds, cpu = time.perf_counter() - t, cpu_seconds(pid) - cpu0
         with open(f"/proc/{pid}/status") as f:
             peak = next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
         phases = c.execute("SELECT metrics->'seconds' FROM deid.release WHERE name = %s"
                            " AND status = 'committed'", [f"dx_{n}"]).fetchone()[0]
-    return {"records": n, "rows": rows, "seconds": seconds, "ctas_s": ctas,
+    return {"records": n, "rows": rows, "seconds": seconds, "cpu_s": cpu, "ctas_s": ctas,
             "phases": phases, "peak_mb": peak}
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process (less sensitive to a loaded machine)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def server_table(results):
-    lines = ["records     rows  request s  x CTAS   CTAS s  phases (s)  peak MB"]
+    lines = ["records     rows  request s  CPU s  x CTAS   CTAS s  phases (s)  peak MB"]
     for r in results:
         p = " ".join(f"{k} {v:.2f}" for k, v in r["phases"].items())
-        lines.append(f"{r['records']:>9,} {r['rows']:>9,} {r['seconds']:9.2f} "
+        lines.append(f"{r['records']:>9,} {r['rows']:>9,} {r['seconds']:9.2f} {r['cpu_s']:6.2f} "
                      f"{r['seconds'] / r['ctas_s']:7.1f} {r['ctas_s']:7.2f}  {p}  "
                      f"{r['peak_mb']:.0f}")
     return "\n".join(lines)

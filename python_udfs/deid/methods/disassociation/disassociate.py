@@ -454,16 +454,21 @@ def _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_co
     global_chunk = np.full(pair_chunk.size, -1, dtype=np.int64)
     global_chunk[in_chunk] = chunk_of_row
     occ_chunk = global_chunk[occ_pair]
+    del global_chunk                              # (each temporary goes once used: peak memory)
     occ = np.flatnonzero(occ_chunk >= 0)
     position = occ_position[occ]
-    sub = chunk_subrecords[occ_chunk[occ]] + (
-        position - cluster_start[cluster_of_position[position]])
+    sub = chunk_subrecords[occ_chunk[occ]]
+    del occ_chunk
+    sub += position - cluster_start[cluster_of_position[position]]
+    del position
     sub = _shuffle_within(chunk_subrecords, rng)[sub]
     order = np.argsort(sub, kind="stable")
+    codes = occ_code[occ][order]
+    del occ, order
     return {"chunk_cluster": chunk_cluster, "chunk_domain_offsets": domain_offsets,
             "chunk_domain_codes": domain_codes, "chunk_subrecords": chunk_subrecords,
             "subrecord_offsets": _offsets(np.bincount(sub, minlength=int(chunk_subrecords[-1]))),
-            "subrecord_codes": occ_code[occ][order]}
+            "subrecord_codes": codes}
 
 
 def _shared_chunks(rng, shared, n_positions, occ_position, occ_code, occ_pair, pair_shared):
