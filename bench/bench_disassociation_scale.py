@@ -51,10 +51,10 @@ def records(n, seed=0):
     return offsets, code, dictionary, np.arange(1, n + 1, dtype=np.int64)
 
 
-def vmhwm_mb():
+def vmhwm_mb(field="VmHWM"):
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -81,7 +81,12 @@ def one(n):
     dmod._record_chunks = timed("assemble", dmod._record_chunks)
     dmod._shared_chunks = timed("assemble", dmod._shared_chunks)
     offsets, codes, dictionary, rid = records(n)
-    base_mb = vmhwm_mb()
+    base_mb = vmhwm_mb("VmRSS")
+    try:                    # the peak from here on: the generator's own temporaries left out
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
     frame = SimpleNamespace(offsets=offsets, codes=codes, dictionary=dictionary, rid=rid, n=n)
     req = SimpleNamespace(options={"m": 2, "record": "patient_id", "item": "icd9"}, k=5,
                           seed=7, name="dx")
@@ -172,7 +177,7 @@ def server_table(results):
 
 def table(results):
     lines = ["records     rows   method s  horpart  verpart  refine  assemble  plan  "
-             "copy_image  peak MB  (input MB)"]
+             "copy_image  peak MB  (resident before: the records)"]
     for r in results:
         p = r["phases"]
         lines.append(f"{r['records']:>9,} {r['rows']:>9,} {r['method_s']:8.2f} "
@@ -189,6 +194,8 @@ def main():
     ap.add_argument("--one", type=int)
     ap.add_argument("--tag", default="")
     ap.add_argument("--server", help="a database URL: the request through the server")
+    ap.add_argument("--udfs", default=os.path.join(HERE, "..", "python_udfs"),
+                    help="the python_udfs tree to time (e.g. an older commit's, exported)")
     a = ap.parse_args()
     if a.one:
         return one(a.one)
@@ -199,8 +206,7 @@ def main():
     for n in (int(s) for s in a.sizes.split(",")):
         out = subprocess.run([sys.executable, __file__, "--one", str(n)], check=True,
                              capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..",
-                                                                          "python_udfs")))
+                             env=dict(os.environ, PYTHONPATH=a.udfs))
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(table(results[-1:]).splitlines()[-1], flush=True)
     save("disassociation_scale", a.tag, results, table(results))
