@@ -177,6 +177,25 @@ def test_verifier_refuses_a_tampered_chunk(dx, connect):
     tabs = [f"dis_tamper_{t}" for t in ("cluster", "record_chunk", "item_chunk", "shared_chunk")]
     check = "SELECT pg_temp.reverify('dx.patients'::regclass, %s, 3, %s)"
     assert dx.execute(check, [rid, tabs]).fetchone()[0] == "ok"
+    # the verifier reads a chunk's rows joined to their codes: a NULL code, a code added to an
+    # empty subrecord, a subrecord's codes moved to the next row are each caught
+    first_empty = "(SELECT min(ctid) FROM {t} WHERE cardinality(codes) = 0)"
+    for change in ("SET codes = codes || NULL::text WHERE ctid = (SELECT max(ctid) FROM {t})",
+                   "SET codes = '{NULL}' WHERE ctid = " + first_empty,
+                   "SET codes = '{296.00}' WHERE ctid = " + first_empty,
+                   "SET codes = NULL WHERE ctid = (SELECT max(ctid) FROM {t})",
+                   "SET chunk_id = NULL WHERE ctid = (SELECT min(ctid) FROM {t})",
+                   "SET cluster_id = 2 WHERE ctid = (SELECT min(ctid) FROM {t}"
+                   " WHERE cluster_id = 1 AND cardinality(codes) > 0)"):
+        dx.execute("BEGIN")
+        try:
+            dx.execute("ALTER TABLE deid_release.dis_tamper_record_chunk"
+                       " ALTER codes DROP NOT NULL, ALTER chunk_id DROP NOT NULL")
+            dx.execute("UPDATE deid_release.dis_tamper_record_chunk "
+                       + change.replace("{t}", "deid_release.dis_tamper_record_chunk"))
+            assert dx.execute(check, [rid, tabs]).fetchone()[0].startswith("DE002"), change
+        finally:
+            dx.execute("ROLLBACK")
     dx.execute("UPDATE deid_release.dis_tamper_record_chunk SET codes = '{}' WHERE ctid ="
                " (SELECT ctid FROM deid_release.dis_tamper_record_chunk WHERE cardinality(codes) > 0"
                " LIMIT 1)")

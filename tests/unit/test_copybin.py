@@ -342,3 +342,42 @@ def test_fields_taking_their_rows_write_the_image_of_the_gathered_rows(n, seed, 
         assert copytext.records([lazy[i] for i in texts]) == copytext.records([eager[i] for i in texts])
     finally:
         cb._JOIN_RECORDS = old
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2 ** 31), st.booleans(), st.integers(1, 12))
+def test_records_in_runs_of_one_length_are_copied_as_blocks(seed, two_arrays, n_lengths):
+    """Many records with arrays (empty ones and NULL elements included), ordered so that
+    records whose pieces have the same lengths come together (a disassociation release's
+    record chunks): one block per run, the same image as the gathered one."""
+    rng = np.random.default_rng(seed)
+    n = 6000
+    words = ["ab", "c", None]                                       # None: a NULL element
+    counts = rng.integers(0, n_lengths, size=n)
+    codes = rng.integers(0, 3, size=int(counts.sum()))
+    body = np.add.reduceat(np.r_[np.array([6, 5, 4])[codes], 0],
+                           np.r_[0, np.cumsum(counts)[:-1]])       # text bytes per record
+    body[counts == 0] = 0
+    order = np.lexsort((body, counts))                              # records in runs
+    start = np.r_[0, np.cumsum(counts)[:-1]]
+    codes = np.concatenate([codes[start[i]:start[i] + counts[i]] for i in order] + [codes[:0]])
+    counts, body = counts[order], body[order]
+    fields = [cb.Fixed(np.arange(n), ">i4"), cb.Fixed(rng.integers(0, 9, size=n), ">i4"),
+              cb.Array(counts, cb.Text(codes, words), cb.TEXTOID)]
+    if two_arrays:
+        fields.append(cb.Array(counts, cb.Fixed(rng.integers(0, 99, size=codes.size), ">i4"),
+                               cb.INT4OID))
+    blocks = list(cb.parts(fields))
+    image = b"".join(bytes(p) for p in blocks)
+    # a run: records whose pieces have the same lengths (header, elements, the int4[])
+    key = body + 10 ** 6 * (counts == 0) + (10 ** 7 * counts if two_arrays else 0)
+    assert len(blocks) - 2 == 1 + int(np.count_nonzero(key[1:] != key[:-1]))
+    gathered = cb._MAX_RUNS
+    try:
+        cb._MAX_RUNS = 0
+        assert cb.records(fields) == image
+    finally:
+        cb._MAX_RUNS = gathered
+    rows = parse(image)
+    assert [struct.unpack(">i", r[0])[0] for r in rows] == list(range(n))
+    assert [len(array(r[2], 25)) for r in rows] == counts.tolist()

@@ -104,3 +104,17 @@ def test_worked_example_plan():
 
 def test_seed_reproduces_the_plan():
     assert rows(run(5).tables[1]) == rows(run(5).tables[1])
+
+
+def test_record_chunk_rows_are_stored_by_length():
+    """Rows of the record-chunk table in a stable order of the bytes of their codes (the
+    writer copies rows of one length as one block), each row the subrecord it was: the same
+    rows as made, cluster by cluster and chunk by chunk within one length."""
+    plan = run()
+    record = plan.tables[1]
+    got = rows(record)
+    length = [sum(len(c) + 4 for c in codes) for _, _, codes in got]
+    assert length == sorted(length) and len(set(length)) > 1
+    for size in set(length):
+        same = [(c, j) for (c, j, _), n in zip(got, length) if n == size]
+        assert same == sorted(same)

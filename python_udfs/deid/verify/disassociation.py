@@ -15,6 +15,7 @@ import numpy as np
 
 from ..sqltext import qualified
 from .shared.km import verify_km, verify_stored_km
+from .shared.rid_set_digest import unpack_arrays
 from .shared.stored_release import STORE_SCHEMA, _fail, _ints, dictionary_keys
 
 READS_SNAPSHOT_VALUES = True     # the verifier compares the snapshot's values (methods/contract.py)
@@ -26,29 +27,106 @@ def _code_expr(exact):
     return "coalesce(array_position($1::text[], e), 0) - 1" if exact else "hashtext(e)"
 
 
-def read_chunks(db, table, key_columns, dictionary, exact, int_array=None):
+def read_chunks(db, table, key_columns, dictionary, int_array=None):
     """The rows of a stored table with a text[] column `codes`: the key columns (int4), the
     number of codes per row and the codes as ids into `dictionary` (-1: not in it); with
     `int_array`, also that int[] column's lengths and elements, row after row."""
     # one scan; every aggregate consumes the rows in the same order, so the columns line up
-    # (no ORDER BY: it would sort the rows once per aggregate). Codes within a row are sorted
-    # afterwards (_grouped), so their order in the array does not matter.
+    # (no ORDER BY: it would sort the rows once per aggregate). The codes come as array_send
+    # images, parsed and matched to the dictionary's own image here (unnesting them in SQL
+    # took several times as long). Codes within a row are sorted afterwards (_grouped).
     keys = ", ".join(f"string_agg(int4send(t.{c}), ''::bytea) AS {c}" for c in key_columns)
     row = db.query(
-        f"SELECT {keys}, string_agg(int4send(cardinality(t.codes)), ''::bytea) AS n,"
-        f" string_agg((SELECT string_agg(int4send({_code_expr(exact)}), ''::bytea)"
-        "             FROM unnest(t.codes) e), ''::bytea) AS c,"
-        " count(*) FILTER (WHERE array_position(t.codes, NULL) IS NOT NULL) AS nulls"
+        f"SELECT {keys}, string_agg(int4send(octet_length(t.a)), ''::bytea) AS n,"
+        " string_agg(t.a, ''::bytea) AS c, array_send($1::text[]) AS d"
         + (f", string_agg(int4send(cardinality(t.{int_array})), ''::bytea) AS an,"
            f" string_agg((SELECT string_agg(int4send(x), ''::bytea) FROM unnest(t.{int_array}) x),"
            f" ''::bytea) AS av, count(*) FILTER (WHERE array_position(t.{int_array}, NULL)"
            " IS NOT NULL) AS anulls" if int_array else "")
-        + f" FROM {qualified(STORE_SCHEMA, table)} t", [list(dictionary)], ["text[]"])[0]
-    if row["nulls"] or (int_array and row["anulls"]):
+        + f" FROM (SELECT *, array_send(codes) AS a FROM {qualified(STORE_SCHEMA, table)}) t",
+        [list(dictionary)], ["text[]"])[0]
+    keys = [_ints(row[c]) for c in key_columns]
+    size = _ints(row["n"])
+    # a NULL array or key adds nothing to its aggregate: the columns do not line up
+    if (int_array and row["anulls"]) or len({len(x) for x in keys + [size]}) > 1:
         _fail(f"{table} holds a NULL")
-    out = [_ints(row[c]) for c in key_columns], _ints(row["n"]), _ints(row["c"])
-    return out + ((_ints(row["an"]), _ints(row["av"])) if int_array else ())
+    counts, elements = _text_elements(row["c"] or b"", size, table)
+    ids = _match(row["c"] or b"", elements, row["d"],
+                 _text_elements(row["d"], None, "the dictionary")[1])
+    return [keys, counts, ids] + ([_ints(row["an"]), _ints(row["av"])] if int_array else [])
 
+
+def _i4(buf, at):
+    """The big-endian int4 at each byte offset `at` of `buf`."""
+    return np.ndarray((max(len(buf) - 3, 0),), ">i4", buffer=buf, strides=(1,))[at].astype(
+        np.int64)
+
+
+def _text_elements(buf, size, what):
+    """array_send images of one-dimensional text[] arrays without NULLs, back to back (each
+    `size` bytes; None: one image): (elements per array, (start, length) of each element's
+    bytes). Fails (DE002) on any other shape."""
+    size = np.array([len(buf)], np.int64) if size is None else size
+    if int(size.sum()) != len(buf) or np.any(size < 12):
+        _fail(f"{what} holds an array of an unexpected shape")
+    start = np.cumsum(size) - size
+    ndim, flags, oid = _i4(buf, start), _i4(buf, start + 4), _i4(buf, start + 8)
+    if np.any(flags != 0):
+        _fail(f"{what} holds a NULL")
+    one = ndim == 1
+    if np.any((ndim != 0) & ~one) or np.any(oid != 25) or np.any(size[~one] != 12) or \
+            np.any(size[one] < 20) or np.any(_i4(buf, start[one] + 16) != 1):
+        _fail(f"{what} holds an array of an unexpected shape")
+    counts = np.zeros(size.size, np.int64)
+    counts[one] = _i4(buf, start[one] + 12)
+    if np.any(counts[one] < 1):
+        _fail(f"{what} holds an array of an unexpected shape")
+    first = np.cumsum(counts) - counts
+    elem_start, elem_len = np.zeros(int(counts.sum()), np.int64), np.zeros(int(counts.sum()),
+                                                                           np.int64)
+    by_count = np.argsort(-counts, kind="stable")          # the arrays still holding an element
+    pos = start[by_count] + 20
+    active = np.searchsorted(-counts[by_count], -np.arange(1, int(counts.max(initial=0)) + 1),
+                             side="right")                 # arrays with more than j elements
+    for j, m in enumerate(active.tolist()):
+        rows, at = by_count[:m], pos[:m]
+        length = _i4(buf, at)
+        if length.size and (length.min() < 0 or int((at + 4 + length).max()) > len(buf)):
+            _fail(f"{what} holds a NULL or a malformed element")
+        elem_start[first[rows] + j], elem_len[first[rows] + j] = at + 4, length
+        pos[:m] = at + 4 + length
+    if not np.array_equal(np.where(counts[by_count] > 0, pos, start[by_count] + 12),
+                          (start + size)[by_count]):
+        _fail(f"{what} holds an array of an unexpected shape")
+    return counts, (elem_start, elem_len)
+
+
+def _match(buf, elements, dict_buf, dict_elements):
+    """The dictionary index of each element (bytes equal to the dictionary entry's), -1 when
+    none: one sorted lookup per element length (text holds no NUL byte, so the fixed-width
+    byte strings compare as the bytes do)."""
+    (start, length), (d_start, d_len) = elements, dict_elements
+    ids = np.full(start.size, -1, np.int64)
+    raw, d_raw = np.frombuffer(buf, np.uint8), np.frombuffer(dict_buf, np.uint8)
+    for width in np.unique(length).tolist():
+        at = np.flatnonzero(length == width)
+        entries = np.flatnonzero(d_len == width)
+        if entries.size == 0 or width == 0:
+            ids[at] = entries[0] if entries.size and width == 0 else -1
+            continue
+        step = np.arange(width, dtype=np.int64)
+        key = raw[start[at, None] + step].view(f"S{width}").ravel()
+        d_key = d_raw[d_start[entries, None] + step].view(f"S{width}").ravel()
+        order = np.argsort(d_key)
+        pos = np.minimum(np.searchsorted(d_key[order], key), entries.size - 1)
+        ids[at] = np.where(d_key[order][pos] == key, entries[order][pos], -1)
+    return ids
+
+
+def _known(ids):
+    if np.any(ids < 0):
+        _fail("the release holds a code that the source does not")
+    return ids
 
 
 def _to_ids(raw, hashes, exact):
@@ -134,19 +212,18 @@ def read_release(db, tables, dictionary):
         _fail("the stored clusters are not numbered 1, 2, ...")
     n_clusters = len(cid)
 
-    (rc_cluster, rc_chunk), rc_len, rc_raw = read_chunks(
-        db, t["record_chunk"], ["cluster_id", "chunk_id"], dictionary, exact)
+    (rc_cluster, rc_chunk), rc_len, rc_ids = read_chunks(
+        db, t["record_chunk"], ["cluster_id", "chunk_id"], dictionary)
     g, gkeys, sub_offsets, sub_codes, _ = _grouped([rc_cluster, rc_chunk], rc_len,
-                                                _to_ids(rc_raw, hashes, exact))
+                                                _known(rc_ids))
     chunk_cluster = gkeys[:, 0] - 1
     if len(chunk_cluster) and (chunk_cluster.min() < 0 or chunk_cluster.max() >= n_clusters):
         _fail("a record chunk belongs to no stored cluster")
     dom_off, dom_codes = _domains(g, len(gkeys), sub_offsets, sub_codes, width)
 
-    (sh_id,), sh_len, sh_raw, id_len, ids = read_chunks(
-        db, t["shared_chunk"], ["shared_id"], dictionary, exact, int_array="cluster_ids")
-    sg, skeys, ssub_offsets, ssub_codes, order = _grouped([sh_id], sh_len,
-                                                         _to_ids(sh_raw, hashes, exact))
+    (sh_id,), sh_len, sh_ids, id_len, ids = read_chunks(
+        db, t["shared_chunk"], ["shared_id"], dictionary, int_array="cluster_ids")
+    sg, skeys, ssub_offsets, ssub_codes, order = _grouped([sh_id], sh_len, _known(sh_ids))
     joint_len, joint_ids = _same_per_group(sg, order, id_len, ids)
     sdom_off, sdom_codes = _domains(sg, len(skeys), ssub_offsets, ssub_codes, width)
 
@@ -188,11 +265,14 @@ def verify(db, req, frame, tables):
     if req.options.get("model") == "generalization":     # AA (Terrovitis et al. 2008)
         from .shared.km_generalization import verify as verify_generalized
         return verify_generalized(db, req, frame, tables)
-    member = db.query("SELECT string_agg(int8send(r), ''::bytea) AS r,"
+    member = db.query("SELECT string_agg(array_send(m.rids), ''::bytea) AS r,"
+                      " string_agg(int4send(cardinality(m.rids)), ''::bytea) AS n,"
                       " string_agg(int4send(m.cluster_id), ''::bytea) AS c"
-                      " FROM deid.cluster_member m, unnest(m.rids) r WHERE m.release_id = $1",
+                      " FROM deid.cluster_member m WHERE m.release_id = $1",
                       [req.release_id], ["bigint"])[0]
-    records, clusters = _ints(member["r"], 8), _ints(member["c"])
+    counts = _ints(member["n"])
+    records = unpack_arrays(member["r"], counts, 8)
+    clusters = np.repeat(_ints(member["c"]), counts)
     order = np.argsort(records, kind="stable")
     if not np.array_equal(records[order], np.asarray(frame.rid, np.int64)):
         _fail("the stored membership does not hold every record of the snapshot once")

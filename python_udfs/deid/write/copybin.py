@@ -8,6 +8,8 @@ w are written with one numpy assignment per residue of their destination
 modulo w (_by_chunks).
 """
 
+import itertools
+
 import numpy as np
 
 from .copyfields import INT4OID, INT8OID, TEXTOID, Array, Fixed, Text, ranges, taken  # noqa: F401 (re-exported)
@@ -18,6 +20,8 @@ TRAILER = b"\xff\xff"
 _MAX_RESIDUE_PASSES = 4096            # beyond this, chunks of one field are copied byte by byte
 _JOIN_RECORDS = 1 << 15               # up to this many records with variable chunks: _by_records
 _BLOCK_BYTES = 1 << 21                # _by_layout builds a layout's records this much at a time
+_MAX_RUNS = 4096                      # records with arrays in at most this many runs of one
+_MIN_RUN = 16                         # layout, this long on average: copied run by run
 
 
 def field_order(fields):
@@ -49,7 +53,9 @@ def parts(fields):
     if not rest:                                # every record has the same size
         return [HEADER, prefix.of(None, n).view(np.uint8), TRAILER]
     if any(isinstance(f, (Array, Bytes)) for f in rest):
-        return [HEADER, *_by_pieces(prefix.of(None, n), rest), TRAILER]
+        pieces = _by_pieces(prefix.of(None, n), rest)
+        return [HEADER, *pieces, TRAILER] if isinstance(pieces, list) else \
+            itertools.chain([HEADER], pieces, [TRAILER])
     combined = _combine_texts(rest, n)
     lens = [f.chunk_lengths() for f in combined]
     if n <= _JOIN_RECORDS and all(isinstance(f, (Fixed, Text)) for f in rest):
@@ -212,6 +218,9 @@ def _by_pieces(prefix, fields):
         else:
             buf, lens = _compact(f)
             columns.append((buf, np.cumsum(lens) - lens, lens))
+    runs = _runs(columns, n) if n > _FEW_RECORDS else None
+    if runs is not None:
+        return _by_runs(columns, runs)
     merged = _merge_fixed(columns, n)
     if n <= _FEW_RECORDS:       # e.g. RID-set chunks: few records, long arrays -- their slices,
         return [buf[int(s):int(s) + int(ln)] for i in range(n)     # written as they are
@@ -229,6 +238,46 @@ def _by_pieces(prefix, fields):
             out[ranges(at[lo:hi], lens[lo:hi])] = buf[ranges(starts[lo:hi], lens[lo:hi])]
         at += lens
     return [out]
+
+
+def _runs(merged, n):
+    """(first, end) of every run of records whose pieces have the lengths of the previous
+    record's and lie at one stride in their buffers (records sorted by their lengths, e.g. a
+    disassociation release's record chunks), or None when there are too many or too short
+    runs (then the records are gathered byte by byte)."""
+    change = np.zeros(n, bool)
+    change[0] = True
+    for _, starts, lens in merged:
+        change[1:] |= lens[1:] != lens[:-1]
+    head = np.flatnonzero(change)
+    if head.size > min(_MAX_RUNS, n // _MIN_RUN):
+        return None
+    end = np.r_[head[1:], n]
+    if n > 1:
+        inside = ~change[1:]                            # records i and i + 1: one run
+        run_of_next = (np.cumsum(change) - 1)[1:][inside]
+        for _, starts, _ in merged:
+            step = np.diff(starts)
+            if not np.array_equal(step[inside], step[np.minimum(head, n - 2)][run_of_next]):
+                return None
+    return head, end
+
+
+def _by_runs(merged, runs):
+    """The image of records in runs (_runs): per run one block, each piece column's bytes of
+    the run viewed as a (records, length) array at its stride, side by side -- no byte-level
+    index. A generator: a block is built when the file takes it."""
+    for lo, hi in zip(*(r.tolist() for r in runs)):
+        cols = []
+        for buf, starts, lens in merged:
+            ln = int(lens[lo])
+            if ln:
+                s0 = int(starts[lo])
+                stride = int(starts[lo + 1]) - s0 if hi - lo > 1 else ln
+                cols.append(np.lib.stride_tricks.as_strided(
+                    buf[s0:], shape=(hi - lo, ln), strides=(stride * buf.strides[0], buf.strides[0]),
+                    writeable=False))
+        yield np.concatenate(cols, axis=1).reshape(-1)
 
 
 def _merge_fixed(columns, n):

@@ -201,6 +201,7 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     pair_support = np.diff(np.r_[head, sorted_key.size]).astype(np.int64)
     pair_cluster, pair_code = pair_key // D, pair_key % D
     occ_pair = np.searchsorted(pair_key, occ_key)
+    del occ_key, sorted_key, head                 # (peak memory)
 
     # VERPART on every cluster: codes of support >= k go to record chunks (Fig. 9)
     frequent = pair_support >= k
@@ -208,8 +209,11 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     kept_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(occ_position[keep], minlength=n), out=kept_offsets[1:])
     pair_chunk = np.full(pair_key.size, -1, dtype=np.int64)
-    _, _, _, chunk = verpart_groups(cluster_of_position, kept_offsets, occ_code[keep], D, k, m,
+    kept_codes = occ_code[keep]
+    del keep
+    _, _, _, chunk = verpart_groups(cluster_of_position, kept_offsets, kept_codes, D, k, m,
                                     constraint_of_code)
+    del kept_codes, kept_offsets
     pair_chunk[frequent] = chunk
     pair_shared, shared = refine(cluster_start, occ_position, occ_code, occ_pair, pair_cluster,
                                  pair_code, pair_support, pair_chunk, D, k, m,
@@ -450,16 +454,21 @@ def _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_co
     global_chunk = np.full(pair_chunk.size, -1, dtype=np.int64)
     global_chunk[in_chunk] = chunk_of_row
     occ_chunk = global_chunk[occ_pair]
+    del global_chunk                              # (each temporary goes once used: peak memory)
     occ = np.flatnonzero(occ_chunk >= 0)
     position = occ_position[occ]
-    sub = chunk_subrecords[occ_chunk[occ]] + (
-        position - cluster_start[cluster_of_position[position]])
+    sub = chunk_subrecords[occ_chunk[occ]]
+    del occ_chunk
+    sub += position - cluster_start[cluster_of_position[position]]
+    del position
     sub = _shuffle_within(chunk_subrecords, rng)[sub]
     order = np.argsort(sub, kind="stable")
+    codes = occ_code[occ][order]
+    del occ, order
     return {"chunk_cluster": chunk_cluster, "chunk_domain_offsets": domain_offsets,
             "chunk_domain_codes": domain_codes, "chunk_subrecords": chunk_subrecords,
             "subrecord_offsets": _offsets(np.bincount(sub, minlength=int(chunk_subrecords[-1]))),
-            "subrecord_codes": occ_code[occ][order]}
+            "subrecord_codes": codes}
 
 
 def _shared_chunks(rng, shared, n_positions, occ_position, occ_code, occ_pair, pair_shared):

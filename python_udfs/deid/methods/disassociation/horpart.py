@@ -144,8 +144,10 @@ def _split_parts(offsets, codes, record_len, recs, lens, part_u, constraint_of_c
     occ_offsets, occ_codes = take_records(offsets, codes, recs)
     occ_pos = np.repeat(np.arange(recs.size, dtype=np.int64), record_len[recs])
     occ_key = part_of_pos[occ_pos] * D + occ_codes
+    all_support = np.bincount(occ_key, minlength=B * D)
     by_key = np.argsort(occ_key)                     # inverted index: positions by (part, code)
     sorted_key, pos_by_key = occ_key[by_key], occ_pos[by_key]
+    del occ_key, occ_pos, by_key                     # (peak memory: the level's largest arrays)
     constrained = constraint_of_code >= 0
     remaining = lens.copy()
     u = part_u.copy()
@@ -153,7 +155,8 @@ def _split_parts(offsets, codes, record_len, recs, lens, part_u, constraint_of_c
     n_peeled = np.zeros(B, dtype=np.int64)
     kids = [[], [], [], [], []]                      # part, index, size, u, final
     chaining = np.flatnonzero(remaining > max_size)  # parts still being split
-    support = np.bincount(occ_key, minlength=B * D).reshape(B, D)[chaining]
+    support = all_support.reshape(B, D)[chaining]
+    del all_support
     row_of_part = np.full(B, -1, dtype=np.int64)
     while chaining.size:
         chosen = _choose_codes(support, remaining[chaining], u[chaining],
@@ -239,7 +242,13 @@ def _lexicographic_rank(occ_offsets, occ_codes, cut_pos, part_of_cut, D):
         col = np.full(cut_pos.size, D, dtype=np.int64)
         col[present] = occ_codes[occ_offsets[cut_pos[present]] + j]
         keys.append(col)
-    order = np.lexsort((cut_pos, keys[2], keys[1], keys[0], part_of_cut))
+    width = D + 1
+    if (int(part_of_cut[-1]) + 1) * width ** 3 < 2 ** 62:
+        # one composite key, sorted stably (cut_pos ascends): the order of the lexsort below
+        key = ((part_of_cut * width + keys[0]) * width + keys[1]) * width + keys[2]
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort((cut_pos, keys[2], keys[1], keys[0], part_of_cut))
     rank = np.empty(cut_pos.size, dtype=np.int64)
     rank[order] = np.arange(cut_pos.size, dtype=np.int64)
     return rank - np.searchsorted(part_of_cut, part_of_cut)

@@ -24,7 +24,7 @@ import numpy as np
 from .. import metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ...request.options import Option
-from . import aa_generalization
+from . import aa_generalization, itemsets
 from ...plan import (Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadSpec, Table,
                      TextArrays)
 
@@ -152,10 +152,14 @@ def run(frame, req):
     run_start = np.maximum.accumulate(np.where(first, np.arange(chunk_cluster.size), 0)) \
         if chunk_cluster.size else np.zeros(0, np.int64)
     local = np.arange(chunk_cluster.size) - run_start + 1
+    # stored by the length of their codes, then as made (cluster, chunk, shuffled subrecord):
+    # rows of one length are copied as one block (write/copybin); the length is in the row
+    by_length, sub_offsets, sub_codes = _by_length(r.subrecord_offsets, r.subrecord_codes,
+                                                   labels)
     record_chunk = Table(f"{req.name}_record_chunk", [
-        Fixed("cluster_id", np.repeat(chunk_cluster + 1, per_chunk).astype(np.int32)),
-        Fixed("chunk_id", np.repeat(local, per_chunk).astype(np.int32)),
-        TextArrays("codes", r.subrecord_offsets, r.subrecord_codes, labels)])
+        Fixed("cluster_id", np.repeat(chunk_cluster + 1, per_chunk).astype(np.int32)[by_length]),
+        Fixed("chunk_id", np.repeat(local, per_chunk).astype(np.int32)[by_length]),
+        TextArrays("codes", sub_offsets, sub_codes, labels)])
     item_cluster = np.repeat(np.arange(sizes.size), np.diff(r.item_offsets))
     item_chunk = Table(f"{req.name}_item_chunk", [
         Fixed("cluster_id", (item_cluster + 1).astype(np.int32)),
@@ -187,3 +191,13 @@ def run(frame, req):
                  "record_chunks": int(chunk_cluster.size), "shared_chunks": int(r.n_shared),
                  "item_chunk_codes": int(len(r.item_codes)), "codes": len(labels),
                  "occurrences": int(len(frame.codes))})
+
+
+def _by_length(offsets, codes, labels):
+    """The subrecords (CSR) in a stable order of their stored length (the bytes of their
+    codes): (the order, its offsets, its codes)."""
+    width = np.array([len(v.encode()) + 4 for v in labels] or [0], np.int64)
+    cum = np.r_[0, np.cumsum(width[codes])]
+    order = np.argsort(cum[offsets[1:]] - cum[offsets[:-1]], kind="stable")
+    new_offsets, new_codes = itemsets.take_records(offsets, codes, order)
+    return order, new_offsets, new_codes

@@ -86,6 +86,7 @@ def verpart_groups(row_group, offsets, codes, n_codes, k, m, constraint_of_code)
     if pair_key.size == 0:
         return pair_group, pair_code, pair_support, pair_chunk
     occ_pair = np.searchsorted(pair_key, key)
+    del key, sorted_key                                            # (peak memory)
     group_head = np.flatnonzero(np.r_[True, pair_group[1:] != pair_group[:-1]])
     group_end = np.r_[group_head[1:], pair_key.size]
     in_order = _fig9_order(pair_group, pair_code, pair_support, constraint_of_code)
@@ -99,8 +100,11 @@ def verpart_groups(row_group, offsets, codes, n_codes, k, m, constraint_of_code)
         return pair_group, pair_code, pair_support, pair_chunk
     if m >= 2:
         first, second = itemsets.record_pairs(offsets)
-        p1, p2 = occ_pair[first], occ_pair[second]
-        pair_of_pairs = np.sort(p1 * pair_key.size + p2)
+        pair_of_pairs = occ_pair[first] * pair_key.size
+        del first
+        pair_of_pairs += occ_pair[second]
+        del second
+        pair_of_pairs.sort()
         head = np.flatnonzero(np.r_[True, pair_of_pairs[1:] != pair_of_pairs[:-1]]) \
             if pair_of_pairs.size else np.zeros(0, dtype=np.int64)
         count = np.diff(np.r_[head, pair_of_pairs.size])
