@@ -441,9 +441,17 @@ def main():
                     raw[(m, n)] = {"skipped": skip[(m, n)]}
                     continue
                 r = raw[(m, n)] = {}
-                for timing in timings:
-                    r[timing] = release(w, m, f"b_{m[:3]}_{n}_{timing}", timing == "warm")
-                    print(m, n, timing, round(r[timing]["seconds"], 2), flush=True)
+                try:
+                    for timing in timings:
+                        r[timing] = release(w, m, f"b_{m[:3]}_{n}_{timing}", timing == "warm")
+                        print(m, n, timing, round(r[timing]["seconds"], 2), flush=True)
+                except psycopg.Error as e:      # a refusal is a result: listed, the run goes on
+                    raw[(m, n)] = {"skipped": f"refused by the server: {e.sqlstate}"
+                                              f" {e.diag.message_primary}"}
+                    print(m, n, raw[(m, n)]["skipped"], flush=True)
+                    write(name, results, raw)
+                    progress((m, n))
+                    continue
                 t = time.perf_counter()
                 r["utility"] = dict(r[timings[-1]]["utility"], **work.measure(
                     w.connect, w.members[1:], m, r[timings[-1]]["relations"], REQUESTS[m][2]))
