@@ -115,9 +115,12 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     # every subrecord lies in its chunk's domain, codes sorted and unique
     n_sub, n_ssub = r["subrecord_offsets"].size - 1, r["shared_subrecord_offsets"].size - 1
     label_of_sub = np.r_[_owner(r["chunk_subrecords"]), n_chunks + _owner(r["shared_subrecords"])]
-    sub_offsets = np.r_[r["subrecord_offsets"],
-                        r["subrecord_offsets"][-1] + r["shared_subrecord_offsets"][1:]]
-    sub_codes = np.r_[r["subrecord_codes"], r["shared_subrecord_codes"]]
+    if n_ssub:
+        sub_offsets = np.r_[r["subrecord_offsets"],
+                            r["subrecord_offsets"][-1] + r["shared_subrecord_offsets"][1:]]
+        sub_codes = np.r_[r["subrecord_codes"], r["shared_subrecord_codes"]]
+    else:                              # no shared subrecord: the record chunks' arrays, no copy
+        sub_offsets, sub_codes = r["subrecord_offsets"], r["subrecord_codes"]
     _check_sorted_sets(sub_offsets, sub_codes, "a subrecord")
     dom_offsets = np.r_[r["chunk_domain_offsets"],
                         r["chunk_domain_offsets"][-1] + r["shared_domain_offsets"][1:]]
