@@ -136,12 +136,12 @@ def server(url, n):
         c.execute(SOURCE.format(n=n))
         c.execute(SOURCE.format(n=1000))
         rows = c.execute(f"SELECT count(*) FROM bench.dx_{n}").fetchone()[0]
-        c.execute("DROP TABLE IF EXISTS bench.ctas")
+        c.execute(f"DROP TABLE IF EXISTS bench.ctas_{os.getpid()}")
         with locked():
             t = time.perf_counter()
-            c.execute(f"CREATE TABLE bench.ctas AS SELECT * FROM bench.dx_{n}")
+            c.execute(f"CREATE TABLE bench.ctas_{os.getpid()} AS SELECT * FROM bench.dx_{n}")
             ctas = time.perf_counter() - t
-        c.execute("DROP TABLE bench.ctas")
+        c.execute(f"DROP TABLE bench.ctas_{os.getpid()}")
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("SET client_min_messages = warning")
         c.execute(request, ["bench.dx_1000", opts, "dx_warm"])

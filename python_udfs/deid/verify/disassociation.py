@@ -115,12 +115,18 @@ def _match(buf, elements, dict_buf, dict_elements):
             ids[at] = entries[0] if entries.size and width == 0 else -1
             continue
         step = np.arange(width, dtype=np.int64)
-        key = raw[start[at, None] + step].view(f"S{width}").ravel()
         d_key = d_raw[d_start[entries, None] + step].view(f"S{width}").ravel()
         order = np.argsort(d_key)
-        pos = np.minimum(np.searchsorted(d_key[order], key), entries.size - 1)
-        ids[at] = np.where(d_key[order][pos] == key, entries[order][pos], -1)
+        d_key, entries = d_key[order], entries[order]
+        for lo in range(0, at.size, _MATCH_BLOCK):       # a block's byte index at a time
+            part = at[lo:lo + _MATCH_BLOCK]
+            key = raw[start[part, None] + step].view(f"S{width}").ravel()
+            pos = np.minimum(np.searchsorted(d_key, key), entries.size - 1)
+            ids[part] = np.where(d_key[pos] == key, entries[pos], -1)
     return ids
+
+
+_MATCH_BLOCK = 1 << 20
 
 
 def _known(ids):

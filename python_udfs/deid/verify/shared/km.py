@@ -115,9 +115,12 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     # every subrecord lies in its chunk's domain, codes sorted and unique
     n_sub, n_ssub = r["subrecord_offsets"].size - 1, r["shared_subrecord_offsets"].size - 1
     label_of_sub = np.r_[_owner(r["chunk_subrecords"]), n_chunks + _owner(r["shared_subrecords"])]
-    sub_offsets = np.r_[r["subrecord_offsets"],
-                        r["subrecord_offsets"][-1] + r["shared_subrecord_offsets"][1:]]
-    sub_codes = np.r_[r["subrecord_codes"], r["shared_subrecord_codes"]]
+    if n_ssub:
+        sub_offsets = np.r_[r["subrecord_offsets"],
+                            r["subrecord_offsets"][-1] + r["shared_subrecord_offsets"][1:]]
+        sub_codes = np.r_[r["subrecord_codes"], r["shared_subrecord_codes"]]
+    else:                              # no shared subrecord: the record chunks' arrays, no copy
+        sub_offsets, sub_codes = r["subrecord_offsets"], r["subrecord_codes"]
     _check_sorted_sets(sub_offsets, sub_codes, "a subrecord")
     dom_offsets = np.r_[r["chunk_domain_offsets"],
                         r["chunk_domain_offsets"][-1] + r["shared_domain_offsets"][1:]]
@@ -127,11 +130,14 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     width = 1 + max([int(a.max()) for a in (src_codes, dom_codes, r["item_codes"], sub_codes)
                      if a.size] + [0])
     occ_label = np.repeat(label_of_sub, np.diff(sub_offsets))
-    in_domain = np.unique(occ_label * width + sub_codes)
+    in_domain = occ_label * width + sub_codes
+    del occ_label                      # (each occurrence-sized temporary goes once used)
+    in_domain = np.unique(in_domain)
     domain_keys = _owner(dom_offsets) * width + dom_codes
     _require(np.array_equal(in_domain, domain_keys),
              "a subrecord holds a code outside its chunk's domain, or a domain code occurs "
              "in no subrecord of its chunk")
+    del in_domain, domain_keys
 
     # placement of (cluster, code): exactly once, and the source's pairs exactly
     chunk_of_dom = _owner(r["chunk_domain_offsets"])
@@ -157,8 +163,8 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
         raise DeidError(VERIFICATION_FAILED, f"cluster {int(p_key[dup[0]] // width)} places a "
                         "code in more than one chunk", hint=_HINT)
     src_row = _owner(src_offsets)
-    src_pairs, src_pair_of = np.unique(membership[src_row] * width + src_codes,
-                                       return_inverse=True)
+    src_pairs = membership[src_row] * width + src_codes
+    src_pairs, src_pair_of = np.unique(src_pairs, return_inverse=True)
     placed = _in_sorted(p_key, src_pairs)
     if not placed.all():
         raise DeidError(VERIFICATION_FAILED, f"cluster {int(src_pairs[~placed][0] // width)} "
@@ -170,14 +176,17 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
 
     # record for record: subrecords are the projections of the records on the domains
     src_label = p_label[np.searchsorted(p_key, src_pairs)][src_pair_of]
+    del src_pair_of
     chunked = src_label >= 0
     exp_label, exp_row, exp_code = src_label[chunked], src_row[chunked], src_codes[chunked]
+    del src_label, chunked, src_row
     # by (chunk, record, code): one packed key when it fits in int64
     if float(n_chunks + n_shared + 1) * max(n, 1) * width < 2.0 ** 62:
         order = np.argsort((exp_label * max(n, 1) + exp_row) * width + exp_code)
     else:
         order = np.lexsort((exp_code, exp_row, exp_label))
     exp_label, exp_row, exp_code = exp_label[order], exp_row[order], exp_code[order]
+    del order
     new = np.r_[True, (exp_label[1:] != exp_label[:-1]) | (exp_row[1:] != exp_row[:-1])] \
         if exp_label.size else np.zeros(0, dtype=bool)
     exp_offsets = np.r_[np.flatnonzero(new), exp_label.size]
