@@ -172,3 +172,22 @@ def test_a_part_tampered_before_the_coordinators_check_is_refused_and_removed(wh
     assert error is not None and error.diag.sqlstate == "DE002" and error.diag.message_hint
     assert orphan_runs() == {"node0": [], "node1": []}
     assert stored("cm_tamper") == []
+
+
+def test_a_parts_catalog_rows_tampered_before_the_coordinators_check_are_refused(wh):
+    """The check compares digests only: they cover the part's rows in deid's artefact catalogs
+    (its RID sets here), not only its tables."""
+    p = Paused("cm_tamper_rids")
+    try:
+        with superuser("node0") as c:
+            rid = c.execute("SELECT release_id FROM deid.release WHERE name = 'cm_tamper_rids'"
+                            " AND status = 'committed'").fetchone()[0]
+            c.execute("UPDATE deid.rid_set SET chunk = chunk + 1000000 WHERE release_id = %s"
+                      " AND ctid = (SELECT min(ctid) FROM deid.rid_set WHERE release_id = %s)",
+                      [rid, rid])
+    finally:
+        p.release()
+    error = p.join()
+    assert error is not None and error.diag.sqlstate == "DE002" and error.diag.message_hint
+    assert orphan_runs() == {"node0": [], "node1": []}
+    assert stored("cm_tamper_rids") == []

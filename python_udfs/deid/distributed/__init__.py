@@ -16,8 +16,9 @@ pipeline.anonymize_request hands it to coordinator.anonymize_request:
                            node.store runs the single-node request on each node with that
                            node's grants, policies, RLS and code checks, then node.hold keeps
                            the part pending (its views revoked from everyone) under the run
-    deid._dist_check       RUN ON ALL: each node digests its stored part again and runs its
-                           verifier again; the coordinator compares with what store reported
+    deid._dist_check       RUN ON ALL: each node digests its stored part again; the
+                           coordinator compares with the digests store reported (taken once
+                           the verifier passed, in store's transaction)
     coordinator.finish     SECURITY DEFINER: the log row (deid.distributed_release, with the
                            proof) and the coordinator's views; the release exists when the
                            coordinator's transaction commits
