@@ -21,6 +21,7 @@ import json
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, UNDEFINED_TABLE
 from ..request import access, release
 from ..verify.shared import table_digest
+from . import read_cache
 
 
 def store(db, run, coord_release, source, method, k, l, columns, selection, options, name):
@@ -110,7 +111,9 @@ def check(db, run, caller):
 
 
 def abort(db, run, caller):
-    """Remove a pending part: 'removed', or 'none' where this node has no pending part of the run."""
+    """Remove a pending part: 'removed', or 'none' where this node has no pending part of the run.
+    A read kept for a store step (read_cache.py) goes too."""
+    read_cache.drop()
     p = _part(db, run, caller)
     if p is None or p["status"] != "pending":
         return "none"
