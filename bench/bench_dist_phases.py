@@ -122,7 +122,7 @@ def main():
     ap.add_argument("--keep", action="store_true",
                     help="leave the warehouses running, and reuse their rows on the next run")
     a = ap.parse_args()
-    res = []
+    res, stamp = [], int(time.time()) % 100000       # release names unique over --keep runs
     for n in [int(x) for x in a.nodes.split(",")]:
         os.environ["DEID_SHARD_DIR"] = str(bd.ROOT / f".bench_shard_{n}")
         w = bd.Warehouse(n)
@@ -134,9 +134,10 @@ def main():
             for m in a.methods.split(","):
                 for i in range(a.repeat):
                     if n == 1:
-                        res.append(dict(single(w, m, f"{m[:3]}{i}"), method=m, n=1, mode="single"))
+                        res.append(dict(single(w, m, f"{m[:3]}{i}_{stamp}"), method=m, n=1,
+                                        mode="single"))
                     for mode in ("cold", "warm"):
-                        r = distributed(w, m, f"{m[:3]}{n}{mode}{i}", mode == "warm")
+                        r = distributed(w, m, f"{m[:3]}{n}{mode}{i}_{stamp}", mode == "warm")
                         res.append(dict(r, method=m, n=n, mode=mode))
                         print(table(res[-1:]), flush=True)
         finally:
