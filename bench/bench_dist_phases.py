@@ -122,7 +122,8 @@ def main():
     ap.add_argument("--keep", action="store_true",
                     help="leave the warehouses running, and reuse their rows on the next run")
     a = ap.parse_args()
-    res, stamp = [], int(time.time()) % 100000       # release names unique over --keep runs
+    res, ctas = [], None
+    stamp = int(time.time()) % 100000       # release names unique over --keep runs
     for n in [int(x) for x in a.nodes.split(",")]:
         os.environ["DEID_SHARD_DIR"] = str(bd.ROOT / f".bench_shard_{n}")
         w = bd.Warehouse(n)
@@ -131,6 +132,8 @@ def main():
             with w.connect("coord") as c:
                 c.execute("CREATE TABLE bench.loaded AS SELECT %s::bigint AS rows", [a.rows])
         try:
+            if n == 1:
+                ctas = bd.ctas_one(w)          # CREATE TABLE AS of all the rows, one node
             for m in a.methods.split(","):
                 for i in range(a.repeat):
                     if n == 1:
@@ -144,9 +147,14 @@ def main():
             if not a.keep:
                 w.stop()
     bd.RESULTS.mkdir(parents=True, exist_ok=True)
-    (bd.RESULTS / f"{a.name}.json").write_text(json.dumps(res, indent=2) + "\n")
+    (bd.RESULTS / f"{a.name}.json").write_text(json.dumps(
+        {"ctas_one": ctas, "runs": res}, indent=2) + "\n")
     text = (f"Phases of a distributed request, {a.rows:,} rows (seconds; coordinator phases,"
-            " then the slowest node's store phases)\n\n" + table(res))
+            " then the slowest node's store phases)\n\n" + table(res)
+            + (f"\n\nCTAS of the {a.rows:,} rows on one node: {ctas:.2f} s; totals / CTAS: "
+               + ", ".join(f"{r['method'][:3]} {r['n'] if r['mode'] != 'single' else '1-srv'}"
+                           f" {r['mode']} {r['seconds'] / ctas:.1f}x" for r in res)
+               if ctas else ""))
     (bd.RESULTS / f"{a.name}.txt").write_text(text + "\n")
     print(text)
 
