@@ -34,6 +34,7 @@ committed nor still runs (a crash of the coordinator or of a node at any point).
 
 Modules: catalog.py (registration, the cluster's partitions), coordinator.py (the coordinator's
 orchestration), protocol.py (locks, proofs, cleanup, the nodes' errors), node.py (the node
-side). Nothing here imports pipeline.py or a method: the node runs the single-node request
+side), read_cache.py (a node's class-step read kept for the store step of the same run and
+role, generalization). Nothing here imports pipeline.py or a method: the node runs the single-node request
 through SQL (deid._anonymize_request), as the caller.
 """
