@@ -192,10 +192,10 @@ BEGIN
         $p$deid._dist_pending(cluster_name text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_pending(current_user); $b$$p$,
-        $p$deid._dist_gen_classes(cluster_name text, source text, k int, columns text[], selection text,
-            options text) RETURNS SETOF bytea AS $b$
+        $p$deid._dist_gen_classes(cluster_name text, run text, source text, k int, columns text[],
+            selection text, options text) RETURNS SETOF bytea AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
-            SELECT deid._dist_node_gen_classes(source, k, columns, selection, options); $b$$p$,
+            SELECT deid._dist_node_gen_classes(run, source, k, columns, selection, options); $b$$p$,
         $p$deid._dist_store_part(cluster_name text, run text, coord_release bigint, source text, k int,
             columns text[], selection text, options text, release text, chosen text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;

@@ -28,15 +28,17 @@ COMMENT ON FUNCTION deid.generalization_levels(regclass, int, text[], text, json
 -- coordinator.py, strategy "global_merge"; the PL/Proxy functions deid._dist_gen_classes,
 -- deid._dist_store_part and deid._dist_gen_stored are installed with the others by
 -- deid._install_proxies, sql/40_distributed.sql).
-CREATE FUNCTION deid._dist_node_gen_classes(source text, k int, columns text[], selection text,
-                                            options text)
+-- As the caller: its class table; its read kept in this backend for the store step of the
+-- same run by the same role (distributed/read_cache.py).
+CREATE FUNCTION deid._dist_node_gen_classes(run text, source text, k int, columns text[],
+                                            selection text, options text)
 RETURNS bytea LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.generalization_sql.node_classes', source, k, columns, selection, options)
+return entry('distributed.generalization_sql.node_classes', run, source, k, columns, selection, options)
 $$;
--- As the caller: read its rows (it holds SELECT), then the definer below stores the part at
--- the chosen levels and holds it pending in the same call (never readable before the
--- coordinator's check and log).
+-- As the caller: its rows (it holds SELECT: those its class step of this run read, else read
+-- again), then the definer below stores the part at the chosen levels and holds it pending in
+-- the same call (never readable before the coordinator's check and log).
 CREATE FUNCTION deid._dist_node_store_part(run text, coord_release bigint, source text, k int,
                                            columns text[], selection text, options text,
                                            release text, chosen text)

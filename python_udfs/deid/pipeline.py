@@ -90,19 +90,23 @@ def _begin_and_read(db, relid, method, k, l, columns, selection, options, name, 
     return token
 
 
-def step(db, relid, method, k, l, columns, selection, options, run, read=True):
+def step(db, relid, method, k, l, columns, selection, options, run, read=True, keep=None):
     """SECURITY INVOKER: a step of a distributed method (distributed/) in place of finish: the
     request begun and read as anonymize_request does (the caller authorized, reading as
     itself), then ``run(pending.req, pending.frame)`` (frame None without ``read``), whose
     errors are redacted as finish's are. Only for a caller with SELECT on the source: such a
-    step may return what it computed from the rows to the caller."""
+    step may return what it computed from the rows to the caller. ``keep(spec, frame)``, once
+    run succeeded: the read kept for a later step (distributed/read_cache.py)."""
     token = begin_select(db, relid, method, k, columns, selection, options, None, read)
     p = _PENDING.pop(token, None)
     if p is None or p.req.grant["via"] != "select":
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no request of this session waits for this step",
                         hint="Call deid.anonymize_request(...).")
     with _redacted(p.req, after_read=True):
-        return run(p.req, p.frame)
+        out = run(p.req, p.frame)
+    if keep is not None and p.frame is not None:
+        keep(p.spec, p.frame)
+    return out
 
 
 def begin_select(db, relid, method, k, columns, selection, options, name, read=True):
@@ -135,6 +139,21 @@ def finish_part(db, token, caller, run, coord_release, chosen):
     p.req.part = {"run": run, "coordinator_release": coord_release, "levels": choice.levels}
     row = finish(db, token, caller, plan=lambda frame, req: dg.node_plan(frame, req, choice))
     return node.hold(db, row[0][0], run, coord_release, caller)
+
+
+def read_or_reuse(db, token, kept):
+    """read_pending, unless ``kept(spec)`` gives the snapshot this backend read before for
+    exactly this read by this role (distributed/read_cache.py: a class step's read reused by
+    the store step of its run); the number of rows."""
+    p = _PENDING.get(token)
+    if p is None or p.frame is not None or access.current_user(db) != p.reader:
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no request of this session waits for this read",
+                        hint="Call deid.anonymize_request(...).")
+    frame = kept(p.spec)
+    if frame is None:
+        return read_pending(db, token)
+    p.frame = frame
+    return frame.n
 
 
 def read_pending(db, token):

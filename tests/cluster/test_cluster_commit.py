@@ -160,15 +160,33 @@ def test_the_coordinator_killed_before_its_log_row_is_cleaned_by_the_next_reques
                                           ("node1", "part"), ("node1", "relation")]
 
 
-def test_a_part_tampered_before_the_coordinators_check_is_refused_and_removed(wh):
-    p = Paused("cm_tamper")
+def tampered(name, *statements):
+    """Run `name` paused before the coordinator's check, change its part on node0 as a
+    superuser (each statement gets the part's release id as its parameters), then let it go:
+    refused (DE002) and removed everywhere."""
+    p = Paused(name)
     try:
         with superuser("node0") as c:
-            c.execute("UPDATE deid_release.cm_tamper_qit SET age = age + 1"
-                      " WHERE ctid = (SELECT min(ctid) FROM deid_release.cm_tamper_qit)")
+            rid = c.execute("SELECT release_id FROM deid.release WHERE name = %s"
+                            " AND status = 'committed'", [name]).fetchone()[0]
+            for statement in statements:
+                c.execute(statement, [rid] * statement.count("%s"))
     finally:
         p.release()
     error = p.join()
     assert error is not None and error.diag.sqlstate == "DE002" and error.diag.message_hint
     assert orphan_runs() == {"node0": [], "node1": []}
-    assert stored("cm_tamper") == []
+    assert stored(name) == []
+
+
+def test_a_part_tampered_before_the_coordinators_check_is_refused_and_removed(wh):
+    tampered("cm_tamper", "UPDATE deid_release.cm_tamper_qit SET age = age + 1"
+                          " WHERE ctid = (SELECT min(ctid) FROM deid_release.cm_tamper_qit)")
+
+
+def test_a_parts_catalog_rows_tampered_before_the_coordinators_check_are_refused(wh):
+    """The check compares digests only: they cover the part's rows in deid's artefact catalogs
+    (its RID sets here), not only its tables."""
+    tampered("cm_tamper_rids",
+             "UPDATE deid.rid_set SET chunk = chunk + 1000000 WHERE release_id = %s"
+             " AND ctid = (SELECT min(ctid) FROM deid.rid_set WHERE release_id = %s)")

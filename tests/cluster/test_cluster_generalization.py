@@ -300,3 +300,67 @@ def test_node_steps_cannot_be_abused(gen_warehouse):
     with pytest.raises(psycopg.Error) as e:       # as someone else: the caller check
         node.execute("SELECT deid._dist_node_gen_stored(%s, 'deid_t_analyst')", [run])
     assert e.value.diag.sqlstate == "42501"
+
+
+OVERLAP = json.dumps({"allow_overlap": True})     # parts of one node differing by a row
+
+
+def _store_on_node(node, run, name, chosen, k=5):
+    """A node's store step by hand (as the coordinator's deid._dist_store_part sends it): the
+    part's report."""
+    return json.loads(node.execute(
+        "SELECT deid._dist_node_store_part(%s, 0, %s, %s, '{age,sex,race,pt,diagnosis}', NULL,"
+        " %s, %s, %s)", [run, GEN, k, OVERLAP, name, json.dumps(chosen)]).fetchone()[0])
+
+
+def _classes_on_node(node, run, k=5):
+    return node.execute("SELECT deid._dist_node_gen_classes(%s, %s, %s,"
+                        " '{age,sex,race,pt,diagnosis}', NULL, %s)", [run, GEN, k, OVERLAP]
+                        ).fetchone()[0]
+
+
+def test_a_nodes_class_read_serves_only_the_store_of_its_own_run_and_role(gen_warehouse):
+    """The store step of a run reuses the rows its node read for the class step of the same
+    run, as the same role, in the same backend (one snapshot for both steps); another run, or
+    the same run continued as another role (SET ROLE), reads the source again. Seen through a
+    row added to the node's source between the two steps."""
+    w = gen_warehouse
+    other = "deid_t_analyst_b"
+    su = w.connect("node0")
+    if not su.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [other]).fetchone():
+        su.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(other)))
+    su.execute(sql.SQL("GRANT SELECT ON registry.patients_gen TO {}").format(sql.Identifier(other)))
+    su.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(other), sql.Identifier(ANALYST)))
+    n = su.execute("SELECT count(*) FROM registry.patients_gen").fetchone()[0]
+    node = w.connect("node0", ANALYST)
+    add = ("INSERT INTO registry.patients_gen SELECT patient_id + 1000000, name, birth_date, age,"
+           " sex, race, zip, diagnosis, treatment, pt, vital_status, hospital"
+           " FROM registry.patients_gen ORDER BY patient_id LIMIT 1")
+    drop = "DELETE FROM registry.patients_gen WHERE patient_id > 1000000"
+    runs = []
+    try:
+        chosen = node.execute("SELECT deid.generalization_levels(%s, 5, '{age,sex,race,pt,"
+                              "diagnosis}', NULL, %s, %s)",
+                              [GEN, OVERLAP, [_classes_on_node(node, "rc_same")]]).fetchone()[0]
+        su.execute(add)                                    # n + 1 rows from now on
+        runs.append(("rc_same", ANALYST))
+        assert _store_on_node(node, "rc_same", "rc_same", chosen)["rows"] == n   # reused
+
+        _classes_on_node(node, "rc_one")                   # n + 1 rows read for another run ...
+        su.execute(drop)                                   # n rows from now on
+        runs.append(("rc_two", ANALYST))
+        assert _store_on_node(node, "rc_two", "rc_two", chosen)["rows"] == n      # ... read again
+
+        _classes_on_node(node, "rc_role")                  # n rows read as the analyst
+        su.execute(add)                                    # n + 1 rows from now on
+        node.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(other)))
+        runs.append(("rc_role", other))
+        assert _store_on_node(node, "rc_role", "rc_role", chosen)["rows"] == n + 1  # read as `other`
+        node.execute("RESET ROLE")
+    finally:
+        su.execute(drop)
+        for run, role in runs:
+            node.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            node.execute("SELECT deid._dist_node_abort(%s, current_user)", [run])
+            node.execute("RESET ROLE")
+        su.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(other), sql.Identifier(ANALYST)))

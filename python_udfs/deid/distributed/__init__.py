@@ -16,8 +16,9 @@ pipeline.anonymize_request hands it to coordinator.anonymize_request:
                            node.store runs the single-node request on each node with that
                            node's grants, policies, RLS and code checks, then node.hold keeps
                            the part pending (its views revoked from everyone) under the run
-    deid._dist_check       RUN ON ALL: each node digests its stored part again and runs its
-                           verifier again; the coordinator compares with what store reported
+    deid._dist_check       RUN ON ALL: each node digests its stored part again; the
+                           coordinator compares with the digests store reported (taken once
+                           the verifier passed, in store's transaction)
     coordinator.finish     SECURITY DEFINER: the log row (deid.distributed_release, with the
                            proof) and the coordinator's views; the release exists when the
                            coordinator's transaction commits
@@ -33,6 +34,7 @@ committed nor still runs (a crash of the coordinator or of a node at any point).
 
 Modules: catalog.py (registration, the cluster's partitions), coordinator.py (the coordinator's
 orchestration), protocol.py (locks, proofs, cleanup, the nodes' errors), node.py (the node
-side). Nothing here imports pipeline.py or a method: the node runs the single-node request
+side), read_cache.py (a node's class-step read kept for the store step of the same run and
+role, generalization). Nothing here imports pipeline.py or a method: the node runs the single-node request
 through SQL (deid._anonymize_request), as the caller.
 """

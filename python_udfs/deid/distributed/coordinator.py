@@ -21,6 +21,7 @@ the classes over all the nodes. It needs SELECT on the source on the nodes.
 """
 import json
 import secrets
+import time
 
 from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                       INSUFFICIENT_PRIVILEGE, VERIFICATION_FAILED, uniform_refusal)
@@ -38,22 +39,29 @@ TEST_PAUSE = "deid.distributed_test_pause"     # tests only: wait on an advisory
 
 
 def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
-    """SECURITY INVOKER: begin, clean up, ping, store on every node, check, finish."""
+    """SECURITY INVOKER: begin, clean up, ping, store on every node, check, finish. The seconds
+    of each phase go into the coordinator's log row (metrics.seconds)."""
+    clock = _Phases()
     run = json.loads(db.value("SELECT deid._dist_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
                               [relid, method, k, l, columns, selection, options, name],
                               ["oid", "text", "int", "int", "text[]", "text", "text", "text"]))
     cluster, n = run["cluster"], run["partitions"]
+    clock.phase("begin")
     for part in range(n):          # a node down: refused before anything is stored anywhere
         protocol.call(db, "SELECT deid._dist_ping_on($1, $2) AS r", [cluster, part], ["text", "int"])
+    clock.phase("ping")
     protocol.cleanup(db, access.current_user(db), {cluster: n})
+    clock.phase("cleanup")
     # every node can satisfy the model, or one node's refusal before any node stores a part
     eligibility.precheck(db, run, method, k, l, columns, selection, options)
+    clock.phase("precheck")
     parts = []
     try:
         if run["strategy"] == "global_merge":
             from . import generalization_sql
             chosen = generalization_sql.choose_on_nodes(db, relid, run, k, columns, selection,
                                                         options)
+            clock.phase("classes")
             parts = generalization_sql.store_parts(db, run, k, columns, selection, options, chosen)
         else:
             parts = [json.loads(t) for t in protocol.call(
@@ -62,13 +70,16 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
                  columns, selection, options, run["name"]],
                 ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text",
                  "text", "text"])]
+        clock.phase("store")
         _test_pause(db)
         checks = [json.loads(t) for t in protocol.call(
             db, "SELECT deid._dist_check($1, $2) AS r", [cluster, run["run"]])]
         _compare(parts, checks)
         if run["strategy"] == "global_merge":
             parts[0]["global"] = generalization_sql.check_parts(db, run, k, parts, chosen)
+        clock.phase("check")
         _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
+        _RUNS[run["run"]]["seconds"] = clock.times
         return db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
     except Exception as e:
         protocol.abort(db, cluster, n, run["run"])
@@ -76,6 +87,17 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
                 p.get("via") == "policy" for p in parts):
             raise uniform_refusal() from None
         raise
+
+
+class _Phases:
+    """The seconds of the coordinator's phases, in order (the log row's metrics.seconds)."""
+
+    def __init__(self):
+        self.t, self.times = time.perf_counter(), {}
+
+    def phase(self, name):
+        now = time.perf_counter()
+        self.times[name], self.t = round(now - self.t, 4), now
 
 
 def _test_pause(db):
@@ -168,7 +190,7 @@ def finish(db, token, caller):
     if any(p["columns"] != columns for p in parts):
         raise DeidError(VERIFICATION_FAILED, "the nodes' parts differ in their tables",
                         hint="Every node must hold the source with the same columns and types.")
-    relations = sorted(columns)
+    relations, t0 = sorted(columns), time.perf_counter()
     for view in relations:
         schema, _, table = view.partition(".")
         coldefs = columns[view] + ", node text"      # ids of groups are per node
@@ -186,6 +208,9 @@ def finish(db, token, caller):
                                    for p in parts) / total["rows"]) if total["rows"] else 0.0
     if parts[0].get("global"):       # global recoding: classes span the nodes (generalization)
         total = parts[0]["global"]
+    seconds = r.get("seconds")
+    if seconds is not None:          # the phases of anonymize_request, then the views
+        total = dict(total, seconds=dict(seconds, views=round(time.perf_counter() - t0, 4)))
     params = {"k": r["k"], "l": r["l"], "columns": r["columns"], "selection": r["selection"],
               "options": r["options"]}
     db.execute("INSERT INTO deid.distributed_release (release_id, name, method, source,"

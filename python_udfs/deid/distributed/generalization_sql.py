@@ -23,14 +23,14 @@ import json
 from .. import pipeline
 from ..errors import (DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED,
                       SERIALIZATION_FAILURE, UNDEFINED_TABLE, VERIFICATION_FAILED)
-from . import generalization as dg, node, protocol
+from . import generalization as dg, node, protocol, read_cache
 
 METHOD = "generalization"
 
 
-def classes(db, relid, k, columns, selection, options):
+def classes(db, relid, k, columns, selection, options, keep=None):
     return pipeline.step(db, relid, METHOD, k, None, columns, selection, options,
-                         lambda req, frame: dg.node_classes(frame, req))
+                         lambda req, frame: dg.node_classes(frame, req), keep=keep)
 
 
 def levels(db, relid, k, columns, selection, options, parts):
@@ -51,16 +51,31 @@ def _relid(db, source):
     return relid
 
 
-def node_classes(db, source, k, columns, selection, options):
-    """deid._dist_node_gen_classes: this node's class table, as the caller."""
-    return classes(db, _relid(db, source), k, columns, selection, options)
+def _roles(db):
+    return [db.value("SELECT current_user::text"), db.value("SELECT session_user::text")]
+
+
+def node_classes(db, run, source, k, columns, selection, options):
+    """deid._dist_node_gen_classes: this node's class table, as the caller; its read kept in
+    this backend for the store step of the same run (read_cache.py)."""
+    roles = _roles(db)
+    read_cache.drop()
+    return classes(db, _relid(db, source), k, columns, selection, options,
+                   keep=lambda spec, frame: read_cache.keep(read_cache.key(run, spec, roles),
+                                                            frame))
 
 
 def store_part(db, run, coord_release, source, k, columns, selection, options, name, chosen):
-    """deid._dist_node_store_part, as the caller: read this node's rows (SELECT required), then
+    """deid._dist_node_store_part, as the caller: the request begun again (SELECT required,
+    the caller's rights and code checks as of now), its rows those the class step of this run
+    read in this backend as this role (read_cache.py) or, if none, read again; then
     deid._dist_part_finish stores them at the chosen levels and holds the part pending."""
     relid = _relid(db, source)
-    token = pipeline.begin_select(db, relid, METHOD, k, columns, selection, options, name)
+    token = pipeline.begin_select(db, relid, METHOD, k, columns, selection, options, name,
+                                  read=False)
+    roles = _roles(db)
+    pipeline.read_or_reuse(db, token,
+                           lambda spec: read_cache.take(read_cache.key(run, spec, roles)))
     return db.value("SELECT deid._dist_part_finish($1, current_user, $2, $3, $4)",
                     [token, run, coord_release, chosen], ["text", "text", "bigint", "text"])
 
@@ -89,9 +104,10 @@ def choose_on_nodes(db, relid, run, k, columns, selection, options):
     """Every node's class table (deid._dist_gen_classes, RUN ON ALL, as the caller), merged and
     searched here (deid.generalization_levels on the coordinator's definition of the source:
     its roles and hierarchies). The Choice, as JSON text."""
-    tables = protocol.call(db, "SELECT deid._dist_gen_classes($1, $2, $3, $4, $5, $6) AS r",
-                           [run["cluster"], run["source_name"], k, columns, selection, options],
-                           ["text", "text", "int", "text[]", "text", "text"])
+    tables = protocol.call(db, "SELECT deid._dist_gen_classes($1, $2, $3, $4, $5, $6, $7) AS r",
+                           [run["cluster"], run["run"], run["source_name"], k, columns,
+                            selection, options],
+                           ["text", "text", "text", "int", "text[]", "text", "text"])
     return levels(db, relid, k, columns, selection, options, tables)
 
 

@@ -6,8 +6,9 @@ store     SECURITY INVOKER, as the caller: the single-node request itself (deid.
           writer, verifier and log), then hold()
 hold      SECURITY DEFINER: the part stays pending -- its views readable by no one (revoked
           from deid_reader and the requester) -- under the coordinator's run
-check     SECURITY DEFINER: the part's stored tables digested again and its verifier run again
-          on what is stored (releases/reverify.py), for the coordinator to compare
+check     SECURITY DEFINER: the part's stored tables and catalog rows digested again, for the
+          coordinator to compare with the digests store reported (taken once the verifier
+          passed, in store's transaction)
 abort     SECURITY DEFINER: a pending part removed (its tables and views, its selection) and
           its release row marked dropped; only its requester or a deid_admin
 pending   SECURITY DEFINER: the pending parts the caller may remove (its own; an admin: all)
@@ -19,8 +20,8 @@ import json
 
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, UNDEFINED_TABLE
 from ..request import access, release
-from ..releases import reverify
 from ..verify.shared import table_digest
+from . import read_cache
 
 
 def store(db, run, coord_release, source, method, k, l, columns, selection, options, name):
@@ -94,21 +95,25 @@ def _part(db, run, caller):
 
 
 def check(db, run, caller):
-    """The part's digests now and its verifier's report on what is stored (JSON text)."""
+    """The part's digests now (JSON text), for the coordinator to compare with those store
+    reported. Those were taken in store's own transaction, after the verifier passed on what
+    was stored: equal digests show the part is still what its verifier passed (they cover its
+    tables and its rows in deid's artefact catalogs, everything the verifier reads of a stored
+    release), so the verifier is not run again here."""
     p = _part(db, run, caller)
     if p is None or p["status"] != "pending":
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no pending part of this run is on a node",
                         hint="Call deid.anonymize_request(...) on the coordinator.")
     tables = [t.partition(".")[2] for t in p["relations"]]
     digests = table_digest.digests(db, p["release_id"], tables)
-    report = json.loads(reverify.verify_committed(db, p["name"]))
-    return json.dumps({"node": _node(db), "release_id": p["release_id"], "digests": digests,
-                       "report": report},
+    return json.dumps({"node": _node(db), "release_id": p["release_id"], "digests": digests},
                       sort_keys=True)
 
 
 def abort(db, run, caller):
-    """Remove a pending part: 'removed', or 'none' where this node has no pending part of the run."""
+    """Remove a pending part: 'removed', or 'none' where this node has no pending part of the run.
+    A read kept for a store step (read_cache.py) goes too."""
+    read_cache.drop()
     p = _part(db, run, caller)
     if p is None or p["status"] != "pending":
         return "none"
