@@ -132,16 +132,20 @@ def server(url, n):
                " release => %s)")
     opts = json.dumps({"m": 2, "record": "patient_id", "item": "icd9", "seed": 7,
                        "replace": True})
+    from psycopg import sql
+
+    source = sql.Identifier("bench", f"dx_{int(n)}")
+    ctas_table = sql.Identifier("bench", f"ctas_{os.getpid()}")
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute(SOURCE.format(n=n))
+        c.execute(SOURCE.format(n=int(n)))
         c.execute(SOURCE.format(n=1000))
-        rows = c.execute(f"SELECT count(*) FROM bench.dx_{n}").fetchone()[0]
-        c.execute(f"DROP TABLE IF EXISTS bench.ctas_{os.getpid()}")
+        rows = c.execute(sql.SQL("SELECT count(*) FROM {}").format(source)).fetchone()[0]
+        c.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ctas_table))
         with locked():
             t = time.perf_counter()
-            c.execute(f"CREATE TABLE bench.ctas_{os.getpid()} AS SELECT * FROM bench.dx_{n}")
+            c.execute(sql.SQL("CREATE TABLE {} AS SELECT * FROM {}").format(ctas_table, source))
             ctas = time.perf_counter() - t
-        c.execute(f"DROP TABLE bench.ctas_{os.getpid()}")
+        c.execute(sql.SQL("DROP TABLE {}").format(ctas_table))
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("SET client_min_messages = warning")
         c.execute(request, ["bench.dx_1000", opts, "dx_warm"])

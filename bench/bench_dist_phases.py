@@ -105,11 +105,10 @@ def table(res):
 def _loaded(w, rows):
     """The warehouse runs (started now if it was stopped) and holds `rows` rows already."""
     w.sh("start")
-    try:
-        with w.connect("coord") as c:
-            return c.execute("SELECT rows FROM bench.loaded").fetchone()[0] == rows
-    except Exception:
-        return False
+    with w.connect("coord") as c:
+        if c.execute("SELECT to_regclass('bench.loaded')").fetchone()[0] is None:
+            return False
+        return c.execute("SELECT rows FROM bench.loaded").fetchone()[0] == rows
 
 
 def main():

@@ -4,6 +4,7 @@ and the coordinator's log row and views, refused before anything goes when a nod
 verify runs every node's verifier on its stored part (and, for generalization, the merged k
 check), for a deid_admin only, as on one node."""
 import psycopg
+import psycopg.sql
 import pytest
 
 from .conftest import MEMBERS, NODES, member_url, orphan_runs, shard, wait_ready
@@ -153,3 +154,24 @@ def test_verify_of_a_distributed_generalization_checks_k_over_every_part(gen_rea
         "SELECT deid.verify_release('ra_gen')").fetchone()[0]
     assert report["verified"] is True
     assert report["merged"]["nodes"] == len(NODES)
+
+
+def test_the_node_side_drop_and_verify_refuse_another_roles_part(wh):
+    """deid._dist_node_drop / _dist_node_verify (SECURITY DEFINER on every node), called on a
+    node by hand with the run of another role's release: naming the requester as the caller or
+    naming oneself, the attacker is refused and the part stays."""
+    wh.connect("coord", "deid_t_analyst").execute(ANATOMY, ["ra_node_side"])
+    with superuser("coord") as c:
+        run = c.execute("SELECT run FROM deid.distributed_release WHERE name = 'ra_node_side'"
+                        ).fetchone()[0]
+    before = state("ra_node_side")
+    for fn in ("_dist_node_drop", "_dist_node_verify"):
+        for caller in ("deid_t_analyst", "deid_t_attacker"):
+            with pytest.raises(psycopg.Error) as e:
+                wh.connect("node0", "deid_t_attacker").execute(
+                    psycopg.sql.SQL("SELECT deid.{}(%s, %s)").format(psycopg.sql.Identifier(fn)),
+                    [run, caller])
+            assert e.value.diag.sqlstate == "42501", (fn, caller)
+    assert state("ra_node_side") == before
+    assert wh.connect("coord", "deid_t_reader").execute(
+        "SELECT count(*) FROM release.ra_node_side_qit").fetchone()[0] > 0
