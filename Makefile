@@ -9,9 +9,12 @@ SHARD := sh scripts/shard-cluster.sh
 PSQL = psql -X -v ON_ERROR_STOP=1
 TEST_DB := deid_test
 
+# The targets share one private cluster and one test database: never run them in parallel.
+.NOTPARALLEL:
+
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo demo-cluster stop-cluster test unit integration pgtap venv bench bench-distributed bench-eval eval-condensation clean fuzz dist pgxn-check
+.PHONY: all deps install start stop url psql demo demo-cluster stop-cluster test unit integration test-db cluster-test pgtap venv bench bench-distributed bench-eval eval-condensation clean fuzz dist pgxn-check
 
 ## all: build the extension's SQL scripts, as any user (`pgxn install` runs make, then sudo make install)
 all:
@@ -62,21 +65,40 @@ demo-cluster: install
 stop-cluster:
 	@$(SHARD) stop
 
-## test: unit tests (no server), integration tests (psycopg), pgTAP (pg_prove)
 ## venv: the client-side venv: the test requirements and the `deid` command (client/, editable)
-$(VENV)/.stamp: tests/requirements.txt client/pyproject.toml
+$(VENV)/.stamp: tests/requirements.txt tests/requirements-hierarchies.txt client/pyproject.toml
 	$(SERVER_PYTHON) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r tests/requirements-hierarchies.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e client
 	touch $@
 
 venv: deps $(VENV)/.stamp
 
-test: start venv
+## test: everything CI runs (.ci/run), in this order: unit, integration, cluster-test, pgtap.
+## pytest.ini's testpaths are the same folders (tests/unit/common/test_layout.py checks it)
+test: unit integration cluster-test pgtap
+
+## unit: the pure tests (no server): tests/unit/<method>/, tests/unit/common/, tests/unit/tools/
+unit: venv
+	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit
+
+## integration: a fresh database $(TEST_DB) in the private cluster, then the psycopg suites
+## (tests/integration, tests/security, tests/upgrade); one file: see CONTRIBUTING.md
+test-db: start venv
 	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS $(TEST_DB) WITH (FORCE)" -c "CREATE DATABASE $(TEST_DB)"
+
+integration: test-db
 	DEID_TEST_URL="$$($(CLUSTER) url $(TEST_DB))" \
-	    $(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit tests/integration tests/upgrade tests/security
+	    $(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration tests/security tests/upgrade
+
+## cluster-test: a coordinator and 2 nodes of PL/Proxy (./.shard, DEID_SHARD_PORT and the next
+## two ports), started and stopped by tests/cluster/conftest.py
+cluster-test: install venv
 	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/cluster
+
+## pgtap: the SQL surface through pg_prove (tests/pgtap/), on a freshly created extension
+pgtap: test-db
 	$(PSQL) "$$($(CLUSTER) url $(TEST_DB))" -q -c "SET deid.drop_with_releases = on" -c "DROP EXTENSION IF EXISTS deid CASCADE" -c "CREATE EXTENSION deid CASCADE" -c "CREATE EXTENSION IF NOT EXISTS pgtap"
 	pg_prove --ext .sql -r tests/pgtap --dbname "$$($(CLUSTER) url $(TEST_DB))"
 
@@ -91,9 +113,6 @@ fuzz: start venv
 	$(VENV)/bin/python -m tests.fuzz.runner --url "$$($(CLUSTER) url deid_fuzz)" --n $(FUZZ_N) \
 	    --seed $(FUZZ_SEED) --workers $(FUZZ_WORKERS) --out $(FUZZ_OUT)
 
-unit: venv
-	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/unit
-
 ## bench: benchmarks (write numbers and PNG plots under bench/results/)
 bench: start venv
 	$(VENV)/bin/python bench/run_all.py
@@ -105,7 +124,7 @@ ROWS ?= 1000000
 NODES ?= 1,2,4
 BENCH_ARGS ?=
 bench-distributed: install venv
-	$(VENV)/bin/python bench/bench_distributed.py --rows $(ROWS) --nodes $(NODES) $(BENCH_ARGS)
+	$(VENV)/bin/python bench/distributed/bench_distributed.py --rows $(ROWS) --nodes $(NODES) $(BENCH_ARGS)
 
 ## bench-eval: the benchmark-only virtualenv (statsmodels, lifelines, scikit-survival, copulas,
 ## DataSynthesizer, anonymeter) in bench/.venv-eval -- never the server's Python
@@ -118,7 +137,7 @@ $(EVAL_VENV)/.stamp: bench/requirements-eval.txt
 bench-eval: $(EVAL_VENV)/.stamp
 
 ## eval-condensation: utility + risk of condensation per data set x model beside a bootstrap of
-## the original, copulas and DataSynthesizer (004 sec. 3.5, issue 25); resumable (cached per
+## the original, copulas and DataSynthesizer (004 sec. 3.5, and the k rule beyond it); resumable (cached per
 ## data set, method, k, seed), at the lowest CPU priority; EVAL_ARGS e.g. --datasets rossi
 EVAL_ARGS ?=
 eval-condensation: bench-eval
@@ -146,8 +165,13 @@ pgxn-check: dist start
 	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE deid_pgxn WITH (FORCE)"
 	@echo "pgxn-check: deid $(VERSION) installed by pgxn install, created and released"
 
+## clean: stop and delete the private cluster, the sharded ones of the cluster tests and the
+## distributed benchmarks (.shard, .bench_shard*), the venv and the built SQL scripts
 clean:
 	-$(CLUSTER) stop
 	if [ -L .pgdata ]; then rm -rf "$$(readlink -f .pgdata)"; fi
 	rm -rf .pgdata $(VENV)
+	for d in .shard .bench_shard .bench_shard_*; do \
+	    if [ -e "$$d" ]; then DEID_SHARD_DIR="$$(pwd)/$$d" $(SHARD) remove || exit 1; fi; \
+	done
 	$(MAKE) -C extension clean PG_CONFIG=$(PG_CONFIG)

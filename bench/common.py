@@ -2,14 +2,12 @@
 things, read the backend's peak memory, and write results under bench/results."""
 import json
 import os
-import pathlib
 import subprocess
 import time
 
 import psycopg
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+from bench_paths import RESULTS, ROOT  # noqa: F401  (and every bench folder on sys.path)
 
 
 def url(database=None):

@@ -4,9 +4,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STEPS = ["bench_datapath.py", "bench_anatomy.py", "bench_generalization.py", "bench_condensation.py",
-         "bench_disassociation.py", "bench_disassociation_utility.py",
-         "bench_generalization_shapes.py"]
+STEPS = ["release/bench_datapath.py", "anatomy/bench_anatomy.py", "generalization/bench_generalization.py",
+         "condensation/bench_condensation.py", "disassociation/bench_disassociation.py",
+         "disassociation/bench_disassociation_utility.py", "generalization/bench_generalization_shapes.py"]
 
 if __name__ == "__main__":
     extra = sys.argv[1:]

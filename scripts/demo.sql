@@ -120,9 +120,9 @@ SELECT DISTINCT i AS patient_id,
        (string_to_array(:'dx_codes', ' '))[1 + floor(30 * power(random(), 1.6))::int] AS icd9
   FROM generate_series(1, 5000) i, generate_series(1, 1 + (i * 7919) % 7) j;
 SELECT count(DISTINCT patient_id) AS patients, count(*) AS "diagnosis rows" FROM registry.diagnoses;
-\echo '-- the ICD-9 hierarchy (code -> 3-digit category -> section -> chapter, bench/icd9_hierarchy.py)'
+\echo '-- the ICD-9 hierarchy (code -> 3-digit category -> section -> chapter, bench/disassociation/icd9_hierarchy.py)'
 \echo '-- and 003''s level-1 utility policy built from it (one constraint per 3-digit category):'
-\set icd9_rows `python3 bench/icd9_hierarchy.py :dx_codes`
+\set icd9_rows `python3 bench/disassociation/icd9_hierarchy.py :dx_codes`
 SELECT deid.drop_hierarchy('demo_icd9') FROM deid.hierarchy WHERE name = 'demo_icd9' \g /dev/null
 SELECT deid.load_hierarchy('demo_icd9', :'icd9_rows');
 SELECT jsonb_array_length(deid.utility_policy('demo_icd9', 1)) AS "level-1 constraints",

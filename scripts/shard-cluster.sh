@@ -11,6 +11,8 @@
 #   shard-cluster.sh url WHO [DB]     a libpq URL: WHO = coord | node0 | node1 | ...
 #   shard-cluster.sh pid WHO          the postmaster's process id (the tests kill -9 it)
 #   shard-cluster.sh member WHO start|stop   one member only (the tests stop a node)
+#   shard-cluster.sh remove           stop every member found under DEID_SHARD_DIR (whatever
+#                                     DEID_SHARD_NODES made it) and delete the directory (make clean)
 # Environment: DEID_SHARD_DIR (default ./.shard), DEID_SHARD_PORT (the coordinator's port,
 # default 54341; node i listens on DEID_SHARD_PORT + 1 + i), DEID_SHARD_NODES (default 2, a
 # power of 2: PL/Proxy's partitions, up to 64), DEID_SHARD_SHARED_BUFFERS (every member's
@@ -61,6 +63,18 @@ start() {
 
 stop() { for m in $(members); do cl "$m" stop >/dev/null || true; done; echo "sharded warehouse stopped"; }
 
+remove() {    # every member directory there is, linked ones included (a checkout in a 0700 directory)
+    [ -e "$DIR" ] || return 0
+    for root in "$DIR"/*; do
+        if [ -e "$root/data/PG_VERSION" ]; then
+            DEID_PGDATA="$root" sh "$here/scripts/cluster.sh" stop >/dev/null || true
+        fi
+        if [ -L "$root" ]; then rm -rf "$(readlink -f "$root")"; fi
+    done
+    rm -rf "$DIR"
+    echo "removed $DIR"
+}
+
 setup() {
     db=$1
     for m in $(members); do
@@ -97,10 +111,11 @@ sample() {    # the table on every member (empty on the coordinator: its definit
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
+    remove) remove ;;
     setup) setup "${2:?database}" ;;
     sample) sample "${2:?database}" "${3:-4000}" ;;
     url) url "${2:?coord|nodeI}" "${3:-postgres}" ;;
     member) cl "${2:?coord|nodeI}" "${3:?start|stop}" ;;
     pid) root="$DIR/$2"; [ -L "$root" ] && root=$(readlink -f "$root"); head -1 "$root/data/postmaster.pid" ;;
-    *) echo "usage: $0 start|stop|setup DB|sample DB [N]|url WHO [DB]|pid WHO" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|remove|setup DB|sample DB [N]|url WHO [DB]|pid WHO" >&2; exit 2 ;;
 esac

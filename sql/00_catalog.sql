@@ -252,7 +252,7 @@ CREATE TABLE deid.equivalence_class (
     PRIMARY KEY (release_id, class_id)
 );
 
--- Overlap control (issue 26): per release, the ids of the source rows it selected -- the
+-- Overlap control (two releases differing by a few rows give those rows away): per release, the ids of the source rows it selected -- the
 -- values of its row-id column (row_id; disassociation: the record column), sorted, distinct,
 -- packed as deid.rid_set's rids (int8 big-endian, back to back). A new release of the same
 -- source (deid.release.source) is refused when it differs from any earlier one -- committed,

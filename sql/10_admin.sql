@@ -59,6 +59,35 @@ $$;
 COMMENT ON FUNCTION deid.interval_hierarchy(text, numeric, numeric, int[], float8[]) IS
   'Build a hierarchy of numeric bands [low, high): widths {5,10,20} give 5-, 10-, 20-wide bands, then *. See deid.usage(''interval_hierarchy'').';
 
+-- the hierarchies shipped with deid (python_udfs/deid/catalog/standard): ICD-10-CM and
+-- ICD-9-CM (code -> category -> block -> chapter), dates, age bands
+CREATE FUNCTION deid._load_standard_hierarchy(kind text, name text, dots boolean, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('admin.load_standard_hierarchy', kind, name, dots, caller)
+$$;
+#@WRAP deid.load_standard_hierarchy(kind text, name text, dots boolean DEFAULT true) RETURNS text => deid._load_standard_hierarchy(kind, name, dots, current_user)
+COMMENT ON FUNCTION deid.load_standard_hierarchy(text, text, boolean) IS
+  'Load a hierarchy shipped with deid: ''icd10cm'' or ''icd9cm'', code -> category -> block -> chapter; dots => false for codes written without their dot. See deid.usage(''load_standard_hierarchy'').';
+
+CREATE FUNCTION deid._date_hierarchy(name text, first_day text, last_day text, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('admin.date_hierarchy', name, first_day, last_day, caller)
+$$;
+#@WRAP deid.date_hierarchy(name text, first_day date, last_day date) RETURNS text => deid._date_hierarchy(name, to_char(first_day, 'YYYY-MM-DD'), to_char(last_day, 'YYYY-MM-DD'), current_user)
+COMMENT ON FUNCTION deid.date_hierarchy(text, date, date) IS
+  'Build a hierarchy of the days from first_day to last_day: day -> month -> quarter -> year -> *. See deid.usage(''date_hierarchy'').';
+
+CREATE FUNCTION deid._age_hierarchy(name text, max_age int, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('admin.age_hierarchy', name, max_age, caller)
+$$;
+#@WRAP deid.age_hierarchy(name text, max_age int) RETURNS text => deid._age_hierarchy(name, max_age, current_user)
+COMMENT ON FUNCTION deid.age_hierarchy(text, int) IS
+  'Build a hierarchy of ages 0 .. max_age in bands of 1, 5, 10 and 20 years, then *. See deid.usage(''age_hierarchy'').';
+
 CREATE FUNCTION deid._drop_hierarchy(name text, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT

@@ -32,7 +32,7 @@ return entry('pipeline.finish', token, caller)
 $$;
 #@WRAP deid.anonymize_request(source regclass, method text, k int, l int DEFAULT NULL, columns text[] DEFAULT NULL, selection text DEFAULT NULL, options jsonb DEFAULT '{}', release text DEFAULT NULL) RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint, discernibility float8, verified boolean) => deid._anonymize_request(source::oid, method, k, l, columns, selection, options::text, release)
 COMMENT ON FUNCTION deid.anonymize_request(regclass, text, int, int, text[], text, jsonb, text) IS
-  'Create a verified release of a source: method anatomy (001) | generalization (002). See deid.usage(''anonymize_request'').';
+  'Create a verified release of a source by one of the registered methods; deid.usage(''anonymize_request'') lists them and their options.';
 
 CREATE FUNCTION deid._drop_release(release text, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -22,6 +22,7 @@ DECLARE
                                'allow_requests', 'anonymize_request', 'drop_release',
                                'request_begin', 'request_finish', 'raise', 'relation', 'jsonb',
                                'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
+                               'load_standard_hierarchy', 'date_hierarchy', 'age_hierarchy',
                                'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
                                'utility_policy', 'utility_from', 'revoke_requests',
                                'verify_release', 'register_distributed_source',

@@ -1,4 +1,4 @@
-"""The evaluation's plots: the risk-utility frontier per data set (issue 25), and the speed plot
+"""The evaluation's plots: the risk-utility frontier per data set, and the speed plot
 of bench_condensation.py's JSON.
 
 ``frontier``: bench/results/condensation_frontier_<data set>.png, one panel per risk

@@ -1,4 +1,4 @@
-"""The evaluation's tables (issue 25's targets), from run.py's per data set results.
+"""The evaluation's tables (docs/condensation-evaluation.md's targets), from run.py's per data set results.
 
 1. Targets per data set x model at the k deid uses, each with met / missed: significance
    changes <= the bootstrap floor of the same cell, and <= 1 % among the clear coefficients

@@ -1,4 +1,5 @@
-"""anonymeter risk of a release, with a held-out control split (issue 11, issue 25).
+"""anonymeter risk of a release, with a held-out control split
+(the attacker's baseline: what a record outside the source reveals).
 
 The original rows are split (stratified by status, seeded) into a training part (75 %), from
 which the release is made, and a control part (25 %) the release never saw; anonymeter's risk

@@ -1,5 +1,5 @@
 """Utility (004 sec. 3.5) and anonymeter risk of condensation beside a bootstrap of the original
-and the peers, per data set x model (issue 25).
+and the peers, per data set x model.
 
     make eval-condensation                 # everything, resumable (under nice -n 19)
     bench/.venv-eval/bin/python -m bench.eval_condensation.run --datasets rossi --seeds 5

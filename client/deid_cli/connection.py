@@ -1,6 +1,9 @@
 """The connection, with libpq's own settings: PG* environment variables, a service file
-(`--dbname service=name`), or a URL / conninfo string in --dbname, as psql takes them."""
+(`--dbname service=name`), or a URL / conninfo string in --dbname, as psql takes them; inside a
+checkout with nothing naming a server, its private cluster (checkout.py)."""
 import psycopg
+
+from . import checkout
 
 
 def add_arguments(parser):
@@ -16,6 +19,7 @@ def connect(args):
     kw = {k: v for k, v in (("host", args.host), ("port", args.port), ("user", args.username))
           if v is not None}
     dbname = args.dbname or ""
+    kw = {**checkout.defaults(args.host, args.port, dbname), **kw}
     if dbname and "=" not in dbname and "://" not in dbname:
         kw["dbname"], dbname = dbname, ""          # a plain database name, as psql's -d takes it
     return psycopg.connect(dbname, autocommit=True, **kw)

@@ -2,7 +2,7 @@
 import re
 
 from .request import access, code_trust
-from .catalog import relations as catalog, hierarchies
+from .catalog import relations as catalog, hierarchies, standard
 from .errors import (DeidError, DEPENDENT_OBJECTS_STILL_EXIST, DUPLICATE_OBJECT,
                       INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE, UNDEFINED_OBJECT)
 from .sqltext import quote_ident, quote_literal
@@ -77,14 +77,13 @@ def check_binding(db, rel, col, h):
     q = quote_ident(col.name)
     if h.kind == "member":
         leaves = h.leaves
-        bad = db.query(f"SELECT DISTINCT ({q})::text AS v FROM {rel.qualified}"
-                       f" WHERE {q} IS NOT NULL AND NOT (({q})::text = ANY ($1::text[]))"
-                       " ORDER BY 1 LIMIT 5", [leaves], ["text[]"])
+        bad = db.query(f"SELECT v, count(*) OVER () AS n FROM (SELECT DISTINCT ({q})::text AS v"
+                       f" FROM {rel.qualified} WHERE {q} IS NOT NULL"
+                       f" AND NOT (({q})::text = ANY ($1::text[]))) d ORDER BY 1 LIMIT $2",
+                       [leaves, hierarchies.UNKNOWN_SHOWN], ["text[]", "int"])
         if bad:
-            raise DeidError(INVALID_PARAMETER_VALUE,
-                            f'value {bad[0]["v"]!r} of {rel.display}.{col.name} is not in hierarchy '
-                            f'"{h.name}"', detail="missing: " + ", ".join(repr(r["v"]) for r in bad),
-                            hint="Add the values to the hierarchy rows and load it again.")
+            raise hierarchies.unknown_values(h.name, f"{rel.display}.{col.name}",
+                                             [r["v"] for r in bad], int(bad[0]["n"]))
     else:
         from .read.snapshot import column_kind
         if column_kind(col.base_type) not in ("int", "float"):
@@ -143,6 +142,28 @@ def interval_hierarchy(db, name, low, high, widths, info_loss, caller):
     _insert_hierarchy(db, name, "interval", levels, loss, caller, str(lo), str(hi),
                       [str(w) for w in ws])
     return f"hierarchy {name}: [{lo}, {hi}) in bands of {', '.join(str(w) for w in ws)}, then *"
+
+
+def load_standard_hierarchy(db, kind, name, dots, caller):
+    """A hierarchy shipped with deid (catalog/standard: ICD-10-CM, ICD-9-CM) loaded as
+    load_hierarchy loads rows: the same checks, even information loss per level."""
+    access.require_admin(db, caller)
+    catalog.require(kind, "standard hierarchy", "deid ships " + " and ".join(
+        repr(k) for k in standard.KINDS) + ".")
+    return load_hierarchy(db, name, standard.icd_rows(kind, dots is not False), None, caller)
+
+
+def date_hierarchy(db, name, start, end, caller):
+    """Every day from `start` to `end` -> month -> quarter -> year -> '*' (catalog/standard)."""
+    access.require_admin(db, caller)
+    return load_hierarchy(db, name, standard.date_rows(start, end), None, caller)
+
+
+def age_hierarchy(db, name, max_age, caller):
+    """Ages 0 .. max_age in bands of 1, 5, 10 and 20 years, then '*' (an interval hierarchy)."""
+    access.require_admin(db, caller)
+    low, high = standard.age_bounds(max_age)
+    return interval_hierarchy(db, name, low, high, list(standard.AGE_WIDTHS), None, caller)
 
 
 def drop_hierarchy(db, name, caller):

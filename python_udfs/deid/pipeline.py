@@ -294,7 +294,7 @@ def finish(db, token, caller, plan=None):
         trim()
         verification = p.method.verifier.verify(db, req, p.frame, tables)
         clock.phase("verify")
-        relations = catalog_log.publish(db, req, tables)
+        relations = catalog_log.publish(db, req, tables, plan.estimate)
         overlap.control(db, req, p.spec, p.frame.rid)     # refuse a near-duplicate selection
         catalog_log.log(db, req, relations, plan, verification, clock.seconds())
         clock.flush()

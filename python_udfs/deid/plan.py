@@ -165,6 +165,16 @@ class Membership:
 
 
 @dataclass
+class EstimateView:
+    """An anatomy release's view of 001's estimate (log/estimate_view.py): the QIT joined with
+    every count table, one row per QIT row and combination of its group's sensitive values,
+    weighted by the product of their shares of the group. Names only: the SQL is the writer's."""
+    name: str                 # the view's name in schema release (<release>_estimate)
+    qit: str                  # the stored QIT's name
+    counts: list              # [(attribute, stored count table's name)], in the request's order
+
+
+@dataclass
 class ReleasePlan:
     tables: list
     rows: int
@@ -176,6 +186,7 @@ class ReleasePlan:
     membership: Membership = None
     metrics: dict = field(default_factory=dict)
     evidence: object = None   # the verifier's Evidence (verify.<method>): what it compares the stored release with
+    estimate: EstimateView = None     # anatomy: the BI view of 001's estimate, published with the release
 
     def drop_written(self):
         """Forget what the writer stored (tables, RID sets, classes, clusters, membership):

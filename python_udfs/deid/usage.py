@@ -26,6 +26,22 @@ TEXTS = {
                         info_loss float8[] DEFAULT NULL) -> text
   Bands over [low, high) aligned at low: widths {5,10,20} give [15,20) -> [10,20) -> [0,20) -> *.
   Each width must be a multiple of the one before. Needs deid_admin.""",
+    "load_standard_hierarchy": """deid.load_standard_hierarchy(kind text, name text, dots boolean DEFAULT true) -> text
+  Load a hierarchy shipped with deid as `name`: kind 'icd10cm' (ICD-10-CM FY2026, 96,477
+  codes) or 'icd9cm' (ICD-9-CM version 32, 16,456 codes), code -> category -> block (ICD-9:
+  section) -> chapter -> *. Codes are written with their dot ('250.00', 'E11.65'); dots =>
+  false for data written without it ('25000'). Checked and stored as deid.load_hierarchy
+  does; bind it (deid.set_role) or build a utility policy from it (deid.utility_policy).
+  Needs deid_admin. Sources and licences: docs/hierarchies.md.
+  e.g. SELECT deid.load_standard_hierarchy('icd9cm', 'icd9', dots => false);""",
+    "date_hierarchy": """deid.date_hierarchy(name text, first_day date, last_day date) -> text
+  Member hierarchy of every day from first_day to last_day (at most two centuries):
+  '2024-02-29' -> '2024-02' -> '2024-Q1' -> '2024' -> *. Needs deid_admin.
+  e.g. SELECT deid.date_hierarchy('admission', '2000-01-01', '2025-12-31');""",
+    "age_hierarchy": """deid.age_hierarchy(name text, max_age int) -> text
+  Interval hierarchy of ages 0 .. max_age (1 to 150) in bands of 1, 5, 10 and 20 years:
+  42 -> [42,43) -> [40,45) -> [40,50) -> [40,60) -> *. Needs deid_admin.
+  e.g. SELECT deid.age_hierarchy('age_bands', 120);""",
     "drop_hierarchy": """deid.drop_hierarchy(name text) -> text
   Remove a hierarchy that no column role uses. Needs deid_admin.""",
     "allow_requests": """deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL,
@@ -122,7 +138,8 @@ TEXTS = {
   node's own grants, policies and RLS; the release is logged when every node stored and verified
   its part, readable here in schema release (each row with the node that holds it). anatomy,
   condensation and disassociation (records sharded by their record column) run per node;
-  generalization is refused (0A000). An owner of the source or a deid_admin registers it.
+  generalization (a global recoding) searches the nodes' class tables merged here, and needs
+  SELECT on the source. An owner of the source or a deid_admin registers it.
   e.g. SELECT deid.register_distributed_source('registry.patients', 'deid_shards', 'patient_id');""",
     "cleanup_distributed": """deid.cleanup_distributed() -> bigint
   Remove the nodes' parts of distributed requests that neither committed nor still run (a node

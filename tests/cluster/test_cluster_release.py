@@ -55,6 +55,32 @@ def test_anatomy_distributed_agrees_with_an_independent_check(wh):
     assert disc == pytest.approx(sum(s * s for s in sizes.values()) / rows)
     metrics, parts = logged(coord, "cl_anatomy")
     assert metrics["rows"] == rows and len(parts) == 2
+    estimate_view_over_the_nodes(wh, reader, dx, rows)
+
+
+def estimate_view_over_the_nodes(wh, reader, dx, rows):
+    """release.cl_anatomy_estimate on the coordinator: 001's estimate over both nodes' groups
+    (joined on group and node), readable by the release's audience only; each node's own
+    estimate view of its held part is withheld like the part's views."""
+    by_dx = dict(reader.execute("SELECT diagnosis, sum(weight) FROM release.cl_anatomy_estimate"
+                                " GROUP BY 1").fetchall())
+    counts = dict(reader.execute("SELECT diagnosis, sum(count) FROM release.cl_anatomy_diagnosis"
+                                 " GROUP BY 1").fetchall())
+    assert by_dx.keys() == counts.keys()
+    assert all(by_dx[d] == pytest.approx(float(counts[d]), rel=1e-9) for d in counts)
+    assert reader.execute("SELECT sum(weight) FROM release.cl_anatomy_estimate"
+                          ).fetchone()[0] == pytest.approx(rows)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        wh.connect("coord", "deid_t_attacker").execute("SELECT 1 FROM release.cl_anatomy_estimate")
+    for m in NODES:
+        with psycopg.connect(member_url(m), autocommit=True) as c:
+            view = c.execute("SELECT r.metrics->>'estimate_view' FROM deid.release r WHERE"
+                             " r.status = 'committed' AND r.name = 'cl_anatomy'").fetchone()
+        assert view is not None and view[0] == "release.cl_anatomy_estimate"
+        for role in ("deid_t_reader", "deid_t_analyst"):
+            with psycopg.connect(member_url(m), user=role, autocommit=True) as c, \
+                    pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute("SELECT 1 FROM release.cl_anatomy_estimate")
 
 
 def test_condensation_distributed_agrees_with_an_independent_check(wh):

@@ -61,7 +61,7 @@ class RefusalChecks:
                      if data and n not in asked and isinstance(k, int) and int(n) < k]
             if small:
                 out.append(("leak", f"{state}: number {small[0]} < k={k} in {text[:200]!r}"))
-            for n in notices:           # progress sent before the refusal (issue 26 item 4)
+            for n in notices:           # progress sent before the refusal may not leak counts
                 counts = [x for x in NUMBER.findall(STATIC.sub(" ", n)) if x not in asked
                           and isinstance(k, int) and int(x) < k]
                 if counts or any(s in n for s in secrets if s not in request_text):

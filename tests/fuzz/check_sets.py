@@ -5,7 +5,7 @@ _rid_column, _select). Imports nothing of deid.
 - condensation (004 Def. 1, Alg. 2 step 2.d.iii): every cluster of deid.cluster_member has >= k
   rows, the clusters partition the selected rows, the release has one row per selected row,
   numbers and dates stay in the selected rows' range; a released row equal to a source row
-  that fewer than k source rows share is reported (issue 26, pending);
+  that fewer than k source rows share is reported;
 - disassociation (003 Def. 1, Guarantee 1, Figs. 4 and 10): every cluster has >= k records,
   every record chunk has one subrecord per record of its cluster, every record chunk and
   shared chunk is k^m-anonymous (each itemset of <= m codes of a subrecord is in >= k

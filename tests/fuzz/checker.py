@@ -32,7 +32,7 @@ from .check_sets import SetChecks
 from .stored import Finding, by_suffix, rel
 
 EXACT_L_COMBINATIONS = 20000      # beyond this many deletion sets a group gets the necessary check
-# Findings of issue 26's items that are not yet in this branch's methods: reported, not failures.
+# Findings of checks whose protection is not yet built: reported, not failures.
 PENDING = set()      # findings that belong to open work (none: each is a failure)
 
 

@@ -60,6 +60,17 @@ SELECT * FROM deid.anonymize_request('golden.patients', 'anatomy', k => 10, colu
                                      release => 'golden_rel');
 SELECT deid.drop_release('golden_rel');
 
+-- standard hierarchies: what is shipped, bad arguments, codes a hierarchy lacks (how many, which)
+SELECT deid.usage('load_standard_hierarchy');
+SELECT deid.usage('date_hierarchy');
+SELECT deid.usage('age_hierarchy');
+SELECT deid.load_standard_hierarchy('icd11', 'golden_h');
+SELECT deid.date_hierarchy('golden_h', '2020-01-02', '2020-01-01');
+SELECT deid.age_hierarchy('golden_h', 0);
+SELECT deid.load_hierarchy('golden_dx', 'D0;*');
+SELECT deid.set_role('golden.patients', 'dx', 'sensitive', 'golden_dx');
+SELECT deid.drop_hierarchy('golden_dx');
+
 -- unclassify
 SELECT deid.usage('unset_role');
 SELECT deid.usage('clear_roles');

@@ -166,7 +166,7 @@ def test_code_not_in_the_hierarchy_names_no_value_to_a_policy_caller(aag, connec
     aag.execute("UPDATE aag.patients SET codes = codes || '{123.45}'::text[] WHERE id = 1")
     try:
         e = bad(connect("deid_t_researcher"), LONG_REQ, [3, json.dumps(dict(OPTS, **LONG)), "aag_bad"])
-        # the one refusal of a requester without SELECT (issue 26)
+        # the one refusal of a requester without SELECT: no data-dependent reason
         assert sqlstate_of(e) == "DE001" and hint_of(e) and e.value.diag.message_detail is None
         assert "123" not in e.value.diag.message_primary + hint_of(e)
         e = bad(connect("deid_t_analyst"), ARRAY_REQ, [3, json.dumps(OPTS), "aag_bad"])

@@ -224,7 +224,7 @@ DATA_DEPENDENT = {"non_binary_status", "null_number", "null_number_even_with_nul
 @pytest.mark.parametrize("case,kwargs,sqlstate", ERRORS, ids=[e[0] for e in ERRORS])
 def test_errors_leave_nothing_and_leak_nothing(cond, connect, role, case, kwargs, sqlstate):
     if role == RESEARCHER and case in DATA_DEPENDENT:
-        sqlstate = "DE001"          # the one refusal of a requester without SELECT (issue 26)
+        sqlstate = "DE001"          # the one refusal of a requester without SELECT: no data-dependent reason
     before = state(cond)
     conn = connect(role)
     with pytest.raises(psycopg.Error) as e:

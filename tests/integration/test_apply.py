@@ -1,4 +1,4 @@
-"""`deid release` and `deid apply PLAN.toml` (client/, issue 23) run as real processes against
+"""`deid release` and `deid apply PLAN.toml` (client/) run as real processes against
 the test cluster, as a real deid_admin login role: phases on stderr, the result row, refusals
 with their SQLSTATE, and a release plan that is idempotent and all-or-nothing."""
 import json

@@ -1,4 +1,4 @@
-"""The `deid` command (client/, issue 23) run as a real process against the test cluster, as
+"""The `deid` command (client/) run as a real process against the test cluster, as
 real login roles: `deid list` and `deid verify RELEASE`, tables and --json, exit codes."""
 import json
 import os
@@ -96,3 +96,16 @@ def test_make_venv_installs_the_console_script():
     r = subprocess.run([str(ROOT / ".venv" / "bin" / "deid"), "--version"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and r.stdout.strip() == "deid 1.1.0"
+
+
+def test_inside_the_checkout_it_finds_the_private_cluster(url, released):
+    """docs/cli.md's first example: no PG* setting, run from a folder of the checkout."""
+    own = (ROOT / ".pgdata" / "run").resolve()
+    if str(own).replace("/", "%2F") not in url:
+        pytest.skip("the test database is not in this checkout's private cluster")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env["PYTHONPATH"] = str(ROOT / "client")
+    r = subprocess.run([sys.executable, "-m", "deid_cli", "list", "--json", "--dbname", url.rsplit("/", 1)[1]],
+                       capture_output=True, text=True, env=env, cwd=ROOT / "docs", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert RELEASE in [x["name"] for x in json.loads(r.stdout)]

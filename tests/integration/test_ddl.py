@@ -1,4 +1,4 @@
-"""The catalog follows DDL (issue 13): a dropped table or column loses its roles and policies,
+"""The catalog follows DDL: a dropped table or column loses its roles and policies,
 a renamed column or table keeps them, a re-created table starts unclassified, unrelated DDL is
 untouched, and deid.unset_role / deid.clear_roles unclassify. Real server, real login roles."""
 import psycopg

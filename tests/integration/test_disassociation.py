@@ -153,7 +153,7 @@ def test_null_codes_are_refused_without_leak(dx, connect):
     try:
         e = bad(connect("deid_t_researcher"), LONG_REQ,
                 [3, json.dumps({"record": "patient_id", "item": "icd9"}), "dis_null"])
-        # the one refusal of a requester without SELECT (issue 26)
+        # the one refusal of a requester without SELECT: no data-dependent reason
         assert sqlstate_of(e) == "DE001" and hint_of(e) and e.value.diag.message_detail is None
         assert not dx.execute("SELECT 1 FROM pg_class WHERE relname LIKE 'dis_null%'").fetchone()
     finally:

@@ -1,5 +1,5 @@
-"""Every ```sql block of the docs (docs/tutorial.md, docs/methods/*.md, docs/install.md,
-docs/operations.md) and of README.md's tour runs, in order, against the demo's data, and its output is compared with tests/golden/docs/<page>.out (pg_regress style,
+"""Every ```sql block of the docs (docs/tutorial.md, docs/methods/*.md, docs/hierarchies.md,
+docs/install.md, docs/operations.md) and of README.md's tour runs, in order, against the demo's data, and its output is compared with tests/golden/docs/<page>.out (pg_regress style,
 the golden mechanism of test_golden.py; DEID_GOLDEN_UPDATE=1 rewrites the files).
 
 The pages run in one psql session as the superuser, inside one transaction that is rolled
@@ -18,7 +18,7 @@ from test_golden import GOLDEN, assert_golden, run_psql
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = (["tutorial"] + sorted(f"methods/{p.stem}" for p in (DOCS / "methods").glob("*.md"))
-         + ["install", "operations", "README"])
+         + ["hierarchies", "install", "operations", "README"])
 PATHS = {"README": ROOT / "README.md"}      # the user's first page; the others under docs/
 MARK = "@@page "
 _SQL_BLOCK = re.compile(r"^```sql[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)

@@ -1,4 +1,4 @@
-"""Removal (issue 13): DROP EXTENSION deid refuses while committed releases exist, with a hint;
+"""Removal: DROP EXTENSION deid refuses while committed releases exist, with a hint;
 once they are dropped it goes; with SET deid.drop_with_releases = on, DROP EXTENSION deid CASCADE
 removes them and says what it removes (PostgreSQL's NOTICE lists every dependent view, the
 analysts' own included). Other DROP EXTENSION statements are untouched. Own database."""

@@ -1,4 +1,4 @@
-"""Backup and restore (issue 13): pg_dump -Fc of a database holding roles, hierarchies, a policy
+"""Backup and restore: pg_dump -Fc of a database holding roles, hierarchies, a policy
 and one release of every registered method, restored into a fresh database as the superuser.
 Then the catalog and the releases are identical, the verifier accepts every restored release,
 a new request succeeds (the release-id sequence went along), and the policy still works."""

@@ -1,4 +1,4 @@
-"""`deid report RELEASE --out DIR` (client/, issue 23) as a real process, as real login roles:
+"""`deid report RELEASE --out DIR` (client/) as a real process, as real login roles:
 the HTML page and its JSON twin for an anatomy and a generalization release, and a report
 written by a deid_admin without SELECT on the source, which carries no source-derived number."""
 import json

@@ -1,6 +1,6 @@
 """The report of each method's demo release (scripts/demo.sql: anatomy, generalization,
 condensation, disassociation), rendered by a real browser (chromium, headless): the page's
-sections are there and every image loaded; a screenshot of each (issue 23). The demo runs in
+sections are there and every image loaded; a screenshot of each (docs/img/). The demo runs in
 a database of its own beside the test database, as `make demo` runs it."""
 import os
 import pathlib

@@ -35,7 +35,7 @@ SELECT has_function('deid', 'k_anonymity', ARRAY['regclass', 'text[]']);
 SELECT has_function('deid', 'equivalence_classes', ARRAY['regclass', 'text[]']);
 SELECT has_function('deid', 'l_diversity', ARRAY['regclass', 'text[]', 'text[]', 'boolean']);
 
--- Implementations that read a caller's relation run as the caller (issue 8); the definers
+-- Implementations that read a caller's relation run as the caller (never with deid's rights); the definers
 -- pin search_path and belong to deid_owner, a NOLOGIN role that is no superuser.
 SELECT isnt_definer('deid', '_k_anonymity', ARRAY['oid', 'text[]']);
 SELECT isnt_definer('deid', '_l_diversity', ARRAY['oid', 'text[]', 'text[]', 'boolean']);

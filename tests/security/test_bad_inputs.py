@@ -1,6 +1,6 @@
 """Every bad input gets a SQLSTATE, a message in PostgreSQL's style and a HINT, and leaves
 nothing behind: no relation, no log row, no catalog row, no temporary file. For callers
-without SELECT (a policy), no planted value and no count below k shows up (issue 8).
+without SELECT (a policy), no planted value and no count below k shows up.
 
 Each case: (id, role, SQL, expected SQLSTATE). Roles: "admin" (superuser), "analyst"
 (SELECT on the table), "researcher" (a policy, k >= 5), "reader", "rogue" (a deid_admin
@@ -239,7 +239,7 @@ ENUM_TABLE = "public.t_bad_enum"
 
 @pytest.fixture
 def enum_table(bad):
-    """A quasi-identifier of an enum type (issue 26, item 9: its selection failed with 42883)."""
+    """A quasi-identifier of an enum type (its selection once failed with 42883)."""
     table = sql.Identifier(*ENUM_TABLE.split("."))
     bad.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
     bad.execute("DROP TYPE IF EXISTS public.t_bad_stage")

@@ -1,4 +1,4 @@
-"""Attack: differencing two releases of one source (issue 26, item 6).
+"""Attack: differencing two releases of one source.
 
 Every release is readable by deid_reader, a role without SELECT on the source. Two legal
 releases of the same table, one of all rows and one of `age <> 99`, differ by the one patient
@@ -253,7 +253,7 @@ def test_concurrent_requests_of_one_source_are_compared(source, url, connect, ad
 
 
 def test_a_three_release_tracker_is_not_stopped(source, connect):
-    """The limit of a pairwise control, documented (issue 26 asks the docs to say it): three
+    """The limit of a pairwise control, documented (docs/security.md says it): three
     releases that pairwise differ by 0 or at least k rows, R1 = U + {x}, R2 = all,
     R3 = V + {x}, give x's diagnosis as R1 + R3 - R2. Not differential privacy."""
     researcher = connect(RESEARCHER)

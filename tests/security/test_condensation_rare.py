@@ -1,4 +1,5 @@
-"""Condensation (004) must not copy rare records (issue 26, item 7).
+"""Condensation (004) must not copy rare records (a copied rare record
+re-identifies its patient).
 
 Two attacks an auditor ran with real login roles:
 

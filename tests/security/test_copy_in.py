@@ -123,7 +123,7 @@ def test_text_image_into_a_table_not_deid_s_is_refused(admin, target):
         admin.execute("DROP DOMAIN public.t_copy_in_d")
 
 
-# ---------------------------------------------------- issue 26, item 9: the file must be deid's own
+# ------------------------------------------------------------------ the file must be deid's own
 @pytest.fixture
 def outside(admin):
     """A file outside the server's temporary directory, readable by the server, in COPY's text

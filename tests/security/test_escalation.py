@@ -1,4 +1,4 @@
-"""Attack: make deid run the caller's own code with deid's rights (issue 8, item 1).
+"""Attack: make deid run the caller's own code with deid's rights.
 
 A login role with nothing but the default privileges (CONNECT, TEMP) -- or a deid_admin who
 is not a superuser -- builds a relation whose reading runs a function of its own: a view that
@@ -105,8 +105,8 @@ def _bait(probe, relation_sql, rel):
     return rel
 
 
-def test_issue_example_temp_view_makes_no_superuser(admin, connect, attacker_schema):
-    """The exact attack of the issue: only TEMP, a temporary view over a temporary function."""
+def test_temp_only_view_makes_no_superuser(admin, connect, attacker_schema):
+    """The smallest attack: only TEMP, a temporary view over a temporary function."""
     conn = connect(ATTACKER)
     conn.execute("""CREATE FUNCTION pg_temp.f(x int) RETURNS int LANGUAGE plpgsql AS
         $$ BEGIN EXECUTE 'ALTER ROLE deid_t_attacker SUPERUSER'; RETURN x; END $$""")

@@ -1,4 +1,4 @@
-"""Attack: k per source is not k (issue 26). A generalization release that is k-anonymous in
+"""Attack: k per source is not k. A generalization release that is k-anonymous in
 every source system separately (002 sec. 2) can be unique over all its quasi-identifiers
 together: on this table every region and every occupation is held by 20 rows, but every
 (region, occupation) pair by one.

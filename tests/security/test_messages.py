@@ -1,5 +1,5 @@
 """Messages in PostgreSQL's style: a cancel is a cancel (57014), with no Python traceback,
-and leaves nothing behind (issue 8)."""
+and leaves nothing behind."""
 import psycopg
 import pytest
 

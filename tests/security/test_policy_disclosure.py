@@ -1,5 +1,5 @@
 """Attack: a policy-only requester (deid.allow_requests, no SELECT) learns more than the
-release (issue 8, item 3).
+release.
 
 The table has planted facts the requester must never learn: a rare diagnosis held by exactly
 3 patients, a quasi-identifier that is NULL in exactly 7 rows, a race value that is in no

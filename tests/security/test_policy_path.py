@@ -1,4 +1,5 @@
-"""Attack: the policy path lends rights (issue 26, items 1-3 and the leaked relation name of 9).
+"""Attack: the policy path lends rights (a forged policy row, a grant on a view
+that calls its owner's function, an admin's hierarchy check, a leaked relation name).
 
 deid reads a relation as some role R: the caller (with SELECT), a policy's grantor (for a
 requester without SELECT), or a deid_admin checking a hierarchy. Whatever code that read
@@ -189,7 +190,7 @@ def test_superuser_grant_on_view_calling_its_owners_function_is_refused(world, c
 
 
 def test_view_replaced_after_the_grant_is_refused_at_request_time(world, connect):
-    """The attack of the issue: an honest grant on a clean view; the owner then makes the view
+    """An honest grant on a clean view; the owner then makes the view
     call its function, revokes its own SELECT and requests through the policy."""
     attacker = Probe(connect(ATTACKER))
     _table(attacker.conn, "att.t")
@@ -207,7 +208,7 @@ def test_view_replaced_after_the_grant_is_refused_at_request_time(world, connect
 
 
 def test_admin_forged_policy_row_cannot_even_be_written(world, connect):
-    """Issue item 1 end to end: the forged row with granted_by = 'postgres' is refused, so the
+    """End to end: the forged row with granted_by = 'postgres' is refused, so the
     admin's view function never runs as postgres."""
     rogue = Probe(connect(ROGUE_ADMIN))
     with pytest.raises(psycopg.Error) as e:

@@ -1,5 +1,4 @@
-"""Attack: a requester without SELECT (a policy) tells the data apart by how deid refuses
-(issue 26, items 4 and 5).
+"""Attack: a requester without SELECT (a policy) tells the data apart by how deid refuses.
 
 Every refusal whose cause depends on the data -- too few rows, a NULL, a value outside a
 hierarchy, an L no group reaches -- reaches such a requester as one and the same error:
@@ -85,7 +84,7 @@ ORACLE = {
 
 
 def living_and_dead(admin, conn, method):
-    """The refusals of the issue's oracle, selection 'age = 99' over {age, death_date}, for the
+    """The refusals of the alive-or-dead oracle, selection 'age = 99' over {age, death_date}, for the
     patient alive (death_date NULL) and dead (one row, fewer than k)."""
     case = dict(ORACLE[method], selection="age = 99")
     try:

@@ -1,4 +1,4 @@
-"""A committed, verified release survives a crash (issue 8, item 5).
+"""A committed, verified release survives a crash.
 
 The private cluster keeps PostgreSQL's default durability. A release is committed; an
 unrelated backend is then killed with SIGKILL, so the postmaster resets every backend and

@@ -1,4 +1,4 @@
-"""Upgrade (issue 13): the previous released version, taken from git (tag v<version>, else the
+"""Upgrade: the previous released version, taken from git (tag v<version>, else the
 commit that extension/versions.txt records), built and installed beside the current one into the
 same PostgreSQL; a database created at that version and filled as a DBA's would be
 (tests/sample_catalog.py); ALTER EXTENSION deid UPDATE. Then:

@@ -87,6 +87,27 @@ def parse_member_rows(text):
     return members
 
 
+UNKNOWN_SHOWN = 5            # the unknown values a refusal names
+
+
+def unknown_values(hierarchy, where, unknown, count=None, data_dependent=None):
+    """The refusal of values that are not in a member hierarchy -- never dropped silently:
+    how many (`count`, else len(unknown)) and the first few, sorted, in the HINT. `where`
+    names the column (or the codes) that holds them."""
+    first = sorted(unknown)[:UNKNOWN_SHOWN]
+    n = len(unknown) if count is None else count
+    shown = ", ".join(repr(v) for v in first) + (", ..." if n > len(first) else "")
+    return DeidError(INVALID_PARAMETER_VALUE,
+                     f'{n} value{"s" if n != 1 else ""} of {where} {"are" if n != 1 else "is"} '
+                     f'not in hierarchy "{hierarchy}", the first {first[0]!r}',
+                     detail="missing: " + shown,
+                     hint=f"{n} distinct value{'s' if n != 1 else ''} missing ({shown}): add "
+                          "them to the hierarchy's rows and load it again. A standard ICD "
+                          "hierarchy (deid.load_standard_hierarchy) writes codes with their dot: "
+                          "load it with dots => false for codes written without.",
+                     data_dependent=data_dependent)
+
+
 def _num(x, what):
     try:
         d = Decimal(str(x))

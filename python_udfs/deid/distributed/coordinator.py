@@ -28,6 +28,7 @@ from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID
 from ..request import access, options as opts_schema, release
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
+from ..log import estimate_view
 from . import catalog, eligibility, protocol
 
 _RUNS = {}          # run token -> the run (this backend's memory, as pipeline._PENDING)
@@ -202,6 +203,7 @@ def finish(db, token, caller):
             f"deid distributed release {r['name']} (#{r['release_id']}, {r['method']}, k={r['k']}"
             + (f", l={r['l']}" if r["l"] else "") + f") of {r['source_name']}, "
             f"{len(parts)} parts"))
+    _estimate_view(db, r, relations)
     total = {m: sum(p.get(m) or 0 for p in parts) for m in ("rows", "groups")}
     # normalized discernibility, sum |E|^2 / n (methods/metrics.py): each part's weighed by its rows
     total["discernibility"] = (sum((p.get("discernibility") or 0.0) * (p.get("rows") or 0)
@@ -226,3 +228,17 @@ def finish(db, token, caller):
                 "text", "text[]", "text", "text"])
     return [(r["release_id"], relations, total["rows"], total["groups"],
              float(total["discernibility"]), True)]
+
+
+def _estimate_view(db, r, relations):
+    """An anatomy release's estimate view (log/estimate_view.py), as on one server over the
+    release's views, here joined on the group and its node (group ids are per node); dropped
+    with them (CASCADE)."""
+    qit = f"{release.VIEW_SCHEMA}.{r['name']}_qit"
+    if r["method"] != "anatomy" or qit not in relations:
+        return
+    counts = estimate_view.distributed_counts(r["name"], relations, r["columns"])
+    estimate_view.create(db, qualified(release.VIEW_SCHEMA, f"{r['name']}_estimate"),
+                         qualified(release.VIEW_SCHEMA, f"{r['name']}_qit"), counts,
+                         ["deid_reader", r["caller"]], estimate_view.describe(r["name"]),
+                         keys=("group_id", "node"))

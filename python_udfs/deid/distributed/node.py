@@ -47,14 +47,15 @@ def hold(db, release_id, run, coord_release, caller):
         raise DeidError(INSUFFICIENT_PRIVILEGE, "no release of this caller waits to be held",
                         hint="Call deid.anonymize_request(...) on the coordinator.")
     r = rows[0]
-    for view in r["relations"]:
+    metrics, params = json.loads(r["metrics"]), json.loads(r["parameters"])
+    # an anatomy part's estimate view (log/estimate_view.py) is withheld like its relations
+    for view in r["relations"] + ([metrics["estimate_view"]] if metrics.get("estimate_view") else []):
         schema, _, table = view.partition(".")
         db.execute(f"REVOKE ALL ON {db.quote_ident(schema)}.{db.quote_ident(table)}"
                    f" FROM deid_reader, {db.quote_ident(caller)}")
     db.execute("INSERT INTO deid.distributed_part (run, coordinator_release, release_id,"
                " requested_by, status) VALUES ($1, $2, $3, $4, 'pending')",
                [run, coord_release, release_id, caller], ["text", "bigint", "bigint", "name"])
-    metrics, params = json.loads(r["metrics"]), json.loads(r["parameters"])
     return json.dumps({
         "node": _node(db), "release_id": release_id, "relations": r["relations"],
         "rows": metrics.get("rows"), "groups": metrics.get("groups"),

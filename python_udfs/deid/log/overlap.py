@@ -1,4 +1,4 @@
-"""Overlap control (issue 26): no two releases of one source differ by a few rows.
+"""Overlap control: no two releases of one source differ by a few rows.
 
 Every release is readable by deid_reader, a role without SELECT on the source. Two releases
 of one source whose selected rows differ by d rows, 0 < d < k, give away those d rows: the

@@ -13,13 +13,15 @@ from ..request.release import STORE_SCHEMA, VIEW_SCHEMA
 from ..plan import SourceClasses
 from ..sqltext import qualified, quote_ident
 from ..verify.shared import table_digest
+from . import estimate_view
 
 RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an entry boundary)
 
 
-def publish(db, req, tables):
+def publish(db, req, tables, estimate=None):
     """Views in schema release over the stored tables, readable by deid_reader
-    and by the requester."""
+    and by the requester; and an anatomy release's estimate view (plan.EstimateView), with the
+    same grants, which is not one of the relations returned (log/estimate_view.py)."""
     relations = []
     for t in tables:
         view = qualified(VIEW_SCHEMA, t)
@@ -29,6 +31,11 @@ def publish(db, req, tables):
             f"deid release {req.name} (#{req.release_id}, {req.method}, k={req.k}"
             + (f", l={req.l}" if req.l else "") + f") of {req.rel.display}"))
         relations.append(f"{VIEW_SCHEMA}.{t}")
+    if estimate is not None:
+        estimate_view.create(
+            db, qualified(VIEW_SCHEMA, estimate.name), qualified(VIEW_SCHEMA, estimate.qit),
+            [(a, qualified(VIEW_SCHEMA, t)) for a, t in estimate.counts],
+            ["deid_reader", req.caller], estimate_view.describe(req.name))
     return relations
 
 
@@ -38,6 +45,8 @@ def log(db, req, relations, plan, verification, seconds):
     stored, verified just now: deid.verify_release compares them, verify/table_digest.py)."""
     metrics = dict(plan.metrics, rows=plan.rows, groups=plan.groups,
                    discernibility=plan.discernibility, verification=verification, seconds=seconds)
+    if plan.estimate is not None:     # not a relation: no digest; a held part revokes it too
+        metrics["estimate_view"] = f"{VIEW_SCHEMA}.{plan.estimate.name}"
     metrics["digests"] = table_digest.digests(db, req.release_id,
                                               [r.split(".", 1)[1] for r in relations])
     grant = {k: v for k, v in req.grant.items() if k != "reader_function"}

@@ -1,7 +1,7 @@
 """The plug-in contract: every member the pipeline uses of a method's plug-in and of its
 verifier, declared here and by every method (not probed with hasattr). A method is one folder
 ``methods/<method>/`` (its plug-in ``plugin.py`` beside its kernels), one verifier module
-``verify/<method>.py`` and one line in ``methods/registry.py``; tests/unit/test_registry.py
+``verify/<method>.py`` and one line in ``methods/registry.py``; tests/unit/common/test_registry.py
 checks every registered method against these protocols (docs/dev/adding-a-method.md).
 
 The plug-in is pure: no SQL, no plpy. The pipeline (pipeline.py) calls, in order::
@@ -17,7 +17,7 @@ and then the verifier, on what was written::
 
     verify(db, req, frame, tables) -> dict   the report the log keeps; raises DE002 on a fault
 
-The verifier imports nothing from deid.methods (tests/unit/test_verify_independence.py); the
+The verifier imports nothing from deid.methods (tests/unit/common/test_verify_independence.py); the
 plug-in builds the evidence object the verifier module declares (``verify.<method>.Evidence``),
 so the two agree on its fields without the verifier importing the method.
 """

@@ -1,6 +1,6 @@
 """Every release method, by name: its plug-in (pure: options, read plan, run -> ReleasePlan)
 and its verifier (reads what was stored; never imports deid.methods). This table feeds
-anonymize_request, usage() and the README's method table (tests/unit/test_registry.py checks
+anonymize_request, usage() and the README's method table (tests/unit/common/test_registry.py checks
 that they agree). Adding a method is one folder methods/<method>/ (its plug-in, plugin.py, beside
 its kernels), one verifier module verify/<method>.py and one line here; both declare the members
 of methods/contract.py (docs/dev/adding-a-method.md).

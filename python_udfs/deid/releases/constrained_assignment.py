@@ -26,7 +26,7 @@ The draw (pure numpy, no SQL; the same release, policy and seed give the same D'
   4. each item-chunk code of a split constraint goes to a record holding the constraint
      (random among ties), the others stay where the deal put them (one record each).
 Shared subrecords keep the cluster the random deal chose.  Every piece is used exactly once,
-so D' is consistent with the release (tests/unit/test_constrained_reconstruction.py checks
+so D' is consistent with the release (tests/unit/disassociation/test_constrained_reconstruction.py checks
 it on random, tie-heavy, skewed and degenerate releases).
 """
 import numpy as np

@@ -5,7 +5,7 @@ release's own artefacts (group memberships, the ``deid.rid_set`` catalog,
 equivalence-class cardinalities).  It is written from the papers, not from
 ``deid.methods``: it never imports that package and shares no code with it,
 so a bug in a method cannot hide itself here
-(``tests/unit/test_verify_independence.py`` enforces this, transitively).
+(``tests/unit/common/test_verify_independence.py`` enforces this, transitively).
 
 Every check raises :class:`deid.errors.DeidError` with SQLSTATE
 ``VERIFICATION_FAILED`` (DE002) when the release violates the model, naming

@@ -34,7 +34,7 @@ checked in memory, then the stored catalog and release table are proven to be th
     (check_values: the table read back in one aggregate pass, both sides in a canonical row
     order; numeric to 1e-12 relative, float4 after float32 rounding, everything else exactly),
     which names the first differing column;
-  * rare records (verify.rare_records, issue 26): every released categorical value held by
+  * rare records (verify.rare_records: a copied rare record re-identifies): every released categorical value held by
     >= k source rows, no released row equal to a source row shared by fewer than k rows;
   * the stored table's row-hash digest under a fresh seed is logged with the report, for
     deid.verify_release (verify_stored) to compare with later.
@@ -112,8 +112,7 @@ def verify_stored(db, req, frame, tables):
     """Re-verification of a committed release (deid.verify_release: after a restore, or to
     audit), from what is stored only: the stored membership partitions the snapshot's rows into
     clusters of at least k rows (004 Def. 1) and the release table holds one synthetic row per
-    source row; every value of a categorical column occurs in >= k stored rows (rare records,
-    issue 26); the stored table has the row-hash digest logged when it was verified, so a row
+    source row; every value of a categorical column occurs in >= k stored rows (rare records); the stored table has the row-hash digest logged when it was verified, so a row
     changed afterwards (a copied rare source row included) fails. The exact moments and the
     comparison with the source rows need the snapshot's values: they were checked before the
     release committed and are not re-checked here (the report says so)."""

@@ -16,7 +16,7 @@ Where the cardinalities come from:
     classes over all quasi-identifiers jointly, source NULL, and are checked on the release
     alone).
 
-k per source is not k (issue 26): a record k-anonymous in every source separately can be
+k per source is not k: a record k-anonymous in every source separately can be
 unique over all the release's quasi-identifiers together. When the request required k jointly
 -- a requester without SELECT (authorized via a policy) whose policy does not allow per-source k
 -- every class of the stored release grouped by ALL its quasi-identifiers must hold the policy's

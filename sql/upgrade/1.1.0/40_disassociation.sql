@@ -1,4 +1,4 @@
--- deid 1.0.0 -> 1.1.0, disassociation (issue 12): the utility-policy functions
+-- deid 1.0.0 -> 1.1.0, disassociation (003's utility policies): the utility-policy functions
 -- deid.utility_policy(hierarchy, level) and deid.utility_from(relation, ...) are new. Their
 -- bodies come with the re-created functions of the update; this fragment only grants EXECUTE
 -- as sql/90_usage_privileges.sql does on a fresh install (idempotent; skipped if absent).

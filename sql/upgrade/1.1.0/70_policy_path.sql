@@ -1,4 +1,4 @@
--- 1.1.0: the policy path lends no rights (issue 26).
+-- 1.1.0: the policy path lends no rights (a policy's reader ran code as its grantor).
 -- Who reads as whom (deid.policy) and what a column is (deid.column_role) change only through
 -- deid's functions: deid_admin keeps SELECT and loses its DML on both tables (1.0.0 granted
 -- it; sql/00_catalog.sql re-runs the same REVOKE after the fragments).

@@ -1,4 +1,4 @@
--- deid 1.1.0, disassociation (issue 24): deid.reconstruct takes `colocate` (a reconstruction
+-- deid 1.1.0, disassociation: deid.reconstruct takes `colocate` (a reconstruction
 -- that follows the release's utility policy), and deid.reconstruction records it. The old
 -- signatures go; the update re-creates the functions and their grants from sql/*.sql.
 DROP FUNCTION IF EXISTS deid.reconstruct(text, text, integer);

@@ -14,8 +14,8 @@ from .. import support as ms, metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE
 from ...read.frame import EncodedColumn, value_dictionary
 from ...request.options import Option
-from ...plan import (Classes, Fixed, Labels, ReadSpec, ReleasePlan, RidSets, SourceCodes,
-                     SourceValues, Table)
+from ...plan import (Classes, EstimateView, Fixed, Labels, ReadSpec, ReleasePlan, RidSets,
+                     SourceCodes, SourceValues, Table)
 from ...verify.anatomy import Evidence
 
 NAME = "anatomy"
@@ -85,6 +85,11 @@ def plan_read(req, rid):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f'column "{clash[0]}" clashes with a column of the anatomy tables',
                         hint="Release it under another name: a view over the source that renames it.")
+    named = sorted({"qit", "estimate"} & set(sas)) if req.options.get("output", "anatomy") == "anatomy" else []
+    if named:       # its count table would be named like the QIT or the estimate view
+        raise DeidError(INVALID_PARAMETER_VALUE,
+                        f'sensitive column "{named[0]}" clashes with a relation of the anatomy release',
+                        hint="Release it under another name: a view over the source that renames it.")
     return ms.read_spec(req, names, rid)
 
 
@@ -136,6 +141,7 @@ def run(frame, req):
     distinct = [distinct_values(frame.columns[s], codes, d) for s, (codes, d) in zip(sas, sa_dicts)]
     del sa_dicts
     group_col = Fixed("group_id", in_order.astype(np.int32))
+    estimate = None
     if req.options.get("output", "anatomy") == "anatomy":
         tables = [Table(f"{req.name}_qit", [group_col] + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in qis + others])]
@@ -145,6 +151,9 @@ def run(frame, req):
                 Fixed("group_id", g),
                 SourceCodes(s, col, req.rel.columns[s], code, dictionary, codes),
                 Fixed("count", count)]))
+        if sas:         # 001's estimate of COUNT queries, as a view a BI tool sums
+            estimate = EstimateView(table_name(req.name, "estimate"), tables[0].name,
+                                    [(s, t.name) for s, t in zip(sas, tables[1:])])
     else:
         gen = []
         for q in qis:
@@ -157,7 +166,7 @@ def run(frame, req):
     return ReleasePlan(
         tables=tables, rows=frame.n, groups=int(result.n_groups),
         discernibility=float(metrics.discernibility(sizes)),
-        rid_sets=rid_sets,
+        rid_sets=rid_sets, estimate=estimate,
         classes=Classes(sizes, {q: labels[q] for q in qis}),
         metrics={"model": result.model, "min_group": int(sizes.min()),
                  "min_certified_l": int(result.certified_l.min()) if sas else None,

@@ -1,4 +1,5 @@
-"""Which k a condensation release can afford: the k rule (issue 25; beyond 004).
+"""Which k a condensation release can afford: the k rule (beyond 004: a
+release whose Cox model misses the source's intervals is no use to the analyst who asked).
 
 Condensation keeps every cluster's mean vector and covariance matrix, but not what lies beyond
 them inside a cluster (the categories' joint counts, the shape of the hazard), so a model fitted

@@ -66,9 +66,9 @@ Deviations from 004 (each also noted where it is implemented):
 8. Alg. 1 loops "for i = 0 to s" (s + 1 rounds); we form the s = n // k groups the text
    describes.  As in 004's baseline, Alg. 1 synthesises every column, status and time included.
 9. Released rows are in a seeded random order and carry their cluster id (for the catalog).
-10. Rare records (issue 26, not in 004): the plug-in generalizes every categorical value held
+10. Rare records (not in 004; a rare source record copied into the release re-identifies it): the plug-in generalizes every categorical value held
    by fewer than k source rows before this kernel runs, and moves every released row that
-   equals a source row shared by fewer than k rows afterwards (:mod:`.condensation_rare`);
+   equals a source row shared by fewer than k rows afterwards (:mod:`.rare_values`);
    ``synthetic_unrounded`` stays moment-exact.
 """
 

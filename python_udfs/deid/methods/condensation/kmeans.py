@@ -57,7 +57,7 @@ def kd_blocks(features, k, block_rows, split="principal"):
     computational device, not a privacy partition).  ``block_rows=None`` gives one block (the
     exact, unblocked algorithm).  Blocks are numbered depth-first, lower side first.
     On registry-like data the principal cut gave clusters as tight as unblocked k-means and
-    the median cut 5-20 % looser (bench/bench_condensation_kernel.py).
+    the median cut 5-20 % looser (bench/condensation/bench_condensation_kernel.py).
     """
     n = features.shape[0]
     block_id = np.zeros(n, dtype=np.int64)

@@ -5,7 +5,7 @@ matrix (paper 004). A pure plug-in: no SQL.
                             date -- or categorical -- text, boolean, or a column whose role names
                             a hierarchy) and the survival columns; reads them and the row ids.
     run(frame, req)      -> ReleasePlan: rare categories generalized (the column's hierarchy,
-                            else one merged label: methods.condensation_rare), then
+                            else one merged label: rare_values.py), then
                             methods.condensation.condense -- 004 Alg. 2 (step 1 status split,
                             2a weighted k-means, 2b-2c rebalance to >= k, 2.d.i moment-exact
                             Alg. 3, 2.d.ii survival times, 2.d.iii permissible values) or
@@ -16,7 +16,7 @@ matrix (paper 004). A pure plug-in: no SQL.
                             for deid.cluster_member; and the in-memory rows for the verifier.
 The independent check of what was stored is verify/condensation.py.
 
-Deviation from issue 11: k < 3 is refused (the issue says k < 2). A 2-row cluster's exact mean
+Deviation: k < 3 is refused, not only k < 2. A 2-row cluster's exact mean
 and covariance determine its two rows (up to order), so moment-exact synthesis would release
 the source rows themselves.
 """
@@ -188,7 +188,7 @@ def source_matrix(req, frame):
 def run(frame, req):
     """004 Alg. 2 (or Alg. 1) on the snapshot (rows by row id) -> the release as a ReleasePlan.
     Rare categories are generalized first and released rows that copy a rare source row are
-    moved afterwards (methods.condensation_rare, issue 26)."""
+    moved afterwards (rare_values.py: a rare source row copied would be re-identified)."""
     from .condense import condense, released_kinds
     _refuse_nulls(req, frame)
     X, kinds = source_matrix(req, frame)
@@ -345,7 +345,7 @@ def release_grains(req, kinds, res=None):
 
 def avoid_copies(req, res, X, kinds, grains, split):
     """Round the released rows to their columns' grains (004 Alg. 2 step 2.d.iii), then move
-    every row that equals a source row shared by fewer than k rows (condensation_rare). The
+    every row that equals a source row shared by fewer than k rows (rare_values.py). The
     vital status never moves, nor the survival time under 004's original times (their
     multisets are the method's promise); a coarsened or perturbed time moves last."""
     from .rare_values import avoid_rare_copies

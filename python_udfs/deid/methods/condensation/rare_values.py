@@ -1,4 +1,4 @@
-"""Rare records in a condensation release (issue 26, beyond paper 004).
+"""Rare records in a condensation release (beyond paper 004).
 
 004 synthesises each cluster from its mean vector and covariance matrix (Alg. 3) and keeps its
 category counts (Alg. 2 step 2.d.iii, deviation 2 of :mod:`.condensation`).  Two ways the

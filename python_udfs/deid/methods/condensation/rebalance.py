@@ -22,7 +22,7 @@ cluster once, in ascending order of its size at the start:
   or its donor reaches k), first among its 4d + 32 nearest (one partition), then among all
   when the donor caps exhaust those, so a visit always finds its rows.  Ties (equal
   distances, e.g. all rows equal) go by row position; the result is deterministic, and the
-  same as scanning all n rows on every visit (tests/unit/test_condensation_exact_kernels.py).
+  same as scanning all n rows on every visit (tests/unit/condensation/test_condensation_exact_kernels.py).
 
 Empty clusters (duplicate k-means seeds, all-equal rows) are deficient clusters like any
 other: they take the k rows nearest their (stale) center.

@@ -3,7 +3,7 @@
 * :func:`reassign_survival_times` -- step 2.d.ii.  004 keeps the Cox risk sets by giving the
   synthetic rows of every cluster the cluster's original survival times, by rank of the
   synthetic time.  That puts every original time back into the release: with Alg. 2 as
-  printed, anonymeter singled patients out through ``time == x`` (issue 11).  Option
+  printed, anonymeter singled patients out through ``time == x``.  Option
   "original" is the paper; the protective default "coarsened" moves every time inside its bin
   of >= k source rows (rank order kept within clusters and, at the bin grain, across the
   table); "perturbed" moves every time inside its own cell between its cluster's neighbouring

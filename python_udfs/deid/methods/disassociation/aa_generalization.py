@@ -13,6 +13,7 @@ The independent check of what was stored is verify/shared/km_generalization.py.
 import numpy as np
 
 from .. import metrics
+from ...catalog import hierarchies
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ...plan import Membership, ReleasePlan, Table, TextArrays
 
@@ -57,12 +58,10 @@ def run(frame, req):
     tree = _tree(h)
     index = {v: i for i, v in enumerate(tree.labels[:tree.anc.shape[0]])}
     leaf_of = np.asarray([index.get(v, -1) for v in frame.dictionary], np.int64)
-    if np.any(leaf_of < 0):
-        raise DeidError(INVALID_PARAMETER_VALUE, f'a code is not a leaf of hierarchy "{h.name}"',
-                        detail=f"code {frame.dictionary[int(np.flatnonzero(leaf_of < 0)[0])]!r}",
-                        hint="Every code of the source must be a leaf (level 0) of the hierarchy: "
-                             "add the missing codes to its rows and load it again.",
-                        data_dependent=True)
+    if np.any(leaf_of < 0):      # every code of the source must be a leaf (level 0)
+        raise hierarchies.unknown_values(
+            h.name, "the codes", [frame.dictionary[int(i)] for i in np.flatnonzero(leaf_of < 0)],
+            data_dependent=True)
     offsets = np.asarray(frame.offsets, np.int64)
     leaves = leaf_of[np.asarray(frame.codes, np.int64)]
     if int(np.count_nonzero(np.diff(offsets))) < k:

@@ -270,8 +270,8 @@ def _source_groups(attributes):
 
 def _unsatisfiable(k, source, nsources, attrs, smallest, total, joint=False):
     """The refusal when no level vector within the limits reaches k: for one source (002 sec.
-    4.4: no data is released), or, with ``joint``, over all quasi-identifiers together (issue
-    26: a policy's minimum holds jointly). The message names limits, never a count."""
+    4.4: no data is released), or, with ``joint``, over all quasi-identifiers together (a
+    policy's minimum holds jointly). The message names limits, never a count."""
     where = " over all quasi-identifiers jointly" if joint else \
         f" for source {source!r}" if nsources > 1 else ""
     blocking = [h for h in attrs if h.cap < h.top]

@@ -37,7 +37,7 @@ Reading of the paper and deviations
   "subsolutions for every data source", and moving an attribute of a satisfied source would lose
   information for nothing.  The final class table over *all* attributes may then hold classes
   smaller than k when there are several sources: that is the paper's model, not a bug.
-* k per source is not k (issue 26).  Per-source k does not protect a record whose combination of
+* k per source is not k.  Per-source k does not protect a record whose combination of
   values over the quasi-identifiers of several sources together is rare: it may be unique in the
   release even though every source holds k data twins of it.  ``joint_k`` adds the constraint
   that every class over all attributes together holds >= joint_k rows (the plug-in passes a
@@ -95,7 +95,7 @@ def greedy(codes, counts, attributes, k, joint_k=None) -> GeneralizationResult:
     below k, generalize by one level the attribute of a violating source with the least
     phi(next level) x priority among those below min(limit, top) (ties: first listed), then merge
     classes.  Raises DeidError(PRIVACY_MODEL_UNSATISFIABLE) when a violating source can move no
-    attribute.  With ``joint_k`` (issue 26), the same rule then continues over all attributes
+    attribute.  With ``joint_k`` (k over all quasi-identifiers jointly), the same rule then continues over all attributes
     until every class over all of them together holds >= joint_k rows (:func:`_joint_steps`).
     """
     codes, counts, k = _check_inputs(codes, counts, attributes, k)
@@ -144,7 +144,7 @@ def _step(attributes, levels, cand, steps) -> int:
 
 
 def _joint_steps(codes, counts, attributes, levels, steps, joint_k, final):
-    """k per source is not k (issue 26): after 002's per-source steps, while a class over ALL
+    """k per source is not k: after 002's per-source steps, while a class over ALL
     attributes together holds fewer than ``joint_k`` rows, take 002's step over every attribute
     still below its cap.  Per-source k stays (generalizing only merges classes).  Returns the
     joint class table at the final levels; raises PRIVACY_MODEL_UNSATISFIABLE (naming the

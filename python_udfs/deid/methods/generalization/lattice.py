@@ -21,7 +21,7 @@ OPTIMAL_MAX_NODES = 2_000_000  # lattice vectors per source that optimal() agree
 class _Lattice:
     """Search of one source's level lattice for the cheapest k-anonymous vector.
 
-    For the joint constraint (issue 26) the lattice is that of all attributes, ``k`` the joint
+    For the joint constraint (k over all quasi-identifiers together) the lattice is that of all attributes, ``k`` the joint
     minimum, ``also(v)`` a further monotone condition (every source k-anonymous at v), and
     ``floor`` a cost below which every vector is known to fail it."""
 
@@ -198,7 +198,7 @@ def optimal(codes, counts, attributes, k, max_nodes: int = OPTIMAL_MAX_NODES,
     O(classes) work instead of a sort.  Exact: a vector is only ever tagged by monotonicity or by
     an exact count.  ``stats``: checks (full merges), refuted (witness refutations), lattice size.
 
-    With ``joint_k`` (issue 26) every class over all attributes together must also hold >=
+    With ``joint_k`` every class over all attributes together must also hold >=
     joint_k rows.  The per-source optimum is kept when it does; otherwise the constraint couples
     the sources and :func:`_joint_optimal` searches the lattice of all attributes.
     """
@@ -234,7 +234,7 @@ def optimal(codes, counts, attributes, k, max_nodes: int = OPTIMAL_MAX_NODES,
 def _joint_optimal(codes, counts, attributes, groups, k, joint_k, per_source, max_nodes, stats):
     """The cheapest vector of the lattice of ALL attributes at which every source is
     k-anonymous on its own attributes (002 sec. 2) and every class over all attributes holds >=
-    joint_k rows (issue 26).  Both conditions are monotone, so the search of :class:`_Lattice`
+    joint_k rows.  Both conditions are monotone, so the search of :class:`_Lattice`
     stays exact.  The loss is separable and ``per_source`` (each source at its own optimum) is
     the cheapest vector meeting the first condition, so every vector cheaper than it fails
     (``floor``).  A source's condition at a vector is decided once per sub-vector (cached)."""

@@ -8,7 +8,7 @@ hierarchies with k per source system (paper 002, sec. 4.5). A pure plug-in: no S
                             hierarchy labels (step 4), and the classes per source system (the
                             catalog writer derives them from the stored release).
 For a requester without SELECT the policy's minimum k also holds over ALL released
-quasi-identifiers jointly, unless the policy allows per-source k (joint_k_required; issue 26:
+quasi-identifiers jointly, unless the policy allows per-source k (joint_k_required:
 per-source k does not protect a record whose combination of values across the source systems
 is rare -- it can be unique in the release although every source holds k twins of it).
 The independent check of what was stored (k per source system, sec. 2, and k jointly where
@@ -80,14 +80,12 @@ def attribute_from_leaves(h, name, leaves, priority, limit, source):
     (the distributed search builds one over the union of the nodes' values)."""
     from .generalize import AttributeHierarchy
     chains = []
+    if h.kind == "member":
+        unknown = [v for v in leaves if v not in h.members[0] and v != "NULL"]
+        if unknown:
+            raise hierarchies.unknown_values(h.name, f'"{name}"', unknown, data_dependent=True)
     for v in leaves:
         if h.kind == "member":
-            if v not in h.members[0] and v != "NULL":
-                raise DeidError(INVALID_PARAMETER_VALUE,
-                                f'a value of "{name}" is not in hierarchy "{h.name}"',
-                                detail=f"value {v!r}",
-                                hint="Add the column's values to the hierarchy and load it again.",
-                                data_dependent=True)
             chain = h.chain(v, unknown="NULL")
         elif v == "NULL":
             chain = [v] * (h.levels - 1) + ["*"]
@@ -255,15 +253,15 @@ def metrics(req, attrs, levels, sizes, found):
             "level_labels": {a.name: level_name(a, lv) for a, lv in zip(attrs, levels)},
             "limits": {a.name: a.limit for a in attrs},
             "loss": float(found["loss"]),
-            # what the release protects over all its QIs together (issue 26)
+            # what the release protects over all its QIs together (k per source is not k)
             "joint_k": int(sizes.min()) if len(sizes) else None,
             "joint_classes": int(len(sizes)), "joint_k_required": joint_k_required(req.grant),
             "suppressed": [a.name for a, lv in zip(attrs, levels) if lv == len(a.labels) - 1]}
 
 
 def joint_k_required(grant):
-    """The k the release must hold over all its quasi-identifiers jointly (issue 26: k per
-    source is not k), or None for 002's k per source system alone: a requester without SELECT
+    """The k the release must hold over all its quasi-identifiers jointly (k per source is
+    not k), or None for 002's k per source system alone: a requester without SELECT
     gets the policy's minimum jointly unless the policy itself allows per-source k
     (deid.allow_requests' per_source_k, carried in the grant); a SELECT holder gets k per
     source as asked."""

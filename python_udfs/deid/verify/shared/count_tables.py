@@ -1,6 +1,6 @@
 """An anatomy release's stored tables against its RID sets (001 Def. 3, Theorem 3), before commit
-and in deid.verify_release (issue 26: a QIT row moved to another group, and a count table with a
-value renamed and its count raised, verified).
+and in deid.verify_release (a QIT row moved to another group, or a count table with a value renamed and its count raised,
+must not verify).
 
 The RID sets (in memory during a request, proven equal to deid.rid_set's rows; deid.rid_set read
 back by deid.verify_release) determine the tables:

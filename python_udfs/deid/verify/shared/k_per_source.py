@@ -9,7 +9,7 @@ cardinality c_i, and k-anonymity holds when every c_i >= k (sec. 4.5).
 Checked from the cardinalities the SQL side computed on the stored release
 (GROUP BY each source's quasi-identifiers).
 
-k per source is not k (issue 26): check_joint_k checks the classes over ALL
+k per source is not k: check_joint_k checks the classes over ALL
 quasi-identifiers together, where the request required it (a policy's minimum).
 """
 
@@ -72,7 +72,7 @@ def check_k_per_source(class_counts, k, n_rows=None):
 
 
 def check_joint_k(class_counts, k, n_rows=None, hint=None):
-    """k over ALL released quasi-identifiers together (issue 26: k per source is not k).
+    """k over ALL released quasi-identifiers together (k per source is not k).
 
     002 makes each source system k-anonymous on its own attributes; a record can still be
     unique over the attributes of all sources together.  Where the request required it (a

@@ -1,4 +1,4 @@
-"""k per source system (002 sec. 2) and joint k (issue 26) over a release whose rows several
+"""k per source system (002 sec. 2) and joint k over a release whose rows several
 nodes store: every node reports the classes of what IT STORED (its part grouped by each
 source's quasi-identifiers, the labels as stored, and the rows of each); the classes of the
 release are those parts merged by their labels, counts summed.  A class below k on every node

@@ -1,4 +1,5 @@
-"""Independent check that a condensation release shows no rare source record (issue 26).
+"""Independent check that a condensation release shows no rare source record (a copied
+rare record re-identifies its patient).
 
 Written from the requirement, not from the method (nothing from ``deid.methods``):
 

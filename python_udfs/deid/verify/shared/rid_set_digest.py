@@ -1,6 +1,6 @@
 """Proof that the stored ``deid.rid_set`` rows are byte-for-byte the RID sets the verifier
-checked in memory (the issue "Release speed": verify the arrays, then prove what was stored is
-them, instead of reading 3M RIDs back).
+checked in memory (verify the arrays, then prove that what was stored is them: reading 3M RIDs
+back cost more than the release's write).
 
 What is compared.  For every stored row (one chunk of one attribute of the release) the server
 computes, in one aggregate pass over ``deid.rid_set`` (:data:`_STORED_SQL`)::

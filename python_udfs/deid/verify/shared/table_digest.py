@@ -1,6 +1,6 @@
 """Digests of everything a release stored, recorded in its log row when it commits and compared
-by deid.verify_release afterwards (issue 26: a release tampered with after it was verified must
-not verify again).
+by deid.verify_release afterwards (a release tampered with after it was verified must not
+verify again).
 
 What is digested.  Every table the release stored under deid_release (its QIT and count tables,
 its generalized table, its chunks, ...) and the release's rows in each artefact catalog

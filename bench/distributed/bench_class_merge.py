@@ -1,0 +1,88 @@
+"""The coordinator's share of a distributed generalization (a term of the cost model in
+docs/sharding.md): unpacking
+the nodes' class tables, merging them (methods/generalization/class_merge.py) and the greedy
+search on the merged table, against the number of nodes and of classes per node. Pure numpy,
+no server. Each node's table is a random draw of `classes` distinct classes out of one pool of
+2 x `classes` classes over 5 quasi-identifiers (hash-sharded rows of one distribution: the
+nodes share most of their classes), counts 1..19.
+
+    .venv/bin/python bench/distributed/bench_class_merge.py      (holds the benchmark lock, DEID_BENCH_LOCK, while timing)
+Writes bench/results/class_merge.{json,txt}.
+"""
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python_udfs"))
+sys.path.insert(0, str(ROOT / "bench"))
+import bench_paths  # noqa: E402,F401  (every bench folder importable)
+
+from bench_distributed import bench_lock  # noqa: E402
+from deid.methods.generalization.class_merge import (NodeClasses, merge_classes, pack,  # noqa: E402
+                                                     unpack)
+from deid.methods.generalization.generalize import AttributeHierarchy, greedy  # noqa: E402
+
+SIZES = [100, 2, 8, 60, 8]       # age, sex, race, zip, pt: 7.68M possible classes
+
+
+def hierarchy(name, n):
+    paths = [(f"{name}{i}", f"{name}/{i // 4}", f"{name}//{i // 16}", "*") for i in range(n)]
+    return AttributeHierarchy.from_paths(name, paths, [0, 0.3, 0.6, 1.0])
+
+
+def pool(rng, classes):
+    codes = np.stack([rng.integers(0, s, classes * 3) for s in SIZES], axis=1)
+    return np.unique(codes, axis=0)[:2 * classes]
+
+
+def node_table(rng, pooled, classes):
+    codes = pooled[np.sort(rng.choice(len(pooled), classes, replace=False))]
+    leaves = [[f"{'abcde'[j]}{i}" for i in range(s)] for j, s in enumerate(SIZES)]
+    return NodeClasses(leaves, codes, rng.integers(1, 20, len(codes)))
+
+
+def measure(nodes, classes, seed=0):
+    rng = np.random.default_rng(seed)
+    pooled = pool(rng, classes)
+    blobs = [pack(node_table(rng, pooled, classes)) for _ in range(nodes)]
+    with bench_lock():
+        t0 = time.perf_counter()
+        tables = [unpack(b) for b in blobs]
+        t1 = time.perf_counter()
+        merged = merge_classes(tables)
+        t2 = time.perf_counter()
+        attrs = [hierarchy("abcde"[j], s) for j, s in enumerate(SIZES)]
+        # the merged leaves are a subset of every hierarchy's leaves, in sorted order
+        index = [{v: i for i, v in enumerate(a.labels[0])} for a in attrs]
+        codes = np.stack([np.array([index[j][v] for v in merged.leaves[j]])[merged.codes[:, j]]
+                          for j in range(len(SIZES))], axis=1)
+        t3 = time.perf_counter()
+        greedy(codes, merged.counts, attrs, 10)
+        t4 = time.perf_counter()
+    return {"nodes": nodes, "classes_per_node": classes, "merged_classes": int(len(merged.counts)),
+            "bytes_per_node": int(np.mean([len(b) for b in blobs])),
+            "unpack_s": t1 - t0, "merge_s": t2 - t1, "search_s": t4 - t3}
+
+
+def main():
+    rows = [measure(n, c) for n in (2, 16, 64) for c in (10_000, 100_000)]
+    rows.append(measure(16, 400_000))
+    out = ROOT / "bench" / "results"
+    (out / "class_merge.json").write_text(json.dumps(rows, indent=2) + "\n")
+    head = (f"{'nodes':>5} {'classes/node':>12} {'merged':>9} {'KB/node':>8} {'unpack s':>9}"
+            f" {'merge s':>8} {'greedy s':>9}")
+    lines = ["The coordinator's merge of the nodes' class tables (5 QIs; greedy k=10)", "",
+             head, "-" * len(head)]
+    lines += [f"{r['nodes']:5d} {r['classes_per_node']:12,d} {r['merged_classes']:9,d}"
+              f" {r['bytes_per_node'] / 1024:8.0f} {r['unpack_s']:9.3f} {r['merge_s']:8.3f}"
+              f" {r['search_s']:9.3f}" for r in rows]
+    (out / "class_merge.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

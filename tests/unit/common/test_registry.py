@@ -1,0 +1,110 @@
+"""One registry of methods: it feeds anonymize_request, usage() and the README's method table,
+which must agree; plug-ins are pure (no SQL, no plpy, no writer)."""
+import ast
+import pathlib
+import re
+
+import types
+
+from deid.methods import contract, registry
+from deid import usage
+from deid.request.options import Option
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+METHODS = ROOT / "python_udfs" / "deid" / "methods"
+# what a plug-in may not import: the database adapter, SQL-building, reading and writing modules
+IMPURE = {"pg", "plpy", "snapshot", "copy_files", "relations", "release_log", "writer",
+          "pipeline", "access", "release", "copybin", "copyfields", "parallel_pass", "admin"}
+
+
+def readme_methods():
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| method | paper | guarantee |"):]
+    rows = []
+    for line in table.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(re.match(r"\|\s*`([a-z_]+)`", line).group(1))
+    return rows
+
+
+def test_readme_table_lists_exactly_the_registered_methods():
+    assert readme_methods() == list(registry.METHODS)
+
+
+def test_usage_names_every_method_and_its_options():
+    text = usage.usage("anonymize_request")
+    for m in registry.METHODS.values():
+        assert f"{m.name} ({m.paper})" in text
+        assert f"options ({m.name})" in text
+        for o in m.plugin.OPTIONS:
+            assert f"    {o.name}: " in text
+
+
+def test_every_method_has_a_plugin_and_a_verifier():
+    for name, m in registry.METHODS.items():
+        assert m.plugin.NAME == name
+        assert all(isinstance(o, Option) for o in m.plugin.OPTIONS)
+        for fn in ("validate", "plan_read", "run"):
+            assert callable(getattr(m.plugin, fn))
+        assert callable(m.verifier.verify)
+        assert m.verifier.__name__.startswith("deid.verify.")
+
+
+def test_every_method_conforms_to_the_declared_contract():
+    """Every member the pipeline uses is declared by every method (methods/contract.py)."""
+    for m in registry.METHODS.values():
+        assert isinstance(m.plugin, contract.Plugin), m.name
+        assert isinstance(m.verifier, contract.Verifier), m.name
+        assert contract.conforms(m.plugin, m.verifier) == [], m.name
+        assert m.plugin.read_columns is None or callable(m.plugin.read_columns)
+        assert isinstance(m.plugin.RELEASE_HEAP, bool)
+        assert isinstance(m.verifier.READS_SNAPSHOT_VALUES, bool)
+
+
+def test_the_contract_check_names_what_is_missing():
+    def nothing(*a):
+        return None
+    plugin = types.SimpleNamespace(NAME="x", OPTIONS=(), validate=nothing, plan_read=nothing,
+                                   run=nothing)
+    verifier = types.SimpleNamespace(verify=nothing)
+    assert not isinstance(plugin, contract.Plugin)
+    assert not isinstance(verifier, contract.Verifier)
+    assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.read_columns",
+                                                   "verifier.READS_SNAPSHOT_VALUES"]
+
+
+def test_the_pipeline_probes_no_member():
+    """Declared, not probed: the pipeline reads the contract's members directly."""
+    src = (ROOT / "python_udfs" / "deid" / "pipeline.py").read_text()
+    assert "hasattr(" not in src
+    assert not re.search(r"getattr\(p\.method|getattr\(plugin", src)
+
+
+def test_a_method_is_one_folder_with_its_plugin():
+    for m in registry.METHODS.values():
+        assert m.plugin.__name__ == f"deid.methods.{m.name}.plugin"
+        assert m.verifier.__name__ == f"deid.verify.{m.name}"
+        assert (METHODS / m.name / "plugin.py").is_file()
+
+
+def test_plugins_are_pure():
+    plugins = sorted(METHODS.glob("*/plugin.py"))
+    assert len(plugins) == len(registry.METHODS)
+    for path in plugins:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+            for n in names:
+                parts = set(n.split("."))
+                assert not parts & IMPURE, f"{path.name} imports {n}"
+
+
+def test_every_method_declares_how_it_runs_over_a_sharded_source():
+    """The distributed request (deid.distributed) dispatches on the plug-in's DISTRIBUTION."""
+    for m in registry.METHODS.values():
+        assert isinstance(m.plugin, contract.Plugin), m.name
+        assert m.plugin.DISTRIBUTION in contract.DISTRIBUTIONS, m.name
