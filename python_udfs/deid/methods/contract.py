@@ -29,8 +29,9 @@ from typing import Callable, Optional, Protocol, runtime_checkable
 #                   groups is valid; condensation: clusters >= k per node; disassociation:
 #                   records whole on one node, clusters and chunks per node)
 #   "global_merge"  a step needs counts summed over the nodes (generalization: the class
-#                   counts per source system); the coordinator merges them (not yet: a
-#                   distributed request of such a method is refused with 0A000)
+#                   counts per source system); the coordinator merges the nodes' class tables,
+#                   chooses the levels once and every node writes its rows at those levels
+#                   (distributed/generalization.py)
 DISTRIBUTIONS = ("shard_local", "global_merge")
 
 
@@ -58,9 +59,11 @@ class Verifier(Protocol):
 
 def conforms(plugin, verifier):
     """The members of the contract a method's modules lack ([] when it conforms)."""
-    missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
-                                       "validate", "plan_read", "run")
+    missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "DISTRIBUTION",
+                                       "read_columns", "validate", "plan_read", "run")
                if not hasattr(plugin, m)]
+    if hasattr(plugin, "DISTRIBUTION") and plugin.DISTRIBUTION not in DISTRIBUTIONS:
+        missing.append(f"plugin.DISTRIBUTION in {DISTRIBUTIONS}")
     missing += [f"verifier.{m}" for m in ("READS_SNAPSHOT_VALUES", "verify")
                 if not hasattr(verifier, m)]
     return missing

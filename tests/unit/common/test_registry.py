@@ -70,8 +70,13 @@ def test_the_contract_check_names_what_is_missing():
     verifier = types.SimpleNamespace(verify=nothing)
     assert not isinstance(plugin, contract.Plugin)
     assert not isinstance(verifier, contract.Verifier)
-    assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.read_columns",
+    assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.DISTRIBUTION",
+                                                   "plugin.read_columns",
                                                    "verifier.READS_SNAPSHOT_VALUES"]
+    plugin.DISTRIBUTION = "everywhere"
+    plugin.RELEASE_HEAP, plugin.read_columns = False, None
+    assert contract.conforms(plugin, types.SimpleNamespace(verify=nothing, READS_SNAPSHOT_VALUES=True)) \
+        == [f"plugin.DISTRIBUTION in {contract.DISTRIBUTIONS}"]
 
 
 def test_the_pipeline_probes_no_member():
