@@ -4,7 +4,8 @@ The private cluster keeps PostgreSQL's default durability. A release is committe
 unrelated backend is then killed with SIGKILL, so the postmaster resets every backend and
 recovers from the WAL; the release must still be in deid.release and in pg_class.
 
-This module runs last of the suite (its name sorts last): the crash closes every connection.
+This module runs last of the suite (tests/conftest.py moves it there): the crash closes every
+connection.
 """
 import os
 import signal
