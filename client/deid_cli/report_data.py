@@ -1,11 +1,14 @@
-"""The report's data (deid report, issue 23), read only from what the connecting role may read:
+"""The report's data (deid report), read only from what deid made, as the connecting role:
 deid.release (deid_admin), deid.equivalence_class (class / group sizes), deid.cluster_member
-(cluster sizes, when readable), deid.verify_release (when the role may execute it), and the
-source only when has_table_privilege(source, 'SELECT') says so. No raw row is read."""
+(cluster sizes, when readable), the release's own relations in schema release (joint k),
+deid.verify_release (when the role may execute it), and deid.report_source for everything
+derived from the source (the server reads it as this role, only after its walk of the code
+that read would run). The client never composes SQL over a relation it did not get from
+deid's release log, and only over relations of schema release. No raw row is read."""
+import json
+
 import numpy as np
 from psycopg import sql
-
-from . import report_utility
 
 RELEASE = """SELECT release_id, name, method, source_name, source::text, parameters, seed,
                     requested_by::text, started_at, finished_at, status, relations, metrics
@@ -29,6 +32,9 @@ FACTS = {"anatomy": ["min_group", "min_certified_l", "sensitive", "quasi_identif
 UTILITY_KEYS = ["rows", "groups", "discernibility", "loss", "levels", "suppressed", "steps",
                 "joint_k", "min_group", "min_certified_l", "search", "are", "mre", "chunks",
                 "clusters", "rare_values", "verbatim_rows"]
+
+
+RELEASE_SCHEMA = "release"    # the only schema whose relations the client composes SQL over
 
 
 def risk(sizes, k):
@@ -85,7 +91,8 @@ def _joint_sizes(conn, rel):
     if rel["method"] != "generalization" or not qis or len(rel["relations"]) != 1:
         return None
     schema, _, table = rel["relations"][0].partition(".")
-    if not _may(conn, "SELECT has_table_privilege(%s, 'SELECT')", [rel["relations"][0]]):
+    if schema != RELEASE_SCHEMA or not _may(conn, "SELECT has_table_privilege(%s, 'SELECT')",
+                                            [rel["relations"][0]]):
         return None
     q = sql.SQL("SELECT array_agg(n) FROM (SELECT count(*) AS n FROM {} GROUP BY {}) c").format(
         sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, qis)))
@@ -106,20 +113,11 @@ def _verification(conn, rel, metrics):
     return out
 
 
-def _source(conn, rel):
-    """The source as an identifier, only for a role with SELECT on it (has_table_privilege);
-    else None: then nothing in the report is derived from the source."""
-    # by OID: a name would need USAGE on the source's schema to resolve
-    row = conn.execute("SELECT n.nspname, c.relname FROM deid.release r JOIN pg_class c ON c.oid = r.source"
-                       " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE r.release_id = %s"
-                       " AND has_table_privilege(c.oid, 'SELECT')", [rel["release_id"]]).fetchone()
-    return None if row is None else sql.Identifier(*row)
-
-
-def _source_facts(conn, rel, source):
-    """Source-derived numbers, for a role with SELECT on the source: its row count."""
-    (n,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(source)).fetchone()
-    return {"relation": rel["source_relation"], "rows": int(n)}
+def _from_source(conn, rel):
+    """deid.report_source: the source section (row count, or why there is none) and the
+    method's utility measures, computed in the server as this role."""
+    (out,) = conn.execute("SELECT deid.report_source(%s)", [rel["name"]]).fetchone()
+    return out if isinstance(out, dict) else json.loads(out)
 
 
 def _facts(method, metrics):
@@ -145,12 +143,11 @@ def gather(conn, name):
                           "distributions": _distributions(conn, rel_m, k),
                           "facts": _facts(rel["method"], metrics)},
               "utility": {key: metrics[key] for key in UTILITY_KEYS if key in metrics}}
-    source = _source(conn, rel)
-    measures = report_utility.measures(conn, rel, metrics, source)
-    if measures:
-        report["utility"]["measures"] = measures
-    if source is not None:
-        report["source"] = _source_facts(conn, rel, source)
+    derived = _from_source(conn, rel)
+    if derived.get("measures"):
+        report["utility"]["measures"] = derived["measures"]
+    if derived.get("source"):
+        report["source"] = derived["source"]
     report["summary"] = summary(report, metrics)
     return report
 
