@@ -39,8 +39,9 @@ RELEASE_SCHEMA = "release"    # the only schema whose relations the client compo
 
 def risk(sizes, k):
     """Prosecutor re-identification risk as ARX reports it, over classes of these sizes:
-    highest 1/min size, average classes/records, and the share of records whose risk 1/size is
-    above 1/k (their class is smaller than k)."""
+    highest 1/min size, average classes/records, the share of records whose risk 1/size is
+    above 1/k (their class is smaller than k), and the share in classes smaller than 2k (those
+    a little more knowledge would bring below k)."""
     s = np.asarray(sizes, dtype=np.int64)
     s = s[s > 0]
     if not len(s):
@@ -50,6 +51,7 @@ def risk(sizes, k):
            "highest": 1.0 / float(s.min()), "average": len(s) / n}
     if k:
         out["records_at_risk"] = float(s[s < k].sum()) / n
+        out["records_below_2k"] = float(s[s < 2 * k].sum()) / n
     return out
 
 
@@ -148,6 +150,8 @@ def gather(conn, name):
         report["utility"]["measures"] = derived["measures"]
     if derived.get("source"):
         report["source"] = derived["source"]
+    if derived.get("risk"):
+        report["risk"] = derived["risk"]
     report["summary"] = summary(report, metrics)
     return report
 
@@ -184,6 +188,11 @@ def summary(report, metrics):
                    + ("." if at_risk is None else
                       f"; {at_risk:.1%} of the records are in {noun}{'es' if noun.endswith('s') else 's'}"
                       " smaller than k."))
+    dcr = (report.get("risk") or {}).get("dcr") or {}
+    if dcr.get("checked"):
+        out.append(f"Of {dcr['checked']} synthetic rows checked, {dcr['closer_than_neighbour']:.1%} lie "
+                   "closer to a source row than that row's nearest other source row"
+                   f" ({dcr['identical']:.1%} coincide with one).")
     if req["method"] == "generalization" and metrics.get("joint_k") is not None \
             and metrics["joint_k"] < (p.get("k") or 0):
         out.append(f"k holds per source system, not over all quasi-identifiers jointly: there the "

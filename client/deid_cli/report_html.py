@@ -1,6 +1,6 @@
 """The report as one self-contained HTML page: the summary, the request, the verification,
-privacy (class / group / cluster sizes against k as embedded PNGs, prosecutor risk) and
-utility; the source section only when the report has one (the role may SELECT the source).
+privacy (class / group / cluster sizes against k as embedded PNGs), risk (prosecutor risk;
+condensation's distance to closest record) and utility; the source section only when the report has one (the role may SELECT the source).
 Numbers are written for people: three significant digits, shares as percentages; nested values
 as lines of `name: value`; the verifier's own report stays in the JSON twin."""
 import base64
@@ -120,10 +120,43 @@ def _privacy(p):
         png = plot_png(d["histogram"], p["k"], f"{d['kind']} sizes: {label}")
         parts.append(f"<h3>{_e(label)}</h3><img alt='{_e(label)} sizes' src='data:image/png;base64,{png}'>"
                      + _table([("classes", r.get("classes")), ("records", r.get("records")),
-                               ("smallest", r.get("min_size")),
-                               ("prosecutor risk, highest", pct(r.get("highest"))),
-                               ("prosecutor risk, average", pct(r.get("average"))),
-                               ("records at risk above 1/k", pct(r.get("records_at_risk")))]))
+                               ("smallest", r.get("min_size"))]))
+    return "".join(parts)
+
+
+DCR_WHY = ("needs SELECT on the source (and a source whose read runs only code the reporting "
+           "role trusts)")
+
+
+def _risk(rep):
+    """Prosecutor risk per set of classes (from deid's catalog), and for condensation the
+    distance to closest record, computed in the server (deid.report_source)."""
+    p, method = rep["privacy"], rep["request"]["method"]
+    rows = [[label, r.get("classes"), r.get("min_size"), pct(r.get("highest")), pct(r.get("average")),
+             pct(r.get("records_at_risk")), pct(r.get("records_below_2k"))]
+            for label, r in ((label, d["risk"] or {}) for label, d in p["distributions"].items())]
+    parts = ["<h3>Prosecutor risk</h3><p>An attacker who knows a patient is in the release and "
+             "links them to their class: the risk is 1 / the class's size.</p>"
+             + _grid(["classes of", "classes", "smallest", "highest", "average",
+                      "records in classes < k", "records in classes < 2k"], rows)]
+    if method == "condensation":
+        d = (rep.get("risk") or {}).get("dcr")
+        head = "<h3>Distance to closest record</h3>"
+        if not d:
+            parts.append(head + _table([("not computed", DCR_WHY)]))
+        elif d.get("why"):
+            parts.append(head + _table([("not computed", d["why"])]))
+        else:
+            parts.append(head + "<p>Each synthetic row's nearest source row, over the numeric "
+                         "columns standardized by the source's mean and standard deviation.</p>"
+                         + _table([("synthetic rows checked", f"{d['checked']} of {d['of']}"),
+                                   ("closer to a source row than that row's nearest other "
+                                    "source row", pct(d["closer_than_neighbour"])),
+                                   ("identical to a source row", pct(d["identical"])),
+                                   ("median distance to the closest source row", d["median_distance"]),
+                                   ("median distance between source neighbours",
+                                    d["median_neighbour_distance"]),
+                                   ("columns", d.get("columns")), ("sample seed", d.get("sample_seed"))]))
     return "".join(parts)
 
 
@@ -233,6 +266,7 @@ def render(rep):
             "<h2>Verification</h2>",
             _verification(req["name"], ver),
             "<h2>Privacy</h2>", _privacy(rep["privacy"]),
+            "<h2>Risk</h2>", _risk(rep),
             "<h2>Utility</h2>", _utility(req["method"], rep["utility"])]
     if "source" in rep:
         body += ["<h2>Against the source</h2>", _table(list(rep["source"].items()))]

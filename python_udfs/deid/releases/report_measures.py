@@ -34,8 +34,12 @@ def is_release_relation(name):
     return schema == SCHEMA and bool(table)
 
 
-def _table(name):
+def release_table(name):
+    """A relation of schema release, as deid logs it, quoted for SQL."""
     return qualified(*name.split(".", 1))
+
+
+_table = release_table
 
 
 def _columns(db, name):
@@ -48,7 +52,12 @@ def _columns(db, name):
         "   AND NOT a.attisdropped ORDER BY a.attnum", [schema, table], ["text", "text"])]
 
 
-def _readable(db, relations):
+def numeric_columns(db, name):
+    """The numeric columns of a released relation, in order."""
+    return [c for c, t in _columns(db, name) if t in NUMERIC]
+
+
+def readable(db, relations):
     return all(db.value("SELECT pg_catalog.has_table_privilege($1, 'SELECT')", [_table(r)], ["text"])
                for r in relations)
 
@@ -185,7 +194,7 @@ def condensation(db, rel, source):
     if len(rel["relations"]) != 1:
         return None
     table = rel["relations"][0]
-    cols = [c for c, t in _columns(db, table) if t in NUMERIC]
+    cols = numeric_columns(db, table)
     if len(cols) < 2:
         return None
     survival = (rel["parameters"].get("options") or {}).get("survival") or {}
@@ -277,6 +286,6 @@ MEASURES = {"anatomy": anatomy, "condensation": condensation, "disassociation": 
 def measures(db, rel, source):
     """The method's measures (or None); `source` a catalog Relation, or None."""
     fn = MEASURES.get(rel["method"])
-    if fn is None or not rel["relations"] or not _readable(db, rel["relations"]):
+    if fn is None or not rel["relations"] or not readable(db, rel["relations"]):
         return None
     return fn(db, rel, source)

@@ -16,7 +16,7 @@ import json
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED, UNDEFINED_OBJECT
 from ..request import access, code_trust
 from ..catalog import relations as catalog
-from . import report_measures
+from . import report_measures, report_risk
 
 RELEASE = """SELECT release_id, name, method, source::oid AS source, source_name, parameters::text AS parameters,
                     seed, relations, metrics::text AS metrics
@@ -53,7 +53,22 @@ def report_source(db, name):
     measures = report_measures.measures(db, rel, source)
     if measures:
         out["measures"] = measures
+    risk = _risk(db, rel, source, out.get("source", {}).get("rows"))
+    if risk:
+        out["risk"] = risk
     return json.dumps(out)
+
+
+def _risk(db, rel, source, source_rows):
+    """Source-derived risk figures: condensation's distance to closest record (report_risk)."""
+    if rel["method"] != "condensation" or len(rel["relations"]) != 1 \
+            or not report_measures.readable(db, rel["relations"]):
+        return None
+    table = rel["relations"][0]
+    cols = report_measures.numeric_columns(db, table)
+    dcr = report_risk.condensation(db, dict(rel, table=report_measures.release_table(table)),
+                                   source, source_rows or 0, cols)
+    return {"dcr": dcr} if dcr else None
 
 
 def read_columns(rel):
