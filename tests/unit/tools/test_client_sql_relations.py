@@ -115,3 +115,14 @@ def test_the_check_refuses_a_source_read(snippet):
 ])
 def test_the_check_allows_deids_own(snippet):
     assert problems(snippet) == []
+
+
+@pytest.mark.parametrize("module", ["list_cmd.py", "verify_cmd.py", "report_cmd.py"])
+def test_read_only_commands_pin_search_path(module):
+    """deid list / verify / report resolve their statements' names in pg_catalog only: a
+    function or operator another role puts in "$user" or public is never theirs to call."""
+    tree = ast.parse((CLIENT / module).read_text())
+    run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    first_calls = [n.func.id for n in ast.walk(run) if isinstance(n, ast.Call)
+                   and isinstance(n.func, ast.Name)]
+    assert first_calls and first_calls[0] == "pin_search_path"
