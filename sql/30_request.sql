@@ -51,3 +51,16 @@ $$;
 #@WRAP deid.verify_release(release text) RETURNS jsonb => deid._verify_release_any(release, current_user)
 COMMENT ON FUNCTION deid.verify_release(text) IS
   'Run the verifier of a committed release again on what is stored. See deid.usage(''verify_release'').';
+
+-- What a release's report derives from its source (deid report): SECURITY INVOKER end to end,
+-- for a deid_admin. The source is read as the caller, with SELECT, after the walk of the code
+-- that read would run (code_trust), over built-in column types only; else the answer says why
+-- and holds no source-derived number (releases/report_source.py).
+CREATE FUNCTION deid._report_source(release text)
+RETURNS jsonb LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('releases.report_source.report_source', release)
+$$;
+#@WRAP deid.report_source(release text) RETURNS jsonb => deid._report_source(release)
+COMMENT ON FUNCTION deid.report_source(text) IS
+  'A release report''s source-derived figures, read as the caller after deid''s code walk. See deid.usage(''report_source'').';

@@ -25,7 +25,7 @@ DECLARE
                                'load_standard_hierarchy', 'date_hierarchy', 'age_hierarchy',
                                'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
                                'utility_policy', 'utility_from', 'revoke_requests',
-                               'verify_release', 'register_distributed_source',
+                               'verify_release', 'report_source', 'register_distributed_source',
                                'cleanup_distributed', 'dist_begin', 'dist_finish', 'dist_proof',
                                'dist_read', 'dist_runs', 'dist_cluster', 'dist_node_ping',
                                'dist_node_store', 'dist_hold', 'dist_node_check',

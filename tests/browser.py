@@ -3,6 +3,8 @@ with whether each image loaded, and a screenshot. Used by tests/integration/test
 and, to refresh the screenshots under docs/img/, on the command line:
 
     python tests/browser.py OUT_DIR REPORT.html ...      # writes OUT_DIR/report_<name>.png
+    python tests/browser.py OUT_DIR --section Risk --height 560 REPORT.html ...
+                                       # only the report's Risk section: report_risk_<name>.png
 """
 import html.parser
 import json
@@ -73,6 +75,18 @@ def screenshot(page, png, work, width=1000, height=1300):
     return pathlib.Path(png)
 
 
+def section(page, heading, out):
+    """A page of `page`'s head and only its <h2>`heading`</h2> section (up to the next h2), to
+    look at one section by itself."""
+    text = pathlib.Path(page).read_text()
+    start = text.index(f"<h2>{heading}</h2>")
+    end = text.find("<h2>", start + 1)
+    end = text.index("</body>") if end < 0 else end
+    head = text[:text.index("<body>") + len("<body>")]
+    pathlib.Path(out).write_text(head + text[start:end] + "</body></html>\n")
+    return pathlib.Path(out)
+
+
 def png_size(path):
     """(width, height) from a PNG's IHDR chunk; raises if the file is no PNG."""
     data = pathlib.Path(path).read_bytes()[:24]
@@ -81,12 +95,23 @@ def png_size(path):
 
 
 if __name__ == "__main__":
+    import argparse
     import tempfile
-    out = pathlib.Path(sys.argv[1])
+    cli = argparse.ArgumentParser(description="screenshots of report pages")
+    cli.add_argument("out")
+    cli.add_argument("pages", nargs="+")
+    cli.add_argument("--section", help="only this h2 section of each page")
+    cli.add_argument("--height", type=int, default=1300)
+    args = cli.parse_args()
+    out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
-        for page in sys.argv[2:]:
-            png = screenshot(page, out / f"report_{pathlib.Path(page).stem}.png", work)
+        for page in args.pages:
+            name = pathlib.Path(page).stem
+            if args.section:
+                name = f"{args.section.lower()}_{name}"
+                page = section(page, args.section, pathlib.Path(work) / f"{name}.html")
+            png = screenshot(page, out / f"report_{name}.png", work, height=args.height)
             from PIL import Image                 # matplotlib's dependency: a 256-colour PNG
             Image.open(png).convert("RGB").quantize(256).save(png, optimize=True)
             print(png)

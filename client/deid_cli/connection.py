@@ -23,3 +23,10 @@ def connect(args):
     if dbname and "=" not in dbname and "://" not in dbname:
         kw["dbname"], dbname = dbname, ""          # a plain database name, as psql's -d takes it
     return psycopg.connect(dbname, autocommit=True, **kw)
+
+
+def pin_search_path(conn):
+    """Names in the client's own statements resolve in pg_catalog (and deid's schema-qualified
+    ones), never in a schema another role may create functions or operators in ("$user",
+    public): a command that only reads deid's catalog runs no other role's code."""
+    conn.execute("SET search_path = pg_catalog, pg_temp")

@@ -24,6 +24,8 @@ def add_parser(sub, parents):
 
 
 def run(args, conn, out):
+    from .connection import pin_search_path
+    pin_search_path(conn)
     statuses = ["committed", "replaced", "dropped"] if args.all else ["committed"]
     rows = conn.execute(QUERY, {"statuses": statuses}).fetchall()
     if args.json:

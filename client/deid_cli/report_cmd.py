@@ -21,6 +21,8 @@ def add_parser(sub, parents):
 
 
 def run(args, conn, out):
+    from .connection import pin_search_path
+    pin_search_path(conn)
     import sys
 
     from . import report_data, report_html

@@ -1,11 +1,14 @@
-"""The report's data (deid report, issue 23), read only from what the connecting role may read:
+"""The report's data (deid report), read only from what deid made, as the connecting role:
 deid.release (deid_admin), deid.equivalence_class (class / group sizes), deid.cluster_member
-(cluster sizes, when readable), deid.verify_release (when the role may execute it), and the
-source only when has_table_privilege(source, 'SELECT') says so. No raw row is read."""
+(cluster sizes, when readable), the release's own relations in schema release (joint k),
+deid.verify_release (when the role may execute it), and deid.report_source for everything
+derived from the source (the server reads it as this role, only after its walk of the code
+that read would run). The client never composes SQL over a relation it did not get from
+deid's release log, and only over relations of schema release. No raw row is read."""
+import json
+
 import numpy as np
 from psycopg import sql
-
-from . import report_utility
 
 RELEASE = """SELECT release_id, name, method, source_name, source::text, parameters, seed,
                     requested_by::text, started_at, finished_at, status, relations, metrics
@@ -31,10 +34,14 @@ UTILITY_KEYS = ["rows", "groups", "discernibility", "loss", "levels", "suppresse
                 "clusters", "rare_values", "verbatim_rows"]
 
 
+RELEASE_SCHEMA = "release"    # the only schema whose relations the client composes SQL over
+
+
 def risk(sizes, k):
     """Prosecutor re-identification risk as ARX reports it, over classes of these sizes:
-    highest 1/min size, average classes/records, and the share of records whose risk 1/size is
-    above 1/k (their class is smaller than k)."""
+    highest 1/min size, average classes/records, the share of records whose risk 1/size is
+    above 1/k (their class is smaller than k), and the share in classes smaller than 2k (those
+    a little more knowledge would bring below k)."""
     s = np.asarray(sizes, dtype=np.int64)
     s = s[s > 0]
     if not len(s):
@@ -44,6 +51,7 @@ def risk(sizes, k):
            "highest": 1.0 / float(s.min()), "average": len(s) / n}
     if k:
         out["records_at_risk"] = float(s[s < k].sum()) / n
+        out["records_below_2k"] = float(s[s < 2 * k].sum()) / n
     return out
 
 
@@ -85,7 +93,8 @@ def _joint_sizes(conn, rel):
     if rel["method"] != "generalization" or not qis or len(rel["relations"]) != 1:
         return None
     schema, _, table = rel["relations"][0].partition(".")
-    if not _may(conn, "SELECT has_table_privilege(%s, 'SELECT')", [rel["relations"][0]]):
+    if schema != RELEASE_SCHEMA or not _may(conn, "SELECT has_table_privilege(%s, 'SELECT')",
+                                            [rel["relations"][0]]):
         return None
     q = sql.SQL("SELECT array_agg(n) FROM (SELECT count(*) AS n FROM {} GROUP BY {}) c").format(
         sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, qis)))
@@ -106,20 +115,11 @@ def _verification(conn, rel, metrics):
     return out
 
 
-def _source(conn, rel):
-    """The source as an identifier, only for a role with SELECT on it (has_table_privilege);
-    else None: then nothing in the report is derived from the source."""
-    # by OID: a name would need USAGE on the source's schema to resolve
-    row = conn.execute("SELECT n.nspname, c.relname FROM deid.release r JOIN pg_class c ON c.oid = r.source"
-                       " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE r.release_id = %s"
-                       " AND has_table_privilege(c.oid, 'SELECT')", [rel["release_id"]]).fetchone()
-    return None if row is None else sql.Identifier(*row)
-
-
-def _source_facts(conn, rel, source):
-    """Source-derived numbers, for a role with SELECT on the source: its row count."""
-    (n,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(source)).fetchone()
-    return {"relation": rel["source_relation"], "rows": int(n)}
+def _from_source(conn, rel):
+    """deid.report_source: the source section (row count, or why there is none) and the
+    method's utility measures, computed in the server as this role."""
+    (out,) = conn.execute("SELECT deid.report_source(%s)", [rel["name"]]).fetchone()
+    return out if isinstance(out, dict) else json.loads(out)
 
 
 def _facts(method, metrics):
@@ -145,12 +145,13 @@ def gather(conn, name):
                           "distributions": _distributions(conn, rel_m, k),
                           "facts": _facts(rel["method"], metrics)},
               "utility": {key: metrics[key] for key in UTILITY_KEYS if key in metrics}}
-    source = _source(conn, rel)
-    measures = report_utility.measures(conn, rel, metrics, source)
-    if measures:
-        report["utility"]["measures"] = measures
-    if source is not None:
-        report["source"] = _source_facts(conn, rel, source)
+    derived = _from_source(conn, rel)
+    if derived.get("measures"):
+        report["utility"]["measures"] = derived["measures"]
+    if derived.get("source"):
+        report["source"] = derived["source"]
+    if derived.get("risk"):
+        report["risk"] = derived["risk"]
     report["summary"] = summary(report, metrics)
     return report
 
@@ -187,6 +188,11 @@ def summary(report, metrics):
                    + ("." if at_risk is None else
                       f"; {at_risk:.1%} of the records are in {noun}{'es' if noun.endswith('s') else 's'}"
                       " smaller than k."))
+    dcr = (report.get("risk") or {}).get("dcr") or {}
+    if dcr.get("checked"):
+        out.append(f"Of {dcr['checked']} synthetic rows checked, {dcr['closer_than_neighbour']:.1%} lie "
+                   "closer to a source row than that row's nearest other source row"
+                   f" ({dcr['identical']:.1%} coincide with one).")
     if req["method"] == "generalization" and metrics.get("joint_k") is not None \
             and metrics["joint_k"] < (p.get("k") or 0):
         out.append(f"k holds per source system, not over all quasi-identifiers jointly: there the "

@@ -32,6 +32,8 @@ def _rows(result):
 
 
 def run(args, conn, out):
+    from .connection import pin_search_path
+    pin_search_path(conn)
     result = conn.execute("SELECT deid.verify_release(%s)", [args.release]).fetchone()[0]
     if args.json:
         from .output import to_json

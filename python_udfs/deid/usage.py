@@ -95,6 +95,14 @@ TEXTS = {
   a sharded warehouse, for a distributed release: every node's verifier on its part, the parts'
   digests against the coordinator's log, and (generalization) k over all parts
   (docs/sharding.md).""",
+    "report_source": """deid.report_source(release text) -> jsonb
+  The figures of a release's report that come from its source (deid report): its row count and
+  the method's utility measures against it (anatomy's ARE, disassociation's MRE and ARE,
+  condensation's original moments), beside the release-side measures. Runs as you: the source
+  is read only with SELECT, only after deid's walk of the code that read would run (a view's
+  functions, row-security policies, casts) finds nothing of a role you do not trust, and only
+  over built-in column types; else source.why says why and no source figure is given.
+  Needs deid_admin.""",
     "generalization_classes": """deid.generalization_classes(source regclass, k int, columns text[] DEFAULT NULL,
                             selection text DEFAULT NULL, options jsonb DEFAULT '{}') -> bytea
   Generalization over shards, on a node: the class table of the node's rows (002 step 1:

@@ -1,16 +1,19 @@
 """release.<release>_estimate of an anatomy release (log/estimate_view.py): what a BI tool's
 SELECT ..., sum(weight) ... GROUP BY returns is 001's estimate of the COUNT query, the estimate
-behind the report's ARE (client/deid_cli/report_utility.py), recomputed here independently from
+behind the report's ARE (deid.report_source: releases/report_measures.py), recomputed here from
 the release's tables; the view is readable by the release's audience only and goes with it."""
+import re
+
 import psycopg
 import pytest
 from psycopg import sql
 
 from conftest import sqlstate_of
-from deid_cli import report_utility
+from deid.releases import report_measures
 from test_anonymize_anatomy import classified  # noqa: F401  (the columns' roles)
 
 QIS, SENSITIVE = ["age", "sex", "race", "zip"], ["diagnosis", "treatment"]
+TYPES = {c: None for c in QIS + SENSITIVE + ["vital_status"]}   # psycopg infers them
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +24,24 @@ def released(classified):
                   " options => '{\"seed\": 3}', release => 't_est')")
     yield admin
     admin.execute("SELECT deid.drop_release('t_est')")
+
+
+class Statements:
+    """report_measures' database handle over a psycopg connection: its $n parameters, numbered
+    in the order they appear, become psycopg's placeholders."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def query(self, text, params=(), types=None):
+        numbers = [int(n) for n in re.findall(r"\$(\d+)", text)]
+        assert numbers == list(range(1, len(numbers) + 1))
+        cur = self.conn.execute(re.sub(r"\$\d+", "%s", text), list(params))
+        return [dict(zip([d.name for d in cur.description], row)) for row in cur.fetchall()]
+
+    def value(self, text, params=(), types=None):
+        rows = self.query(text, params, types)
+        return next(iter(rows[0].values())) if rows else None
 
 
 def _table(conn, query):
@@ -56,9 +77,10 @@ def _holds(x, kind, v):
 
 def view_answer(conn, conds):
     """The query a BI tool sends: a filter on the view's columns, sum(weight)."""
-    where, args = report_utility._where(conds)
+    where, args, _ = report_measures._where(conds, TYPES)
     return conn.execute(sql.SQL("SELECT coalesce(sum(weight), 0) FROM release.t_est_estimate"
-                                " WHERE {}").format(where), args).fetchone()[0]
+                                " WHERE {}").format(sql.SQL(re.sub(r"\$\d+", "%s", where))),
+                        args).fetchone()[0]
 
 
 def test_view_answers_the_reports_estimate(released):
@@ -67,13 +89,14 @@ def test_view_answers_the_reports_estimate(released):
     qit = _table(conn, "SELECT * FROM release.t_est_qit")
     stored = {s: conn.execute(sql.SQL("SELECT group_id, {}, count FROM {}").format(
         sql.Identifier(s), sql.Identifier("release", f"t_est_{s}"))).fetchall() for s in SENSITIVE}
-    queries = report_utility._random_queries(conn, "release.t_est_qit", counts, QIS + ["vital_status"],
-                                             SENSITIVE, seed=11)
-    assert len(queries) == report_utility.N_QUERIES
+    db = Statements(conn)
+    queries = report_measures._random_queries(db, "release.t_est_qit", counts,
+                                              QIS + ["vital_status"], SENSITIVE, seed=11)
+    assert len(queries) == report_measures.N_QUERIES
     nonzero = 0
     for conds in queries:
         expected = independent_estimate(qit, stored, conds)
-        assert report_utility._estimate(conn, "release.t_est_qit", counts, conds) == \
+        assert report_measures._estimate(db, "release.t_est_qit", counts, conds, TYPES) == \
             pytest.approx(expected, rel=1e-9, abs=1e-9)
         assert view_answer(conn, conds) == pytest.approx(expected, rel=1e-9, abs=1e-9), conds
         nonzero += expected > 0

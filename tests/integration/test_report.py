@@ -103,3 +103,39 @@ def test_report_help_shows_an_example():
     r = subprocess.run([sys.executable, "-m", "deid_cli", "report", "--help"], capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "client")))
     assert r.returncode == 0 and "example" in r.stdout and "deid report" in r.stdout
+
+
+def _page_text(page):
+    """The page's visible text: no tags, no embedded images, no style."""
+    import html
+    import re
+    page = re.sub(r"<style>.*?</style>|data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+@pytest.mark.parametrize("name", [ANATOMY, GENERALIZED])
+def test_numbers_for_people(url, releases, tmp_path, name):
+    """Three significant digits, shares as percentages, and no JSON on the page: the verifier's
+    report and every nested value are in the JSON twin only."""
+    import re
+    rep, page = report(url, "deid_t_admin", name, tmp_path)
+    shown = _page_text(page)
+    assert not re.search(r"\d\.\d{4,}", shown), re.findall(r"\S*\d\.\d{4,}\S*", shown)[:5]
+    assert '{"' not in shown and '["' not in shown
+    assert rep["verification"]["logged"] and "verification" in shown and f"{name}.json" in shown
+    risk = rep["privacy"]["distributions"]
+    highest = next(iter(risk.values()))["risk"]["highest"]
+    assert f"{100 * highest:.3g}" in shown and " %" in shown
+    if name == ANATOMY:
+        are = rep["utility"]["measures"]["are"]
+        assert f"{100 * are:.3g}"[:3] in shown
+
+
+def test_sig_and_pct():
+    from deid_cli.report_html import pct, sig, text
+    assert sig(0.07345162620972935) == "0.0735" and sig(13.900666) == "13.9"
+    assert sig(1234.5) == "1,230" and sig(20000) == "20000" and sig(0.0) == "0"
+    assert sig(-0.00430123) == "-0.00430" and sig(1e-7) == "1.00e-07"
+    assert pct(0.0735) == "7.35 %" and pct(1.0) == "100 %" and pct(None) == ""
+    assert text({"a": 1.23456, "b": [1, 2]}) == "a: 1.23\nb: [1, 2]"
+    assert text(True) == "yes" and text(None) == ""

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(browser.CHROMIUM is None, reason="chromium is no
 
 DEMO = {"demo_anatomy": "anatomy", "demo_generalized": "generalization",
         "demo_synthetic": "condensation", "demo_dx": "disassociation"}
-SECTIONS = ["Summary", "Request", "Verification", "Privacy", "Utility", "Against the source"]
+SECTIONS = ["Summary", "Request", "Verification", "Privacy", "Risk", "Utility", "Against the source"]
 
 
 def _psql():
@@ -121,6 +121,38 @@ def test_a_role_without_select_gets_no_source_derived_measure(demo_url, no_selec
     if release == "demo_synthetic":
         assert m["release"]["mean"]
     assert rep["summary"] and "passed" in rep["summary"][1]
+    assert "risk" not in rep and "<h2>Risk</h2>" in page
+    if release == "demo_synthetic":
+        assert "Distance to closest record" in page and "needs SELECT on the source" in page
+
+
+RISK_HEIGHT = 560
+
+
+@pytest.mark.parametrize("release", list(DEMO))
+def test_risk_section_in_a_browser(demo_url, tmp_path, release):
+    """The Risk section by itself in chromium: prosecutor risk for every method (highest,
+    average, records in classes below k and 2k), and for condensation the distance to closest
+    record computed in the server; a screenshot of it (docs/img/report_risk_<release>.png)."""
+    rep, page = _report(demo_url, "postgres", release, tmp_path)
+    part = browser.section(tmp_path / f"{release}.html", "Risk", tmp_path / f"risk_{release}.html")
+    headings, images = browser.load(part, tmp_path / "chromium")
+    h3 = [text for tag, text in headings if tag == "h3"]
+    assert h3[0] == "Prosecutor risk" and images == []
+    risks = [d["risk"] for d in rep["privacy"]["distributions"].values()]
+    assert risks and all(0 <= r["records_at_risk"] <= r["records_below_2k"] <= 1 for r in risks)
+    if release == "demo_synthetic":
+        dcr = rep["risk"]["dcr"]
+        assert h3 == ["Prosecutor risk", "Distance to closest record"]
+        assert dcr["checked"] == 2000 and dcr["of"] == 20000
+        assert 0 <= dcr["closer_than_neighbour"] <= 1 and 0 <= dcr["identical"] <= 1
+        assert set(dcr["columns"]) <= set(rep["utility"]["measures"]["release"]["mean"])
+        assert any("synthetic rows checked" in x for x in rep["summary"])
+    else:
+        assert "risk" not in rep
+    png = browser.screenshot(part, tmp_path / f"risk_{release}.png", tmp_path / "chromium",
+                             height=RISK_HEIGHT)
+    assert browser.png_size(png) == (1000, RISK_HEIGHT) and png.stat().st_size > 5_000
 
 
 def test_the_probe_sees_a_broken_image(tmp_path):
@@ -135,6 +167,8 @@ def test_the_probe_sees_a_broken_image(tmp_path):
 def test_the_docs_show_a_screenshot_of_each_demo_report():
     for release in DEMO:
         assert browser.png_size(ROOT / "docs" / "img" / f"report_{release}.png")[0] >= 600
+        assert browser.png_size(ROOT / "docs" / "img" / f"report_risk_{release}.png")[0] >= 600
+    assert "img/report_risk_demo_" in (ROOT / "docs" / "cli.md").read_text()
     assert "img/report_demo_" in (ROOT / "docs" / "cli.md").read_text()
     assert "docs/img/report_demo_" in (ROOT / "README.md").read_text()
 

@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(59);
+SELECT plan(61);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -90,6 +90,9 @@ SELECT has_function('deid', 'drop_release', ARRAY['text']);
 SELECT isnt_definer('deid', '_anonymize_request',
                     ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text']);
 SELECT is_definer('deid', '_request_finish', ARRAY['text', 'name']);
+-- the report's source-derived figures: read as the caller, never as deid_owner
+SELECT has_function('deid', 'report_source', ARRAY['text']);
+SELECT isnt_definer('deid', '_report_source', ARRAY['text']);
 CREATE TABLE public.t_pgtap_src (id int PRIMARY KEY, a int, s text);
 INSERT INTO t_pgtap_src SELECT i, i % 10, 'v' || (i % 4) FROM generate_series(1, 200) i;
 SELECT deid.set_role('t_pgtap_src', 'a', 'quasi_identifier');
