@@ -37,6 +37,11 @@ INVALID_TEXT_REPRESENTATION = "22P02"
 # deid-specific class "DE": release could not meet the privacy model.
 PRIVACY_MODEL_UNSATISFIABLE = "DE001"
 VERIFICATION_FAILED = "DE002"
+# a module of deid cannot be imported: its files changed under the session (the same code and
+# hint are inlined in the PL/Python preamble, extension/build_sql.py, which runs before deid loads)
+CODE_CHANGED = "DE003"
+CODE_CHANGED_HINT = ("deid's files changed under this session (an install or an upgrade): reconnect."
+                     " If it happens in a new session too, install deid again for this server.")
 
 
 # Classes of SQLSTATEs that tell the state of the session or the server, not the data: a cancel,

@@ -10,7 +10,8 @@ import time
 
 import plpy
 
-from .errors import DeidError, INSUFFICIENT_PRIVILEGE, PLPY_PREFIX as _PREFIX
+from .errors import (CODE_CHANGED, CODE_CHANGED_HINT, DeidError, INSUFFICIENT_PRIVILEGE,
+                     PLPY_PREFIX as _PREFIX)
 
 READ_HINT = ("deid reads as the calling role (for a policy-based request, as the policy's grantor):"
              " that role needs SELECT on the columns read, and on what a view reads.")
@@ -87,9 +88,13 @@ def entry(function, *args, **kwargs):
     """Call ``deid.<module>.<function>`` (given as "module.function") with a
     Database; translate DeidError into a PostgreSQL error."""
     module_name, _, func_name = function.rpartition(".")
-    module = importlib.import_module("deid." + module_name)
     try:
+        module = importlib.import_module("deid." + module_name)
         return getattr(module, func_name)(Database(), *args, **kwargs)
+    except ImportError as e:
+        # a module of deid missing from the build this backend loaded: its files were changed
+        # in place (an install holds builds a backend uses; extension/install_python.py)
+        plpy.error(f"deid could not load its code: {e}", sqlstate=CODE_CHANGED, hint=CODE_CHANGED_HINT)
     except DeidError as e:
         extra = {k: v for k, v in (("detail", e.detail), ("hint", e.hint)) if v}
         plpy.error(e.message, sqlstate=e.sqlstate, **extra)
