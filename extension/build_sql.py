@@ -120,8 +120,8 @@ def boot(pydir):
     ``current`` (extension/install_python.py). A backend reads the link once, holds a shared lock
     on the build's ``.in-use`` for its life (an install removes only builds whose lock it can
     take) and keeps that build: its lazy imports never mix two builds, whatever is installed
-    meanwhile. The loaded package is marked with the version directory (``deid._home``): one
-    dictionary lookup per call. Several versions' packages may be installed side by side
+    meanwhile. Whether the loaded package is one of this version's builds is one dictionary
+    lookup and a string comparison per call. Several versions' packages may be installed side by side
     (``.../deid/python-X.Y.Z``), and a backend may have imported one version's ``deid`` before
     ``ALTER EXTENSION deid UPDATE`` re-created the functions to point at another; then every
     ``deid.*`` module and every module loaded from another deid package directory (its vendored
@@ -161,16 +161,75 @@ def boot(pydir):
         f"sys.path[:] = [_build] + [p for p in sys.path if not p.startswith({family!r})]",
         "importlib.invalidate_caches()",
         "import deid",
-        "deid._home, deid._build_lock = _home, _fd"]
+        "deid._build_lock = _fd"]
     return "\n".join([
         "import sys",
         "try:",
-        f"    if getattr(sys.modules.get('deid'), '_home', None) != {home!r}:",
+        "    _f = getattr(sys.modules.get('deid'), '__file__', None) or ''",
+        f"    if not (_f.startswith({home + '/builds/'!r}) or _f == {home + '/deid/__init__.py'!r}):",
         *("        " + line for line in slow),
         "    from deid.pg import entry",
         "except ImportError as _e:",
         "    plpy.error('deid could not load its code: %s' % _e, sqlstate=" + repr(CODE_CHANGED)
         + ", hint=" + repr(CODE_CHANGED_HINT) + ")"])
+
+
+# A SECURITY DEFINER PL/Python function of deid's: its header, the attributes between LANGUAGE and
+# AS, and its body.
+PY_DEFINER = re.compile(r"CREATE\s+FUNCTION\s+(?P<name>deid\._\w+)\((?P<args>.*?)\)\s+RETURNS\s+(?P<ret>.*?)"
+                        r"\s+LANGUAGE\s+plpython3u\b(?P<attrs>.*?)\bAS\s+(?P<q>\$\w*\$)(?P<body>.*)(?P=q);$",
+                        re.S)
+# Owned by deid_loader, not deid_owner, and executable by deid's own code only.
+NOT_SPLIT = {"deid._copy_in"}
+
+DEFINER_BODY = """CREATE FUNCTION {name}({args})
+RETURNS {ret} LANGUAGE plpgsql{attrs}AS $wrap$
+#variable_conflict use_variable
+DECLARE s text; m text; d text; h text;
+BEGIN
+    {ret_stmt};
+EXCEPTION WHEN OTHERS OR query_canceled THEN
+    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL,
+                            h = PG_EXCEPTION_HINT;
+    PERFORM deid._raise(s, m, d, h);
+END $wrap$"""
+
+
+def _no_defaults(args):
+    return ", ".join(re.split(r"\s+DEFAULT\s+|\s*=\s*", a, maxsplit=1, flags=re.I)[0]
+                     for a in split_args(args))
+
+
+def split_definer(stmt):
+    """A SECURITY DEFINER PL/Python function as two: its body, renamed ``<name>__py`` and
+    executable by its owner only (the grants go by name, sql/90_usage_privileges.sql), and under
+    the original name, signature, attributes, comment and grants a PL/pgSQL definer that calls it
+    and raises any error again through ``deid._raise``. A role may call the definers directly
+    (the public wrappers run as the caller); PL/Python reports an error escaping Python with its
+    exception class in the message and a traceback in CONTEXT, PL/pgSQL as PostgreSQL's own.
+    Any other statement is returned as it is."""
+    m = PY_DEFINER.match(stmt)
+    if not m or not re.search(r"\bSECURITY\s+DEFINER\b", m["attrs"]) or m["name"] in NOT_SPLIT:
+        return stmt
+    inner = m["name"] + "__py"
+    names = [a.split()[0] for a in split_args(m["args"])]
+    attrs = re.sub(r"\s*--[^\n]*", "", m["attrs"])
+    call = f"{inner}({', '.join(names)})"
+    stmt_ret = f"PERFORM {call}; RETURN" if m["ret"].strip().lower() == "void" else ret_stmt(m["ret"], call)
+    py = (f"CREATE FUNCTION {inner}({_no_defaults(m['args'])})\nRETURNS {m['ret']} LANGUAGE plpython3u"
+          + re.sub(r"\s*\bSECURITY\s+DEFINER\b", "", m["attrs"]) + f"AS {m['q']}{m['body']}{m['q']};")
+    wrapper = DEFINER_BODY.format(name=m["name"], args=m["args"], ret=m["ret"], attrs=attrs,
+                                  ret_stmt=stmt_ret)
+    return py + "\n" + wrapper + ";"
+
+
+def split_definers(text):
+    """``split_definer`` applied to every statement of TEXT, in place (comments kept)."""
+    for stmt in statements(text):
+        new = split_definer(stmt)
+        if new != stmt:
+            text = text.replace(stmt[:-1], new[:-1], 1)
+    return text
 
 
 def build(pydir, paths):
@@ -183,7 +242,7 @@ def build(pydir, paths):
                 continue
             m = WRAP.match(line)
             out.append(wrap(m) if m else line.replace("@DEID_PYDIR@", pydir))
-    return "\n".join(out) + "\n"
+    return split_definers("\n".join(out) + "\n")
 
 
 def statements(text):

@@ -17,7 +17,8 @@ import re
 
 # PL/Python's exception-class prefix of an error's message (pg.py and distributed/protocol.py
 # drop it: a message reads as PostgreSQL's own)
-PLPY_PREFIX = re.compile(r"^(?:(?:plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): )+")
+# (and deid's own, pg._Raised)
+PLPY_PREFIX = re.compile(r"^(?:(?:plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+|deid): )+")
 
 # SQLSTATEs used by deid (PostgreSQL's own codes, Appendix A of the manual).
 INVALID_PARAMETER_VALUE = "22023"
