@@ -5,7 +5,8 @@ message or its CONTEXT) and a HINT.
 The public functions are reached through their wrappers; but the internal functions they call
 (``deid._*``) are executable too (a SECURITY INVOKER wrapper runs as its caller), and a role may
 call them directly. The functions are enumerated from pg_proc with has_function_privilege, for a
-plain login, a deid_admin and a policy's requester, and each is called with two sets of bad
+plain login, a deid_admin and a policy's requester (the public ones too), and each is called,
+in a transaction rolled back afterwards, with two sets of bad
 arguments: every argument NULL, and every argument a wrong value of its type (another role's name,
 an OID of nothing, a negative number, garbage text)."""
 import psycopg
@@ -18,7 +19,7 @@ WRONG = {"text": "'zz no such thing'", "name": "'deid_owner'", "oid": "0", "inte
          "bigint": "-1", "double precision": "-1", "numeric": "-1", "boolean": "false",
          "bytea": "'\\x00'::bytea", "text[]": "'{zz}'", "bigint[]": "'{-1}'",
          "double precision[]": "'{-1}'", "numeric[]": "'{-1}'", "bytea[]": "'{}'", "jsonb": "'{}'",
-         "regclass": "'pg_class'::regclass", "integer[]": "'{-1}'"}
+         "regclass": "'pg_class'::regclass", "integer[]": "'{-1}'", "date": "'1800-01-01'"}
 PYTHON_MARKS = ("plpy.", "spiexceptions", "Traceback", "Error: ", "Exception: ", "PL/Python function",
                 "\nNone", " None ")
 
@@ -28,7 +29,7 @@ def _executable(conn, role):
         "SELECT p.oid::regprocedure::text, p.proname,"
         "       array(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t),"
         "       l.lanname = 'plpython3u' AND NOT p.prosecdef"
-        "  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = 'deid'::regnamespace AND p.proname LIKE '\\_%%'"
+        "  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = 'deid'::regnamespace"
         "   AND p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)"
         "   AND has_function_privilege(%s, p.oid, 'EXECUTE') ORDER BY 1", [role]).fetchall()
 
@@ -76,8 +77,9 @@ def test_every_executable_internal_function_answers_bad_calls_cleanly(admin, con
         for how in ("null", "wrong"):
             query = _call(name, types, how)
             try:
-                with conn.transaction():
+                with conn.transaction():            # what a call did is undone
                     conn.execute(query)
+                    raise psycopg.Rollback()
             except psycopg.Error as e:
                 flaw = _flaw(e, as_caller)
                 if flaw:
