@@ -121,8 +121,8 @@ def boot(pydir):
     on the build's ``.in-use`` for its life (an install removes only builds whose lock it can
     take) and keeps that build: its lazy imports never mix two builds, whatever is installed
     meanwhile. Whether the loaded package is one of this version's builds is one dictionary
-    lookup and a string comparison per call. Several versions' packages may be installed side by side
-    (``.../deid/python-X.Y.Z``), and a backend may have imported one version's ``deid`` before
+    lookup and a string comparison per call. Several versions' packages may be installed side
+    by side (``.../deid/python-X.Y.Z``), and a backend may have imported one version's ``deid`` before
     ``ALTER EXTENSION deid UPDATE`` re-created the functions to point at another; then every
     ``deid.*`` module and every module loaded from another deid package directory (its vendored
     sqlglot; a namespace package has no ``__file__``, only a ``__path__``) is dropped, the old
@@ -137,14 +137,17 @@ def boot(pydir):
         "    try:",
         "        _build = _home + '/builds/' + os.path.basename(os.readlink(_home + '/current'))",
         "    except OSError:",
-        "        _build, _fd = _home, None",
+        "        _build, _fd = (_home + '/current') if os.path.isdir(_home + '/current') else _home, None",
         "        break",
         "    try:",
         "        _fd = os.open(_build + '/.in-use', os.O_RDONLY)",
         "    except FileNotFoundError:",
         "        _fd = None",
         "        continue",
-        "    fcntl.flock(_fd, fcntl.LOCK_SH)",
+        "    try:",
+        "        fcntl.flock(_fd, fcntl.LOCK_SH)",
+        "    except OSError:",
+        "        pass",
         "    if os.path.isfile(_build + '/deid/__init__.py'):",
         "        break",
         "    os.close(_fd)",
@@ -166,7 +169,8 @@ def boot(pydir):
         "import sys",
         "try:",
         "    _f = getattr(sys.modules.get('deid'), '__file__', None) or ''",
-        f"    if not (_f.startswith({home + '/builds/'!r}) or _f == {home + '/deid/__init__.py'!r}):",
+        f"    if not (_f.startswith(({home + '/builds/'!r}, {home + '/current/'!r}))"
+        f" or _f == {home + '/deid/__init__.py'!r}):",
         *("        " + line for line in slow),
         "    from deid.pg import entry",
         "except ImportError as _e:",
