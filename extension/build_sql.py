@@ -11,8 +11,9 @@ ownership and the dumped configuration.
 
 Two expansions:
 
-``#@BOOT`` (a line of a PL/Python body): imports ``entry`` from this version's private package
-directory, reloading the package if the backend had loaded another version's (see ``boot``).
+``#@BOOT`` (a line of a PL/Python body): imports ``entry`` from the build of this version's
+private package directory that the backend loaded (the one installed last, for a backend that
+loaded none), reloading the package if the backend had loaded another version's (see ``boot``).
 
 ``#@WRAP <public signature> RETURNS <type> => <implementation call>`` (a line of its own):
 the public function, a PL/pgSQL SECURITY INVOKER wrapper that runs as the caller, calls the
@@ -105,32 +106,134 @@ def wrap(m):
     return "\n".join(out)
 
 
-def boot(pydir):
-    """The PL/Python preamble: import ``entry`` from this version's package directory PYDIR.
+# deid's SQLSTATE for a module of deid that cannot be imported (python_udfs/deid/errors.py)
+CODE_CHANGED = "DE003"
+CODE_CHANGED_HINT = ("deid's files changed under this session (an install or an upgrade): reconnect."
+                     " If it happens in a new session too, install deid again for this server.")
 
-    Several versions' packages may be installed side by side (``.../deid/python-X.Y.Z``), and a
-    backend may have imported one version's ``deid`` before ``ALTER EXTENSION deid UPDATE``
-    re-created the functions to point at another. So the preamble checks where the loaded
-    ``deid`` comes from (one dictionary lookup per call) and, if it is another directory, drops
-    every ``deid.*`` module and every module loaded from another deid package directory (its
-    vendored sqlglot; a namespace package has no ``__file__``, only a ``__path__``), and puts
-    PYDIR alone first on sys.path before importing again."""
-    family = pydir.rstrip("/").rsplit("/", 1)[0] + "/python"
-    init = pydir.rstrip("/") + "/deid/__init__.py"
-    own = pydir.rstrip("/") + "/"
+
+def boot(pydir):
+    """The PL/Python preamble: import ``entry`` from the build of this version that the backend
+    loaded, or, in a backend that has none, from the one ``PYDIR/current`` points at.
+
+    Each install is a build of its own, ``PYDIR/builds/<id>``, switched to by renaming the link
+    ``current`` (extension/install_python.py). A backend reads the link once, holds a shared lock
+    on the build's ``.in-use`` for its life (an install removes only builds whose lock it can
+    take) and keeps that build: its lazy imports never mix two builds, whatever is installed
+    meanwhile. Whether the loaded package is one of this version's builds is one dictionary
+    lookup and a string comparison per call. Several versions' packages may be installed side
+    by side (``.../deid/python-X.Y.Z``), and a backend may have imported one version's ``deid`` before
+    ``ALTER EXTENSION deid UPDATE`` re-created the functions to point at another; then every
+    ``deid.*`` module and every module loaded from another deid package directory (its vendored
+    sqlglot; a namespace package has no ``__file__``, only a ``__path__``) is dropped, the old
+    build's lock released, and the new build put alone first on sys.path. A version directory
+    without ``current`` (an older layout) is itself the build."""
+    home = pydir.rstrip("/")
+    family = home.rsplit("/", 1)[0] + "/python"
+    slow = [
+        "import fcntl, importlib, os",
+        f"_home = {home!r}",
+        "for _try in range(5):",
+        "    try:",
+        "        _build = _home + '/builds/' + os.path.basename(os.readlink(_home + '/current'))",
+        "    except OSError:",
+        "        _build, _fd = (_home + '/current') if os.path.isdir(_home + '/current') else _home, None",
+        "        break",
+        "    try:",
+        "        _fd = os.open(_build + '/.in-use', os.O_RDONLY)",
+        "    except FileNotFoundError:",
+        "        _fd = None",
+        "        continue",
+        "    try:",
+        "        fcntl.flock(_fd, fcntl.LOCK_SH)",
+        "    except OSError:",
+        "        pass",
+        "    if os.path.isfile(_build + '/deid/__init__.py'):",
+        "        break",
+        "    os.close(_fd)",
+        "    _fd = None",
+        "_old = getattr(sys.modules.get('deid'), '_build_lock', None)",
+        "if _old is not None:",
+        "    os.close(_old)",
+        "_stale = [n for n, m in list(sys.modules.items()) if n == 'deid' or n.startswith('deid.')",
+        f"          or any(p.startswith({family!r}) and not p.startswith(_build + '/')",
+        "                 for p in [getattr(m, '__file__', None) or '']",
+        "                 + list(getattr(m, '__path__', None) or ()))]",
+        "for _n in _stale:",
+        "    del sys.modules[_n]",
+        f"sys.path[:] = [_build] + [p for p in sys.path if not p.startswith({family!r})]",
+        "importlib.invalidate_caches()",
+        "import deid",
+        "deid._build_lock = _fd"]
     return "\n".join([
         "import sys",
-        f"if getattr(sys.modules.get('deid'), '__file__', None) != {init!r}:",
-        "    import importlib",
-        "    _stale = [n for n, m in list(sys.modules.items()) if n == 'deid' or n.startswith('deid.')",
-        "              or any(p.startswith(" + repr(family) + ") and not p.startswith(" + repr(own) + ")",
-        "                     for p in [getattr(m, '__file__', None) or '']",
-        "                     + list(getattr(m, '__path__', None) or ()))]",
-        "    for _n in _stale:",
-        "        del sys.modules[_n]",
-        f"    sys.path[:] = [{pydir!r}] + [p for p in sys.path if not p.startswith({family!r})]",
-        "    importlib.invalidate_caches()",
-        "from deid.pg import entry"])
+        "try:",
+        "    _f = getattr(sys.modules.get('deid'), '__file__', None) or ''",
+        f"    if not (_f.startswith(({home + '/builds/'!r}, {home + '/current/'!r}))"
+        f" or _f == {home + '/deid/__init__.py'!r}):",
+        *("        " + line for line in slow),
+        "    from deid.pg import entry",
+        "except ImportError as _e:",
+        "    plpy.error('deid could not load its code: %s' % _e, sqlstate=" + repr(CODE_CHANGED)
+        + ", hint=" + repr(CODE_CHANGED_HINT) + ")"])
+
+
+# A SECURITY DEFINER PL/Python function of deid's: its header, the attributes between LANGUAGE and
+# AS, and its body.
+PY_DEFINER = re.compile(r"CREATE\s+FUNCTION\s+(?P<name>deid\._\w+)\((?P<args>.*?)\)\s+RETURNS\s+(?P<ret>.*?)"
+                        r"\s+LANGUAGE\s+plpython3u\b(?P<attrs>.*?)\bAS\s+(?P<q>\$\w*\$)(?P<body>.*)(?P=q);$",
+                        re.S)
+# Owned by deid_loader, not deid_owner, and executable by deid's own code only.
+NOT_SPLIT = {"deid._copy_in"}
+
+DEFINER_BODY = """CREATE FUNCTION {name}({args})
+RETURNS {ret} LANGUAGE plpgsql{attrs}AS $wrap$
+#variable_conflict use_variable
+DECLARE s text; m text; d text; h text;
+BEGIN
+    {ret_stmt};
+EXCEPTION WHEN OTHERS OR query_canceled THEN
+    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL,
+                            h = PG_EXCEPTION_HINT;
+    PERFORM deid._raise(s, m, d, h);
+END $wrap$"""
+
+
+def _no_defaults(args):
+    return ", ".join(re.split(r"\s+DEFAULT\s+|\s*=\s*", a, maxsplit=1, flags=re.I)[0]
+                     for a in split_args(args))
+
+
+def split_definer(stmt):
+    """A SECURITY DEFINER PL/Python function as two: its body, renamed ``<name>__py`` and
+    executable by its owner only (the grants go by name, sql/90_usage_privileges.sql), and under
+    the original name, signature, attributes, comment and grants a PL/pgSQL definer that calls it
+    and raises any error again through ``deid._raise``. A role may call the definers directly
+    (the public wrappers run as the caller); PL/Python reports an error escaping Python with its
+    exception class in the message and a traceback in CONTEXT, PL/pgSQL as PostgreSQL's own.
+    Any other statement is returned as it is."""
+    m = PY_DEFINER.match(stmt)
+    if not m or not re.search(r"\bSECURITY\s+DEFINER\b", m["attrs"]) or m["name"] in NOT_SPLIT:
+        return stmt
+    inner = m["name"] + "__py"
+    names = [a.split()[0] for a in split_args(m["args"])]
+    attrs = re.sub(r"\s*--[^\n]*", "", m["attrs"])
+    call = f"{inner}({', '.join(names)})"
+    stmt_ret = f"PERFORM {call}; RETURN" if m["ret"].strip().lower() == "void" else ret_stmt(m["ret"], call)
+    py = (f"CREATE FUNCTION {inner}({_no_defaults(m['args'])})\nRETURNS {m['ret']} LANGUAGE plpython3u"
+          + re.sub(r"\s*\bSECURITY\s+DEFINER\b", "", m["attrs"]) + f"AS {m['q']}{m['body']}{m['q']};")
+    wrapper = DEFINER_BODY.format(name=m["name"], args=m["args"], ret=m["ret"], attrs=attrs,
+                                  ret_stmt=stmt_ret)
+    return py + "\n" + wrapper + ";"
+
+
+def split_definers(text):
+    """``split_definer`` applied to every statement of TEXT, in place (comments kept)."""
+    for stmt in statements(text):
+        new = split_definer(stmt)
+        if new != stmt:
+            text = text.replace(stmt[:-1], new[:-1], 1)
+    return text
 
 
 def build(pydir, paths):
@@ -143,7 +246,7 @@ def build(pydir, paths):
                 continue
             m = WRAP.match(line)
             out.append(wrap(m) if m else line.replace("@DEID_PYDIR@", pydir))
-    return "\n".join(out) + "\n"
+    return split_definers("\n".join(out) + "\n")
 
 
 def statements(text):

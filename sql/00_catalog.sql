@@ -212,18 +212,25 @@ CREATE FUNCTION deid._rid_set_entries(group_ids bytea, value_list text[], rid_co
 RETURNS TABLE (group_id int, value text, rids bigint[])
 LANGUAGE plpython3u IMMUTABLE STRICT AS $fn$
 import struct
+
+
+def malformed(detail, hint):
+    # a class of builtins is written by its bare name: "deid: ...", not "plpy.Error: ..." (pg.py)
+    e = type("deid", (plpy.Error,), {"__module__": "builtins"})("deid.rid_set holds a malformed chunk")
+    e.sqlstate, e.detail, e.hint = "XX001", detail, hint
+    raise e
+
+
 n = len(value_list)
 if len(group_ids) != 4 * n or len(rid_counts) != 4 * n or len(all_rids) % 8:
-    plpy.error("deid.rid_set holds a malformed chunk", sqlstate="XX001",
-               detail=f"{n} values, {len(group_ids)} bytes of groups, {len(rid_counts)} bytes"
-                      f" of counts, {len(all_rids)} bytes of RIDs",
-               hint="group_ids and rid_counts hold 4 bytes per value, rids 8 bytes per RID.")
+    malformed(f"{n} values, {len(group_ids)} bytes of groups, {len(rid_counts)} bytes"
+              f" of counts, {len(all_rids)} bytes of RIDs",
+              "group_ids and rid_counts hold 4 bytes per value, rids 8 bytes per RID.")
 sizes = struct.unpack(f">{n}i", rid_counts)
 rids = list(struct.unpack(f">{len(all_rids) // 8}q", all_rids))
 if sum(sizes) != len(rids) or min(sizes, default=0) < 0:
-    plpy.error("deid.rid_set holds a malformed chunk", sqlstate="XX001",
-               detail=f"rid_counts add up to {sum(sizes)}, rids holds {len(rids)} RIDs",
-               hint="rid_counts holds the size of each value's RID set, in rids' order.")
+    malformed(f"rid_counts add up to {sum(sizes)}, rids holds {len(rids)} RIDs",
+              "rid_counts holds the size of each value's RID set, in rids' order.")
 stop, out = 0, []
 for group, value, size in zip(struct.unpack(f">{n}i", group_ids), value_list, sizes):
     out.append((group, value, rids[stop:stop + size]))

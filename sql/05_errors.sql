@@ -1,11 +1,17 @@
 -- Re-raise an error caught by a public wrapper without PL/Python's
--- "plpy.Error: " / "spiexceptions.X: " prefix and traceback, keeping its
+-- "plpy.Error: " / "spiexceptions.X: " / "deid: " prefix and traceback, keeping its
 -- SQLSTATE, detail and hint.
 CREATE FUNCTION deid._raise(sqlstate text, message text, detail text, hint text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    m text := regexp_replace(message, '^((plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): )+', '');
+    m text := regexp_replace(message, '^((plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+|deid): )+', '');
 BEGIN
+    -- called directly with what is no error (a role may: the wrappers run as their caller)
+    IF sqlstate IS NULL OR sqlstate !~ '^[0-9A-Z]{5}$' OR sqlstate ~ '^00' OR m IS NULL THEN
+        RAISE EXCEPTION 'deid._raise needs a SQLSTATE of an error and a message'
+              USING ERRCODE = 'invalid_parameter_value',
+                    HINT = 'It raises again an error that deid caught; call the public deid functions.';
+    END IF;
     IF coalesce(detail, '') = '' AND coalesce(hint, '') = '' THEN
         RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = m;
     ELSIF coalesce(hint, '') = '' THEN

@@ -127,7 +127,9 @@ BEGIN
         RAISE EXCEPTION 'no reader for role "%"', grantor USING ERRCODE = 'insufficient_privilege',
               HINT = 'A policy is granted by a role that may read the source itself.';
     END IF;
-    EXECUTE format('DROP FUNCTION IF EXISTS %s', fn);
+    IF to_regprocedure(fn) IS NOT NULL THEN           -- (IF EXISTS would say NOTICE when not)
+        EXECUTE format('DROP FUNCTION %s', fn);
+    END IF;
     EXECUTE format('CREATE FUNCTION %s RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER'
                    ' SET search_path = pg_catalog, pg_temp AS %L',
                    replace(fn, '(text)', '(token text)'), deid._reader_source());

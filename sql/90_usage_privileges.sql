@@ -65,7 +65,7 @@ GRANT EXECUTE ON FUNCTION deid._copy_in(regclass, text[], text), deid._install_r
                           deid._reader_source(), deid._dist_keyed(text) TO deid_owner;
 
 -- Ownership: deid_owner (NOLOGIN, no superuser) owns the catalog, the release schemas and
--- every SECURITY DEFINER implementation except two: deid._copy_in belongs to deid_loader
+-- every SECURITY DEFINER implementation (and the PL/Python body each calls) except two: deid._copy_in belongs to deid_loader
 -- (pg_read_server_files), deid._install_reader stays with the installing superuser (only a
 -- superuser creates a PL/Python function and gives it to another role).
 ALTER SCHEMA release OWNER TO deid_owner;
@@ -90,7 +90,10 @@ BEGIN
                        r.rel);
     END LOOP;
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p
-              WHERE p.pronamespace = 'deid'::regnamespace AND p.prosecdef
+              WHERE p.pronamespace = 'deid'::regnamespace
+                -- <name>__py: the PL/Python body of a definer, called by that definer only
+                -- (extension/build_sql.py, split_definer); its owner alone may execute it
+                AND (p.prosecdef OR p.proname LIKE '%\_\_py')
                 AND p.proname NOT IN ('_copy_in', '_install_reader')
                 AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid
                                AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e')

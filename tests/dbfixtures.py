@@ -80,8 +80,10 @@ def hint_of(excinfo):
 
 
 def server_python_dir(conn):
-    """The directory of the Python package that the installed deid version loads
-    (share/deid/python-<extversion>), for tests that patch the server's modules in a DO block."""
-    return conn.execute(
+    """The directory of the Python package that the installed deid version loads (the build
+    that share/deid/python-<extversion>/current points at), for tests that patch the server's
+    modules in a DO block."""
+    home = conn.execute(
         "SELECT c.setting || '/deid/python-' || e.extversion FROM pg_config c, pg_extension e"
         " WHERE c.name = 'SHAREDIR' AND e.extname = 'deid'").fetchone()[0]
+    return os.path.join(home, "builds", os.path.basename(os.readlink(os.path.join(home, "current"))))

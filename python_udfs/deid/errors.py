@@ -17,7 +17,8 @@ import re
 
 # PL/Python's exception-class prefix of an error's message (pg.py and distributed/protocol.py
 # drop it: a message reads as PostgreSQL's own)
-PLPY_PREFIX = re.compile(r"^(?:(?:plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+): )+")
+# (and deid's own, pg._Raised)
+PLPY_PREFIX = re.compile(r"^(?:(?:plpy\.Error|plpy\.SPIError|spiexceptions\.[A-Za-z]+|deid): )+")
 
 # SQLSTATEs used by deid (PostgreSQL's own codes, Appendix A of the manual).
 INVALID_PARAMETER_VALUE = "22023"
@@ -37,6 +38,11 @@ INVALID_TEXT_REPRESENTATION = "22P02"
 # deid-specific class "DE": release could not meet the privacy model.
 PRIVACY_MODEL_UNSATISFIABLE = "DE001"
 VERIFICATION_FAILED = "DE002"
+# a module of deid cannot be imported: its files changed under the session (the same code and
+# hint are inlined in the PL/Python preamble, extension/build_sql.py, which runs before deid loads)
+CODE_CHANGED = "DE003"
+CODE_CHANGED_HINT = ("deid's files changed under this session (an install or an upgrade): reconnect."
+                     " If it happens in a new session too, install deid again for this server.")
 
 
 # Classes of SQLSTATEs that tell the state of the session or the server, not the data: a cancel,

@@ -10,7 +10,8 @@ import time
 
 import plpy
 
-from .errors import DeidError, INSUFFICIENT_PRIVILEGE, PLPY_PREFIX as _PREFIX
+from .errors import (CODE_CHANGED, CODE_CHANGED_HINT, DeidError, INSUFFICIENT_PRIVILEGE,
+                     PLPY_PREFIX as _PREFIX)
 
 READ_HINT = ("deid reads as the calling role (for a policy-based request, as the policy's grantor):"
              " that role needs SELECT on the columns read, and on what a view reads.")
@@ -83,16 +84,42 @@ class Database:
         return plpy.subtransaction()
 
 
+class _Raised(plpy.Error):
+    """An error of deid's leaving PL/Python. PL/Python writes the class of an exception that
+    escapes a function before its message ("plpy.Error: ...", and a traceback in CONTEXT); a
+    class of the module ``builtins`` is written by its bare name, so this one reads "deid: ...".
+    The PL/pgSQL wrappers (deid._raise) drop that too; what a role sees calling a SECURITY
+    INVOKER implementation itself (it must run as its caller, so it is executable) is
+    "deid: <message>" with its SQLSTATE, detail and hint."""
+
+
+_Raised.__name__ = _Raised.__qualname__ = "deid"
+_Raised.__module__ = "builtins"
+
+# For an error of a statement deid ran that came without a hint (PostgreSQL's own).
+STATEMENT_HINT = ("deid stopped at this error of a statement it ran: check the arguments"
+                  " (SELECT deid.usage(); describes every function).")
+
+
+def _error(message, sqlstate, detail=None, hint=None):
+    e = _Raised(message)
+    e.sqlstate, e.detail, e.hint = sqlstate, detail or None, hint or None
+    raise e
+
+
 def entry(function, *args, **kwargs):
     """Call ``deid.<module>.<function>`` (given as "module.function") with a
     Database; translate DeidError into a PostgreSQL error."""
     module_name, _, func_name = function.rpartition(".")
-    module = importlib.import_module("deid." + module_name)
     try:
+        module = importlib.import_module("deid." + module_name)
         return getattr(module, func_name)(Database(), *args, **kwargs)
+    except ImportError as e:
+        # a module of deid missing from the build this backend loaded: its files were changed
+        # in place (an install holds builds a backend uses; extension/install_python.py)
+        _error(f"deid could not load its code: {e}", CODE_CHANGED, hint=CODE_CHANGED_HINT)
     except DeidError as e:
-        extra = {k: v for k, v in (("detail", e.detail), ("hint", e.hint)) if v}
-        plpy.error(e.message, sqlstate=e.sqlstate, **extra)
+        _error(e.message, e.sqlstate, e.detail, e.hint)
     except plpy.SPIError as e:
         # An error of a statement this function ran (e.g. a nested deid function): raise it
         # again as it was, without PL/Python's exception-class prefix.
@@ -100,8 +127,8 @@ def entry(function, *args, **kwargs):
         if state is None:
             raise
         detail, hint = _detail_hint(e)
-        extra = {k: v for k, v in (("detail", detail), ("hint", hint)) if v}
-        plpy.error(_PREFIX.sub("", str(e.args[0] if e.args else e)), sqlstate=state, **extra)
+        _error(_PREFIX.sub("", str(e.args[0] if e.args else e)), state, detail,
+               hint or (None if state == "57014" else STATEMENT_HINT))
 
 
 def _detail_hint(e):

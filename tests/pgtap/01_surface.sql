@@ -65,6 +65,18 @@ SELECT is(
       WHERE pronamespace = 'deid'::regnamespace AND prosecdef
         AND NOT coalesce(proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)),
     0, 'every SECURITY DEFINER function pins search_path');
+SELECT is(
+    (SELECT count(*)::int FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+      WHERE p.pronamespace = 'deid'::regnamespace AND p.prosecdef AND l.lanname = 'plpython3u'
+        AND (has_function_privilege('deid_admin', p.oid, 'EXECUTE')
+             OR has_function_privilege('deid_reader', p.oid, 'EXECUTE'))),
+    0, 'a definer a role may call is PL/pgSQL (its errors read as PostgreSQL''s, without a traceback)');
+SELECT is(
+    (SELECT count(*)::int FROM pg_proc p
+      WHERE p.pronamespace = 'deid'::regnamespace AND p.proname LIKE '%\_\_py'
+        AND (has_function_privilege('deid_admin', p.oid, 'EXECUTE')
+             OR has_function_privilege('deid_reader', p.oid, 'EXECUTE'))),
+    0, 'the PL/Python body of a definer is for that definer only');
 SELECT ok(NOT has_function_privilege('deid_reader', 'deid._datapath_probe(oid, text[], text, boolean)', 'EXECUTE'),
           'the data-path probe is superuser only');
 SELECT ok(NOT has_function_privilege('deid_reader', 'deid._store_role(oid, name, text, text, text, name)', 'EXECUTE'),

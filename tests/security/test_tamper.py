@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from dbfixtures import server_python_dir
 from fixtures.paper003 import FIG1, FIG3B
 
 CATALOGS = ("deid.rid_set", "deid.equivalence_class", "deid.cluster_member",
@@ -373,9 +374,7 @@ def test_request_fails_when_a_count_table_is_not_its_rid_sets(url, released, cas
     """Before commit too: the anatomy verifier checks the count tables it did not compute
     against the RID sets it checked (a writer that stored a wrong count fails the request)."""
     conn, _ = released
-    python_dir = conn.execute(
-        "SELECT c.setting || '/deid/python-' || e.extversion FROM pg_config c, pg_extension e"
-        " WHERE c.name = 'SHAREDIR' AND e.extname = 'deid'").fetchone()[0]
+    python_dir = server_python_dir(conn)
     tamper = sql.SQL(statement("tmp_ana", "_diagnosis", case)).format(
         t=sql.Identifier("deid_release", "tmp_req_diagnosis"), c=sql.Identifier("diagnosis"))
     source, method, k, l, columns, _ = RELEASES["tmp_ana"]

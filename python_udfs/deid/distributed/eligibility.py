@@ -30,9 +30,10 @@ id is drawn from the node's sequence (a gap, as a refused request leaves).
 CHECKS names, per method, its narrowed read and its check (pure plug-in functions); methods
 without one go straight to the store.
 """
-from ..errors import DeidError, FEATURE_NOT_SUPPORTED, UNDEFINED_TABLE
+from ..errors import DeidError, FEATURE_NOT_SUPPORTED
 from .. import pipeline
 from . import protocol
+from .node import source_relid
 
 
 def _anatomy():
@@ -56,10 +57,7 @@ def precheck(db, run, method, k, l, columns, selection, options):
 def node_check(db, source, method, k, l, columns, selection, options, name):
     """Node, as the caller: begin (SECURITY DEFINER), read as the caller with SELECT, check
     (SECURITY DEFINER). 'eligible', or the request's own refusal."""
-    relid = db.value("SELECT pg_catalog.to_regclass($1)::oid", [source])
-    if relid is None:
-        raise DeidError(UNDEFINED_TABLE, f"relation {source} does not exist on a node",
-                        hint="Every node holds the distributed source under the coordinator's name.")
+    relid = source_relid(db, source)
     token = pipeline._begin_and_read(db, relid, method, k, l, columns, selection, options, name,
                                      begin_function="deid._dist_eligibility_begin")
     try:
@@ -88,6 +86,6 @@ def _none(frame, req):
 
 def _hooks(method):
     if method not in CHECKS:
-        raise DeidError(FEATURE_NOT_SUPPORTED, f"method {method} has no pre-check over shards",
+        raise DeidError(FEATURE_NOT_SUPPORTED, f"method {method or 'NULL'} has no pre-check over shards",
                         hint="Call deid.anonymize_request(...) on the coordinator.")
     return CHECKS[method]()

@@ -22,7 +22,7 @@ import json
 
 from .. import pipeline
 from ..errors import (DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED,
-                      SERIALIZATION_FAILURE, UNDEFINED_TABLE, VERIFICATION_FAILED)
+                      SERIALIZATION_FAILURE, VERIFICATION_FAILED)
 from . import generalization as dg, node, protocol, read_cache
 
 METHOD = "generalization"
@@ -44,11 +44,7 @@ def levels(db, relid, k, columns, selection, options, parts):
 # -- the node's side of a distributed request (distributed/coordinator.py, "global_merge") ----
 
 def _relid(db, source):
-    relid = db.value("SELECT pg_catalog.to_regclass($1)::oid", [source])
-    if relid is None:
-        raise DeidError(UNDEFINED_TABLE, f"relation {source} does not exist on a node",
-                        hint="Every node holds the distributed source under the coordinator's name.")
-    return relid
+    return node.source_relid(db, source)
 
 
 def _roles(db):

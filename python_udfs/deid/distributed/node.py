@@ -18,18 +18,27 @@ coordinator gives out, and only for a run it logged.
 """
 import json
 
-from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, UNDEFINED_TABLE
+from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED, UNDEFINED_TABLE
 from ..request import access, release
 from ..verify.shared import table_digest
 from . import read_cache
 
 
-def store(db, run, coord_release, source, method, k, l, columns, selection, options, name):
-    """As the caller: release this node's rows; return the part's report (JSON text)."""
+def source_relid(db, source):
+    """The OID of the distributed source named SOURCE on this node."""
+    if source is None:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, "relation must not be NULL",
+                        hint="The coordinator names the distributed source; call deid.anonymize_request(...) there.")
     relid = db.value("SELECT pg_catalog.to_regclass($1)::oid", [source])
     if relid is None:
-        raise DeidError(UNDEFINED_TABLE, f"relation {source} does not exist on a node",
+        raise DeidError(UNDEFINED_TABLE, f'relation "{source}" does not exist on a node',
                         hint="Every node holds the distributed source under the coordinator's name.")
+    return relid
+
+
+def store(db, run, coord_release, source, method, k, l, columns, selection, options, name):
+    """As the caller: release this node's rows; return the part's report (JSON text)."""
+    relid = source_relid(db, source)
     row = db.query("SELECT release_id FROM deid._anonymize_request($1, $2, $3, $4, $5, $6, $7, $8)",
                    [relid, method, k, l, columns, selection, options, name],
                    ["oid", "text", "int", "int", "text[]", "text", "text", "text"])[0]

@@ -120,8 +120,29 @@ def test_update_script_re_creates_every_function(tmp_path):
     body = [line for line in script.splitlines() if line and not line.startswith(("--", "\\echo"))]
     assert body[:2] == ["CREATE TABLE deid.t (a int);", "ALTER TABLE deid.t ADD COLUMN b int;"]
     assert body[2].startswith("CREATE OR REPLACE FUNCTION deid.f()")
-    assert "/x/deid/python-2.0.0/deid/__init__.py" in script and body[-1].startswith("GRANT EXECUTE")
+    assert "/x/deid/python-2.0.0" in script and body[-1].startswith("GRANT EXECUTE")
     assert script.count("CREATE TABLE") == 1
     # an intermediate step of a longer chain: only its fragments
     step = bs.update("1.0.0--2.0.0", "3.0.0", "/x/deid/python-3.0.0", [str(sql / "00_a.sql")])
     assert "FUNCTION" not in step and "ADD COLUMN b" in step
+
+
+def test_a_definer_is_split_into_its_python_body_and_a_plpgsql_definer():
+    """A role may call deid's definers directly; PL/Python would answer with its exception class
+    in the message and a traceback in CONTEXT. The build keeps the name, signature and
+    attributes for a PL/pgSQL definer that re-raises through deid._raise, and moves the body
+    to <name>__py (no defaults, not a definer: it runs as the definer that calls it)."""
+    bs = _build_sql()
+    definer = ("CREATE FUNCTION deid._f(a text, caller name DEFAULT NULL)\nRETURNS TABLE (x int, y text)"
+               " LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$\n"
+               "return entry('m.f', a, caller)\n$$;")
+    py, wrapper = bs.split_definer(definer).split("\n$$;\n")
+    assert py.startswith("CREATE FUNCTION deid._f__py(a text, caller name)\nRETURNS TABLE (x int, y text)"
+                         " LANGUAGE plpython3u SET search_path")
+    assert "SECURITY DEFINER" not in py and "return entry('m.f', a, caller)" in py
+    assert wrapper.startswith("CREATE FUNCTION deid._f(a text, caller name DEFAULT NULL)\n"
+                              "RETURNS TABLE (x int, y text) LANGUAGE plpgsql SECURITY DEFINER SET search_path")
+    assert "RETURN QUERY SELECT * FROM deid._f__py(a, caller);" in wrapper
+    assert "PERFORM deid._raise(s, m, d, h);" in wrapper
+    invoker = definer.replace(" SECURITY DEFINER", "")
+    assert bs.split_definer(invoker) == invoker
