@@ -200,7 +200,7 @@ def _begin(db, relid, method, k, l, columns, selection, options, name, caller, n
     sel = parse_selection(db, rel, selection)
     cols, rid = read_columns(db, plugin, rel, columns, opts)
     read = cols + [rid] + sorted(sel.columns if sel else [])
-    grant = access.authorize_request(db, caller, rel, read, k, l)
+    grant = access.authorize_request(db, caller, rel, read, k, l, has_l=plugin.HAS_L)
     # the code this read runs runs as the reader: refuse before reading what it does not own
     code_trust.check_read(db, grant["reader"], rel, read, requester=grant["via"] == "policy")
     if grant["via"] == "policy" and sel is not None:
