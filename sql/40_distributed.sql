@@ -64,6 +64,7 @@ DO $slots$
 BEGIN
     INSERT INTO deid.run_slot SELECT generate_series(0, 1023) ON CONFLICT DO NOTHING;
 END $slots$;
+REVOKE ALL ON deid.run_slot FROM PUBLIC;
 COMMENT ON TABLE deid.run_slot IS
   'Run slots of distributed requests: a running coordinator holds its slot''s row lock; no role but deid_owner touches them';
 
