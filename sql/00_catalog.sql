@@ -127,8 +127,8 @@ CREATE TABLE deid.release (
 );
 CREATE INDEX ON deid.release (name);
 CREATE INDEX ON deid.release (source);      -- sql_drop looks a dropped source up
--- One committed release per name; concurrent requests for one name serialize on an advisory
--- lock first, so this index is the backstop, not the message.
+-- One committed release per name; concurrent requests for one name serialize on a row lock of
+-- deid.request_lock first, so this index is the backstop, not the message.
 CREATE UNIQUE INDEX release_committed_name ON deid.release (name) WHERE status = 'committed';
 COMMENT ON TABLE deid.release IS
   'Append-only log of releases. A failed request leaves no row: the whole request is one transaction.';
@@ -287,6 +287,23 @@ BEGIN
         ALTER TABLE deid.release_selection ALTER rids SET STORAGE EXTERNAL;
     END IF;
 END $storage$;
+
+-- ---------------------------------------------------------------------
+-- Request locks (python_udfs/deid/locks.py)
+-- ---------------------------------------------------------------------
+-- One row per thing concurrent requests serialize on: a source (the overlap control compares
+-- a release's selection with every earlier one of its source) or a release name. A request
+-- updates its row, and so holds the row's lock until its transaction ends. No privilege on
+-- this table is granted to any role: only deid's definers (deid_owner) lock its rows, where an
+-- advisory lock's key is free for any login to take.
+CREATE TABLE deid.request_lock (
+    kind   text NOT NULL CHECK (kind IN ('source', 'release_name')),
+    key    text NOT NULL,
+    taken  bigint NOT NULL DEFAULT 1,
+    PRIMARY KEY (kind, key)
+);
+COMMENT ON TABLE deid.request_lock IS
+  'Rows whose locks serialize concurrent requests of one source or one release name; no role but deid_owner touches them';
 
 -- ---------------------------------------------------------------------
 -- Views and privileges

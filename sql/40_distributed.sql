@@ -53,6 +53,21 @@ CREATE TABLE deid.distributed_part (
 COMMENT ON TABLE deid.distributed_part IS
   'Parts of distributed releases stored on this node; pending until the coordinator''s proof is shown.';
 
+-- Coordinator: while a run lasts, its coordinator's transaction holds the row lock of one slot
+-- (the run's token names it); a run whose slot is free neither runs nor will
+-- (distributed/protocol.py). No privilege is granted on it: no other role can lock a slot.
+CREATE TABLE deid.run_slot (
+    slot  int PRIMARY KEY CHECK (slot >= 0)
+);
+-- 1024 slots (a DO block: re-run by every update, it keeps slots a superuser added)
+DO $slots$
+BEGIN
+    INSERT INTO deid.run_slot SELECT generate_series(0, 1023) ON CONFLICT DO NOTHING;
+END $slots$;
+REVOKE ALL ON deid.run_slot FROM PUBLIC;
+COMMENT ON TABLE deid.run_slot IS
+  'Run slots of distributed requests: a running coordinator holds its slot''s row lock; no role but deid_owner touches them';
+
 -- Every member: the warehouse's secret key (one row), set by a superuser on every member
 -- (scripts/shard-cluster.sh setup). No role but deid_owner reads it.
 CREATE TABLE deid.distributed_key (
@@ -138,12 +153,12 @@ $$;
 #@WRAP deid.cleanup_distributed() RETURNS bigint => deid._cleanup_distributed(current_user)
 COMMENT ON FUNCTION deid.cleanup_distributed() IS
   'Remove the nodes'' parts of distributed requests that neither committed nor still run. See deid.usage(''cleanup_distributed'').';
--- Of the runs named: which are committed (logged) and which still run (their lock is held).
-CREATE FUNCTION deid._dist_runs(runs text[], release_ids bigint[])
+-- Of the runs named: which are committed (logged) and which still run (their slot is locked).
+CREATE FUNCTION deid._dist_runs(runs text[], caller name)
 RETURNS TABLE (run text, committed boolean, running boolean)
 LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.protocol.runs', runs, release_ids)
+return entry('distributed.protocol.runs', runs, caller)
 $$;
 
 -- The PL/Proxy functions (the coordinator's side of every call to the nodes). PL/Proxy's

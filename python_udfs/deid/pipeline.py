@@ -37,7 +37,7 @@ from .catalog import relations as catalog
 from .log import release_log as catalog_log, overlap
 from .read import snapshot
 from .write import writer
-from . import heap
+from . import heap, locks
 from .methods import registry
 from .errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE,
                      INVALID_TEXT_REPRESENTATION, for_policy, uniform_refusal)
@@ -200,7 +200,7 @@ def _begin(db, relid, method, k, l, columns, selection, options, name, caller, n
     sel = parse_selection(db, rel, selection)
     cols, rid = read_columns(db, plugin, rel, columns, opts)
     read = cols + [rid] + sorted(sel.columns if sel else [])
-    grant = access.authorize_request(db, caller, rel, read, k, l)
+    grant = access.authorize_request(db, caller, rel, read, k, l, has_l=plugin.HAS_L)
     # the code this read runs runs as the reader: refuse before reading what it does not own
     code_trust.check_read(db, grant["reader"], rel, read, requester=grant["via"] == "policy")
     if grant["via"] == "policy" and sel is not None:
@@ -215,8 +215,7 @@ def _begin(db, relid, method, k, l, columns, selection, options, name, caller, n
     release_id = db.value("SELECT nextval(pg_catalog.pg_get_serial_sequence('deid.release',"
                           " 'release_id'))")
     name = release.release_name(rel, name, release_id)
-    db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release'), hashtext($1))",
-               [name])
+    locks.lock_release_name(db, name)
     old = release.existing_release(db, name)
     if old:
         release.check_replace(db, old, name, caller, opts.get("replace", False))

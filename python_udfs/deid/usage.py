@@ -46,7 +46,8 @@ TEXTS = {
   Remove a hierarchy that no column role uses. Needs deid_admin.""",
     "allow_requests": """deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL,
                     per_source_k boolean DEFAULT false) -> text
-  Let `role` request releases of `relation` without SELECT on it, for k >= min_k (and l >= min_l).
+  Let `role` request releases of `relation` without SELECT on it, for k >= min_k (and l >= min_l,
+  for a method that has an l: anatomy; the other methods' requests are judged by their k).
   Only an owner of the relation (its owning role or a member of it) who may read every column
   can do this (being a deid_admin is not enough); requests under the policy read the relation
   as its grantor (the caller), so it may run no code the grantor does not own: a view's

@@ -209,19 +209,3 @@ def test_a_pending_part_cannot_be_reconstructed_on_its_node(wh):
         wh.connect("node0", "deid_t_analyst").execute(
             "SELECT deid.reconstruct('sec_recon', 'sec_recon_r', 1)")
     assert e.value.diag.sqlstate == "42704"
-
-
-def test_asking_whether_a_run_is_alive_holds_no_lock(wh):
-    """deid._dist_runs tells whether a run's coordinator still works by trying its advisory
-    lock; a role asking inside an open transaction must not keep that lock (it would stall the
-    next request given that release id, and make a dead run look alive to every cleanup)."""
-    attacker = psycopg.connect(member_url("coord"), user="deid_t_attacker")   # one transaction
-    try:
-        attacker.execute("SELECT deid._dist_runs(%s, %s)", [["no-such-run"] * 3, [10**6, 10**6 + 1, 7]])
-        held = attacker.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
-        ).fetchone()[0]
-        assert held == 0
-    finally:
-        attacker.rollback()
-        attacker.close()

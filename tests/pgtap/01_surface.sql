@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(61);
+SELECT plan(65);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -17,6 +17,16 @@ SELECT has_table('deid', 'release', 'release log');
 SELECT has_table('deid', 'rid_set', 'RID sets (001 Theorem 3)');
 SELECT has_table('deid', 'equivalence_class', 'equivalence classes (002)');
 SELECT has_view('deid', 'roles', 'roles can be read back');
+SELECT has_table('deid', 'request_lock', 'the rows whose locks serialize requests');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_class c,
+                             aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
+                       WHERE c.oid = 'deid.request_lock'::regclass AND a.grantee <> c.relowner),
+          'no role but deid_owner holds a privilege on deid.request_lock');
+SELECT has_table('deid', 'run_slot', 'the rows whose locks tell a running distributed coordinator');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_class c,
+                             aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
+                       WHERE c.oid = 'deid.run_slot'::regclass AND a.grantee <> c.relowner),
+          'no role but deid_owner holds a privilege on deid.run_slot');
 SELECT columns_are('deid', 'rid_set', ARRAY['release_id', 'attribute', 'chunk', 'group_ids', 'value_list', 'rid_counts', 'rids']);
 SELECT col_type_is('deid', 'rid_set', 'group_ids', 'bytea', 'groups packed as big-endian int4');
 SELECT col_type_is('deid', 'rid_set', 'rid_counts', 'bytea', 'RID-set sizes packed as big-endian int4');

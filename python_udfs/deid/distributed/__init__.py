@@ -9,7 +9,7 @@ pipeline.anonymize_request hands it to coordinator.anonymize_request:
 
     coordinator.begin      SECURITY DEFINER (deid_owner): validate, authorize the method's
                            distribution (methods/contract.py DISTRIBUTION), name the release,
-                           hold the run's advisory lock, draw its token and proof
+                           lock a run slot, draw its token (naming the slot) and proof
     protocol.cleanup       the caller's parts of dead runs go (the next request cleans up)
     ping every node        a node down: a clear error before anything is stored anywhere
     deid._dist_store       RUN ON ALL, as the caller (PL/Proxy connects as current_user):
@@ -28,12 +28,13 @@ pipeline.anonymize_request hands it to coordinator.anonymize_request:
 
 The two-phase shape without a distributed transaction (protocol.py): a node's part is visible
 only to a reader who shows the run's proof, and only the coordinator's committed log holds the
-proof (node.rows checks sha256(proof)); the coordinator holds a transaction advisory lock on the
-release id while the run lasts, so protocol.cleanup removes exactly the parts whose run neither
-committed nor still runs (a crash of the coordinator or of a node at any point).
+proof (node.rows checks sha256(proof)); the coordinator's transaction holds the row lock of a slot
+(deid.run_slot, named by the run's token) while the run lasts, so protocol.cleanup removes
+exactly the parts whose run neither committed nor still runs (a crash of the coordinator or of
+a node at any point).
 
 Modules: catalog.py (registration, the cluster's partitions), coordinator.py (the coordinator's
-orchestration), protocol.py (locks, proofs, cleanup, the nodes' errors), node.py (the node
+orchestration), protocol.py (run slots, proofs, cleanup, the nodes' errors), node.py (the node
 side), read_cache.py (a node's class-step read kept for the store step of the same run and
 role, generalization). Nothing here imports pipeline.py or a method: the node runs the single-node request
 through SQL (deid._anonymize_request), as the caller.

@@ -20,7 +20,6 @@ every part stored at the chosen levels and held, k checked over every node's sto
 the classes over all the nodes. It needs SELECT on the source on the nodes.
 """
 import json
-import secrets
 import time
 
 from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
@@ -29,6 +28,7 @@ from ..request import access, options as opts_schema, release
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
 from ..log import estimate_view
+from .. import locks
 from . import catalog, eligibility, protocol
 
 _RUNS = {}          # run token -> the run (this backend's memory, as pipeline._PENDING)
@@ -153,16 +153,14 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
                           " 'release_id'))")
     rel = relations_catalog.relation(db, relid)
     name = release.release_name(rel, name, release_id)
-    db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release'), hashtext($1))",
-               [name])
+    locks.lock_release_name(db, name)
     if db.value("SELECT 1 FROM deid.distributed_release WHERE name = $1", [name]) or \
             release.existing_release(db, name):
         raise DeidError(DUPLICATE_TABLE, f'release "{name}" already exists',
                         hint="Choose another release name.")
-    protocol.lock_run(db, release_id)
     if db.value("SELECT count(*) FROM deid.distributed_key") == 0:
         raise protocol.no_key()
-    token = secrets.token_hex(16)
+    token = protocol.new_token(db)
     n = catalog.partitions(db, src["cluster"])
     _RUNS[token] = {"release_id": release_id, "name": name, "caller": caller,
                     "relid": relid, "source_name": src["source_name"], "cluster": src["cluster"],

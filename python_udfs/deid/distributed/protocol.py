@@ -11,27 +11,65 @@ the run's proof:
   (deid.distributed_release) and only for a role that may read the release; the coordinator's
   views pass it to the nodes, which check it (deid._dist_node_rows). A caller who drives the
   PL/Proxy functions by hand can store parts, never read one the coordinator did not log;
-- while a run lasts its coordinator holds a transaction advisory lock on the release id
-  (lock_run); cleanup() removes every node part whose run is neither logged nor locked: the
-  coordinator crashed, a node died mid-run, the request failed and a node was unreachable.
+- while a run lasts its coordinator's transaction holds the lock of a row of deid.run_slot (a
+  pool of rows no role but deid_owner may lock), and the run's token names that slot
+  (new_token); cleanup() removes every node part whose run is neither logged nor of a slot
+  still locked: the coordinator crashed, a node died mid-run, the request failed and a node was
+  unreachable. No role outside deid can lock a slot: none can make a dead run look alive or
+  stall a live one (an advisory lock on the run's key, used before, any login could take). A
+  slot's lock dies with its transaction, crash included; a transaction id would not do (after
+  a crash an id never written to disk is handed out again).
 
 remote_error() turns an error PL/Proxy brought back from a node into the node's own error
 (SQLSTATE, message, detail and hint, without PL/Proxy's prefix, which names the node's
 connection), so that a distributed request fails as it would on one node.
 """
 import json
+import re
+import secrets
 
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, PLPY_PREFIX, UNDEFINED_OBJECT
 from ..request import access
 
-LOCK_CLASS = "hashtext('deid.distributed')"
 UNREACHABLE = "08006"
+CONFIGURATION_LIMIT_EXCEEDED = "53400"
+TOKEN = re.compile(r"slot([0-9]{1,9})-[0-9a-f]{32}")
 
 
-def lock_run(db, release_id):
-    """Hold the run's lock until the coordinator's transaction ends (commit or crash)."""
-    db.execute(f"SELECT pg_catalog.pg_advisory_xact_lock({LOCK_CLASS}, $1::int)", [release_id],
-               ["bigint"])
+class _Probed(Exception):
+    """Rolls back the probe's subtransaction, and with it the lock it took."""
+
+
+def new_token(db):
+    """A run's token: the slot its coordinator's transaction locks until it ends (a free one,
+    or one this transaction holds already), and 128 random bits."""
+    slot = db.value("SELECT slot FROM deid.run_slot ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED")
+    if slot is None:
+        n = db.value("SELECT count(*) FROM deid.run_slot")
+        raise DeidError(CONFIGURATION_LIMIT_EXCEEDED,
+                        f"{n} distributed requests run at once, as many as this coordinator allows",
+                        hint="Run the request again once one of them has ended (a superuser adds "
+                             "slots: INSERT INTO deid.run_slot SELECT max(slot) + 1 FROM deid.run_slot;).",
+                        data_dependent=False)
+    return f"slot{slot}-{secrets.token_hex(16)}"
+
+
+def running(db, run):
+    """Whether the slot named by the token `run` is locked by another transaction (a token of
+    another form, or of a slot that does not exist: no). Leaves no lock behind."""
+    m = TOKEN.fullmatch(run or "")
+    if m is None:
+        return False
+    free = False
+    try:
+        with db.subtransaction():
+            free = bool(db.query("SELECT slot FROM deid.run_slot WHERE slot = $1"
+                                 " FOR UPDATE SKIP LOCKED", [int(m.group(1))], ["int"]))
+            raise _Probed()
+    except _Probed:
+        pass
+    exists = db.value("SELECT 1 FROM deid.run_slot WHERE slot = $1", [int(m.group(1))], ["int"])
+    return bool(exists) and not free
 
 
 def proof(db, release_id, caller):
@@ -60,19 +98,15 @@ def no_key():
                           " at least 32 characters>'); on the coordinator and on every node.")
 
 
-def runs(db, run_ids, release_ids):
-    """SECURITY DEFINER: for each (run, coordinator release id): whether it is logged and
-    whether its coordinator still runs (its lock is held by another session)."""
+def runs(db, run_ids, caller):
+    """SECURITY DEFINER: for each run: whether it is logged and whether its coordinator still
+    runs (its slot is locked). Keeps no lock: a lock kept in the caller's transaction would
+    make a dead run look alive and stall the next coordinator of that slot."""
+    access.caller_role(db, caller)
     out = []
-    for run, rid in zip(run_ids or [], release_ids or []):
+    for run in run_ids or []:
         committed = bool(db.value("SELECT 1 FROM deid.distributed_release WHERE run = $1", [run]))
-        # a session lock taken and given back at once: the caller's transaction keeps no lock
-        # (it would stall the coordinator that gets this release id, and keep a dead run alive)
-        running = not committed and not db.value(
-            f"SELECT CASE WHEN pg_catalog.pg_try_advisory_lock({LOCK_CLASS}, $1::int)"
-            f" THEN pg_catalog.pg_advisory_unlock({LOCK_CLASS}, $1::int) ELSE false END",
-            [rid], ["bigint"])
-        out.append((run, committed, running))
+        out.append((run, committed, not committed and running(db, run)))
     return out
 
 
@@ -88,15 +122,13 @@ def cleanup(db, caller, clusters=None, partitions=None):
             "SELECT DISTINCT cluster::text AS cluster FROM deid.distributed_source")}
     removed = 0
     for cluster, n in clusters.items():
-        pending = {}
+        pending = set()
         for text in call(db, "SELECT deid._dist_pending($1) AS r", [cluster]):
-            for p in json.loads(text):
-                pending[p["run"]] = p["coordinator_release"]
+            pending.update(p["run"] for p in json.loads(text))
         if not pending:
             continue
-        names = sorted(pending)
-        states = db.query("SELECT * FROM deid._dist_runs($1, $2)",
-                          [names, [pending[r] for r in names]], ["text[]", "bigint[]"])
+        states = db.query("SELECT * FROM deid._dist_runs($1, $2)", [sorted(pending), caller],
+                          ["text[]", "name"])
         for s in states:
             if not s["committed"] and not s["running"]:
                 removed += abort(db, cluster, n, s["run"])

@@ -36,6 +36,7 @@ those rows.
 """
 import numpy as np
 
+from .. import locks
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, PRIVACY_MODEL_UNSATISFIABLE
 
 OPTION = "allow_overlap"
@@ -86,8 +87,7 @@ def control(db, req, spec, rid):
     read `spec`) differs by 0 < d < k rows from an earlier release of the source; then store
     it. Runs under a lock per source until the request's transaction ends, so two concurrent
     requests of one source are compared with each other."""
-    db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release_selection'),"
-               " hashtext($1::text))", [req.rel.oid], ["oid"])
+    locks.lock_source(db, req.rel.oid)
     row_id, ids, packed = check(db, req, spec, rid)
     db.execute("INSERT INTO deid.release_selection (release_id, row_id, n, rids)"
                " VALUES ($1, $2, $3, $4)", [req.release_id, row_id, int(ids.size), packed],

@@ -42,6 +42,8 @@ class Plugin(Protocol):
     RELEASE_HEAP: bool                 # trim the heap after the method and each written table
     read_columns: Optional[Callable]   # (rel, columns, opts) -> (columns, record id) or None
     DISTRIBUTION: str                  # over a sharded source (distributed/): one of DISTRIBUTIONS
+    HAS_L: bool                        # takes an l (diversity of the sensitive values): a
+                                       # policy's min_l applies to its requests, and only then
 
     def validate(self, k, l, opts): ...
 
@@ -59,8 +61,8 @@ class Verifier(Protocol):
 
 def conforms(plugin, verifier):
     """The members of the contract a method's modules lack ([] when it conforms)."""
-    missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "DISTRIBUTION",
-                                       "read_columns", "validate", "plan_read", "run")
+    missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
+                                       "DISTRIBUTION", "HAS_L", "validate", "plan_read", "run")
                if not hasattr(plugin, m)]
     if hasattr(plugin, "DISTRIBUTION") and plugin.DISTRIBUTION not in DISTRIBUTIONS:
         missing.append(f"plugin.DISTRIBUTION in {DISTRIBUTIONS}")

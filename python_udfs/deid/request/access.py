@@ -49,10 +49,12 @@ def require_admin(db, caller):
                         hint=f'A superuser or deid_admin runs: GRANT deid_admin TO "{caller}";')
 
 
-def authorize_request(db, caller, rel, columns, k, l=None):
+def authorize_request(db, caller, rel, columns, k, l=None, has_l=True):
     """Release requests: SELECT on every column read (then the caller reads the snapshot), or
     a deid.policy row for a role the caller belongs to (002: researchers without raw access
-    receive only k-anonymous data; the policy's grantor reads). Returns the grant used."""
+    receive only k-anonymous data; the policy's grantor reads). A policy's min_l applies to a
+    method that has an l (`has_l`: the plug-in's HAS_L); a method without one is judged by its
+    own parameters, k. Returns the grant used."""
     caller_role(db, caller)
     if can_select(db, caller, rel, columns):
         return {"via": "select", "reader": caller}
@@ -66,10 +68,12 @@ def authorize_request(db, caller, rel, columns, k, l=None):
         raise DeidError(INSUFFICIENT_PRIVILEGE, f"permission denied for {rel.display}",
                         hint=f"Role \"{caller}\" needs SELECT on the columns it releases, or a policy:"
                              f" SELECT deid.allow_requests('{caller}', '{rel.display}', min_k => ...);")
-    ok = [r for r in rows if k >= r["min_k"] and (r["min_l"] is None or (l or 0) >= r["min_l"])]
+    def min_l(r):
+        return r["min_l"] if has_l else None
+    ok = [r for r in rows if k >= r["min_k"] and (min_l(r) is None or (l or 0) >= min_l(r))]
     if not ok:
         p = rows[0]
-        need = f"k >= {p['min_k']}" + (f" and l >= {p['min_l']}" if p["min_l"] else "")
+        need = f"k >= {p['min_k']}" + (f" and l >= {min_l(p)}" if min_l(p) else "")
         raise DeidError(INSUFFICIENT_PRIVILEGE,
                         f"request is below the policy minimum for {rel.display}",
                         detail=f"asked k = {k}, l = {l}; the policy of {p['grantee']} requires {need}",

@@ -70,10 +70,10 @@ def test_the_contract_check_names_what_is_missing():
     verifier = types.SimpleNamespace(verify=nothing)
     assert not isinstance(plugin, contract.Plugin)
     assert not isinstance(verifier, contract.Verifier)
-    assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.DISTRIBUTION",
-                                                   "plugin.read_columns",
+    assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.read_columns",
+                                                   "plugin.DISTRIBUTION", "plugin.HAS_L",
                                                    "verifier.READS_SNAPSHOT_VALUES"]
-    plugin.DISTRIBUTION = "everywhere"
+    plugin.DISTRIBUTION, plugin.HAS_L = "everywhere", False
     plugin.RELEASE_HEAP, plugin.read_columns = False, None
     assert contract.conforms(plugin, types.SimpleNamespace(verify=nothing, READS_SNAPSHOT_VALUES=True)) \
         == [f"plugin.DISTRIBUTION in {contract.DISTRIBUTIONS}"]
@@ -113,3 +113,12 @@ def test_every_method_declares_how_it_runs_over_a_sharded_source():
     for m in registry.METHODS.values():
         assert isinstance(m.plugin, contract.Plugin), m.name
         assert m.plugin.DISTRIBUTION in contract.DISTRIBUTIONS, m.name
+
+
+def test_every_method_declares_whether_it_has_an_l():
+    """A policy's min_l applies to the requests of a method with an l, and only to those
+    (request/access.py): the plug-in says, no list of names does."""
+    has = {m.name: m.plugin.HAS_L for m in registry.METHODS.values()}
+    assert all(isinstance(v, bool) for v in has.values())
+    assert has["anatomy"] is True
+    assert not any(v for name, v in has.items() if name != "anatomy")

@@ -24,6 +24,7 @@ read_columns = None             # the projection and the source's row id (method
 # (deid.heap): anatomy's peak memory, not paid by methods whose phases allocate less
 RELEASE_HEAP = True
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
+HAS_L = True                    # its l: (K,L)-anatomy (methods/contract.py)
 OPTIONS = (
     Option("column_l", "map_int", "column-wise limits L_i per sensitive attribute (001 Def. 7); "
            "needs l.", low=1, high=2 ** 31 - 1, example='{"column_l": {"treatment": 2}}'),

@@ -37,6 +37,7 @@ from ...verify.condensation import Evidence
 NAME = "condensation"
 RELEASE_HEAP = True             # the heap trimmed after the method and each table (methods/contract.py)
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
+HAS_L = False                   # no l: a policy's min_l does not apply (methods/contract.py)
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("survival", "object", "the survival time and vital status columns (004 Alg. 2 step 1 "

@@ -31,6 +31,7 @@ from ...plan import (Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadS
 NAME = "disassociation"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
+HAS_L = False                   # no l: a policy's min_l does not apply (methods/contract.py)
 DISJOINT_HINT = ("The constraints of a utility policy must be disjoint (003 Sec. 3.1): put "
                  "each code in at most one constraint.")
 OPTIONS = (
