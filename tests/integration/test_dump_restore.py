@@ -58,7 +58,7 @@ def test_catalog_is_identical(dumped):
 
 
 def test_every_table_and_sequence_is_configuration(dumped):
-    _, dst, _, _ = dumped
+    src, dst, _, _ = dumped
     missing = _rows(dst, "SELECT c.oid::regclass::text FROM pg_class c"
                          " WHERE c.relnamespace = 'deid'::regnamespace AND c.relkind IN ('r', 'S')"
                          "   AND NOT c.oid = ANY ((SELECT extconfig FROM pg_extension"
