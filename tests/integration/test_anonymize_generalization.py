@@ -12,7 +12,7 @@ import pytest
 from conftest import hint_of, sqlstate_of
 
 _spec = importlib.util.spec_from_file_location(
-    "use_case_data", pathlib.Path(__file__).resolve().parents[1] / "unit" / "test_generalize.py")
+    "use_case_data", pathlib.Path(__file__).resolve().parents[1] / "unit" / "generalization" / "test_generalize.py")
 uc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(uc)
 SELECTION = "localisation='Mamma' AND pt='1' AND g='1'"

@@ -1,6 +1,6 @@
 """The coordinator's side of a distributed release: the same front door, every node at once.
 
-anonymize_request(db, relid, ...)   SECURITY INVOKER, as the caller (pipeline.anonymize_request
+anonymize_request(db, relid, ...)   SECURITY INVOKER, as the caller (dispatch.anonymize_request
                                     hands it a registered source). PL/Proxy connects to every
                                     node as current_user, so each node sees the caller itself.
 begin(db, relid, ..., caller)       SECURITY DEFINER: the request's checks that need no rows
@@ -25,13 +25,14 @@ import time
 
 from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                       INSUFFICIENT_PRIVILEGE, VERIFICATION_FAILED, uniform_refusal)
-from ..request import access, options as opts_schema, release
+from ..methods import registry
+from ..request import access, release
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
 from ..log import estimate_view
 from . import catalog, eligibility, protocol
 
-_RUNS = {}          # run token -> the run (this backend's memory, as pipeline._PENDING)
+_RUNS = {}          # run token -> the run (this backend's memory, as pending.py's store)
 
 # distribution -> how the coordinator runs it (None: refused with FEATURE_NOT_SUPPORTED)
 STRATEGIES = {"shard_local": "shard_local", "global_merge": "global_merge"}
@@ -132,7 +133,7 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     if src is None:
         raise DeidError(INVALID_PARAMETER_VALUE, "the source is not distributed",
                         hint="SELECT deid.register_distributed_source(source, cluster, key_column);")
-    entry, opts = opts_schema.validate_request(method, k, l, options)
+    entry, opts = registry.validate_request(method, k, l, options)
     plugin = entry.plugin
     if STRATEGIES.get(plugin.DISTRIBUTION) is None:
         raise DeidError(FEATURE_NOT_SUPPORTED,

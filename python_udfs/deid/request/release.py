@@ -40,7 +40,7 @@ class Request:
     option_hierarchy: object = None   # options.hierarchy, loaded (a set-valued method's)
     evidence: object = None           # the plan's evidence for its verifier (verify.<method>.Evidence)
     progress: object = None           # progress(fraction done) of the method phase, or None
-    part: dict = None                 # a node's part of a distributed generalization (pipeline.finish_part)
+    part: dict = None                 # a node's part of a distributed generalization (generalization_sql.finish_part)
 
 
 def projection(rel, columns):

@@ -155,16 +155,16 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     Raises DeidError (SQLSTATE and hint) on bad input, PRIVACY_MODEL_UNSATISFIABLE with fewer
     than k records.
     """
-    k = _check_int(k, "k", 2, "k is the least number of candidate records (003 Def. 1)")
-    m = _check_int(m, "m", 1, "m is the number of codes an attacker may know (003 Def. 1)")
-    n_codes = _check_int(n_codes, "n_codes", 0, "the code ids are 0..n_codes-1")
+    k = check_int(k, "k", 2, "k is the least number of candidate records (003 Def. 1)")
+    m = check_int(m, "m", 1, "m is the number of codes an attacker may know (003 Def. 1)")
+    n_codes = check_int(n_codes, "n_codes", 0, "the code ids are 0..n_codes-1")
     if max_cluster_size is None:
         max_cluster_size = 2 * k
-    max_cluster_size = _check_int(max_cluster_size, "max_cluster_size", k,
+    max_cluster_size = check_int(max_cluster_size, "max_cluster_size", k,
                                   "HORPART's maxClusterSize must be at least k (003 fn. 3)")
-    seed = _check_int(seed, "seed", 0, "the seed of the subrecord shuffle")
+    seed = check_int(seed, "seed", 0, "the seed of the subrecord shuffle")
     if max_joint_clusters is not None:
-        max_joint_clusters = _check_int(max_joint_clusters, "max_joint_clusters", 1,
+        max_joint_clusters = check_int(max_joint_clusters, "max_joint_clusters", 1,
                                         "joint clusters of refining join 2..this many clusters")
     offsets, codes = validated_records(offsets, codes, n_codes)
     n = offsets.size - 1
@@ -242,7 +242,7 @@ def reconstruct(result, seed, *, item_support="one"):
     if item_support not in ("one", "uniform"):
         raise DeidError(INVALID_PARAMETER_VALUE, f"unknown item_support {item_support!r}",
                         hint="use 'one' or 'uniform'")
-    seed = _check_int(seed, "seed", 0, "the seed of the reconstruction")
+    seed = check_int(seed, "seed", 0, "the seed of the reconstruction")
     rng = np.random.default_rng(seed)
     return assemble(result, draw_slots(result, rng, item_support))
 
@@ -406,7 +406,7 @@ def _as_code_array(values, what):
     return arr.astype(np.int64)
 
 
-def _check_int(value, name, least, hint):
+def check_int(value, name, least, hint):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
             or value < least:
         raise DeidError(INVALID_PARAMETER_VALUE, f"{name} must be an integer >= {least}",
