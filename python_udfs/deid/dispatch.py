@@ -4,12 +4,15 @@ as the caller): a source registered as distributed runs on every node of its PL/
 knows both, so that neither imports the other."""
 from . import pipeline
 from .distributed import coordinator
+from .request.args import RequestArgs
 
 
 def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
-    """The request's release row, from the coordinator or from the pipeline."""
+    """The request's release row, from the coordinator or from the pipeline; the call's
+    arguments become one RequestArgs here."""
+    args = RequestArgs.of_call(relid, method, k, l, columns, selection, options, name)
     run = coordinator if is_distributed(db, relid) else pipeline
-    return run.anonymize_request(db, relid, method, k, l, columns, selection, options, name)
+    return run.anonymize_request(db, args)
 
 
 def is_distributed(db, relid):

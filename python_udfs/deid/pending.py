@@ -1,14 +1,14 @@
 """The pending-snapshot store: a request begun, its snapshot read, and taken by the step that
 uses it, all in this backend's memory, keyed by a random token.
 
-    begin(db, ..., caller, narrow=None)   SECURITY DEFINER (deid_owner): validate, authorize,
-                                          plan the read (``narrow``: a pre-check's narrower
+    begin_request(db, args, caller,       SECURITY DEFINER (deid_owner): validate, authorize,
+                  narrow=None)            plan the read (``narrow``: a pre-check's narrower
                                           read, held for purpose "check"); for a policy, have
                                           the grantor's reader read it
     read(db, token, kept=None)            as the role begin chose (the caller, or the grantor
                                           inside its reader): the snapshot (``kept``: one this
                                           backend read before for exactly this read)
-    begin_and_read(db, ...)               SECURITY INVOKER: begin through SQL, then read as the
+    begin_and_read(db, args)              SECURITY INVOKER: begin through SQL, then read as the
                                           caller where it holds SELECT
     take(token, caller, purpose)          the read snapshot, removed from the store, for the
                                           step that releases it (pipeline.finish, purpose
@@ -23,6 +23,7 @@ import random
 import secrets
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .catalog import relations as catalog
 from .errors import DeidError, INSUFFICIENT_PRIVILEGE, INVALID_TEXT_REPRESENTATION
@@ -30,7 +31,8 @@ from .methods import registry
 from .read import snapshot
 from .read.frame import Frame
 from .redaction import redacted
-from .request import access, code_trust, release
+from .request import access, code_trust, release, args as request_args
+from .request.args import RequestArgs
 
 _PENDING = {}
 
@@ -47,14 +49,12 @@ class Pending:
     purpose: str = "release"   # "check": a pre-check's narrowed read, never released
 
 
-def begin_and_read(db, relid, method, k, l, columns, selection, options, name, read_rows=True,
-                   begin_function="deid._request_begin"):
-    """SECURITY INVOKER: ``begin_function`` (SECURITY DEFINER, begin below) as the caller, then
-    the read as the caller where it holds SELECT (a policy's grantor read inside begin). The
-    token; nothing stays pending after an error."""
+def begin_and_read(db, args, read_rows=True, begin_function="deid._request_begin"):
+    """SECURITY INVOKER: ``begin_function`` (SECURITY DEFINER, begin below) of the request's
+    ``args`` as the caller, then the read as the caller where it holds SELECT (a policy's
+    grantor read inside begin). The token; nothing stays pending after an error."""
     token = db.value(f"SELECT {begin_function}($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
-                     [relid, method, k, l, columns, selection, options, name],
-                     ["oid", "text", "int", "int", "text[]", "text", "text", "text"])
+                     args.params(), list(request_args.TYPES))
     try:
         pending = _PENDING.get(token)
         if read_rows and pending is not None and pending.frame is None:
@@ -106,15 +106,21 @@ def take(token, caller, purpose, what="request", hint="Call deid.anonymize_reque
 
 
 def begin(db, relid, method, k, l, columns, selection, options, name, caller, narrow=None):
+    """SECURITY DEFINER (deid._request_begin): begin_request of the call's arguments."""
+    return begin_request(db, RequestArgs.of_call(relid, method, k, l, columns, selection,
+                                                 options, name), caller, narrow)
+
+
+def begin_request(db, args, caller, narrow=None):
     """SECURITY DEFINER: validate, authorize, plan; for a policy, have the grantor read. A
     refusal before the grant is known (an option, k, the selection) keeps its detail only for
     a caller with SELECT on the relation: a requester without it learns no detail at all.
     ``narrow(req, spec)``: a pre-check's read in place of the plug-in's (distributed/
     eligibility.py); its snapshot is held for purpose "check", never released."""
     try:
-        return _begin(db, relid, method, k, l, columns, selection, options, name, caller, narrow)
+        return _begin(db, args, caller, narrow)
     except DeidError as e:
-        if e.detail is not None and not _may_select(db, caller, relid):
+        if e.detail is not None and not _may_select(db, caller, args.relid):
             e.detail = None
         raise
 
@@ -128,15 +134,55 @@ def _may_select(db, caller, relid):
         return False
 
 
-def _begin(db, relid, method, k, l, columns, selection, options, name, caller, narrow=None):
+class _Read(NamedTuple):
+    """A request's validated read: the relation, the method's entry, the options, the parsed
+    selection, the columns and the record id."""
+    rel: catalog.Relation
+    entry: registry.Method
+    opts: dict
+    sel: object
+    cols: list
+    rid: str
+
+    @property
+    def columns(self):
+        """Every column the read touches: the released ones, the record id, the selection's."""
+        return self.cols + [self.rid] + sorted(self.sel.columns if self.sel else [])
+
+
+def _begin(db, args, caller, narrow=None):
     access.caller_role(db, caller)
-    rel = catalog.relation(db, relid)
-    entry, opts = registry.validate_request(method, k, l, options)
-    plugin = entry.plugin
-    sel = parse_selection(db, rel, selection)
-    cols, rid = read_columns(db, plugin, rel, columns, opts)
-    read = cols + [rid] + sorted(sel.columns if sel else [])
-    grant = access.authorize_request(db, caller, rel, read, k, l)
+    r = _validated_read(db, args)
+    grant = _authorize(db, args, caller, r)
+    name, release_id, old = _claim_name(db, r.rel, args.name, caller, r.opts)
+    req = _request(db, args, caller, grant, r, (name, release_id))
+    with redacted(req):
+        spec = r.entry.plugin.plan_read(req, r.rid)
+        if narrow is not None:
+            spec = narrow(req, spec)
+    token = secrets.token_hex(16)
+    _PENDING[token] = Pending(req, r.entry, spec, grant["reader"], old,
+                              purpose="release" if narrow is None else "check")
+    if grant["via"] == "policy":
+        _grantor_reads(db, req, r.columns, token)
+    return token
+
+
+def _validated_read(db, args):
+    """The request's method, k, l, options and selection checked, and what it reads."""
+    rel = catalog.relation(db, args.relid)
+    entry, opts = registry.validate_request(args.method, args.k, args.l, args.options)
+    sel = parse_selection(db, rel, args.selection)
+    cols, rid = read_columns(db, entry.plugin, rel, args.column_list, opts)
+    return _Read(rel, entry, opts, sel, cols, rid)
+
+
+def _authorize(db, args, caller, r):
+    """Who reads ``r`` (access.authorize_request: the caller with SELECT, or a policy's
+    grantor), once the code that read runs is trusted; a policy requester selects only on the
+    quasi-identifiers it releases."""
+    rel, cols, sel, read = r.rel, r.cols, r.sel, r.columns
+    grant = access.authorize_request(db, caller, rel, read, args.k, args.l)
     # the code this read runs runs as the reader: refuse before reading what it does not own
     code_trust.check_read(db, grant["reader"], rel, read, requester=grant["via"] == "policy")
     if grant["via"] == "policy" and sel is not None:
@@ -148,43 +194,53 @@ def _begin(db, relid, method, k, l, columns, selection, options, name, caller, n
                             hint="Without SELECT on the source, a selection may use only the "
                                  "quasi-identifiers this request releases: "
                                  + (", ".join(sorted(released)) or "none") + ".")
+    return grant
+
+
+def _claim_name(db, rel, given, caller, opts):
+    """(name, release id, the release it replaces or None): the id drawn, the name's lock
+    held until commit, a replacement allowed only to its owner (release.check_replace)."""
     release_id = db.value("SELECT nextval(pg_catalog.pg_get_serial_sequence('deid.release',"
                           " 'release_id'))")
-    name = release.release_name(rel, name, release_id)
+    name = release.release_name(rel, given, release_id)
     db.execute("SELECT pg_catalog.pg_advisory_xact_lock(hashtext('deid.release'), hashtext($1))",
                [name])
     old = release.existing_release(db, name)
     if old:
         release.check_replace(db, old, name, caller, opts.get("replace", False))
+    return name, release_id, old
+
+
+def _request(db, args, caller, grant, r, claimed):
+    """The validated, authorized request under its claimed (name, release id): its seed
+    (drawn if the options give none), start time and hierarchies (its columns' and a
+    set-valued method's options.hierarchy, loaded at once)."""
+    rel, cols, opts = r.rel, r.cols, r.opts
+    name, release_id = claimed
     seed = opts.get("seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2 ** 31)
     started = db.value("SELECT clock_timestamp()::text")
-    req = release.Request(rel, method, k, l, cols, selection, sel, opts, name, release_id, seed,
-                          caller, grant, started)
     named = {c: rel.columns[c].hierarchy for c in cols if rel.columns[c].hierarchy}
     optional = [opts["hierarchy"]] if opts.get("hierarchy") is not None else []   # set-valued
     loaded = catalog.hierarchies(db, [*named.values(), *optional])   # one load for all of them
-    req.hierarchies = {c: loaded[h] for c, h in named.items()}
-    if optional:
-        req.option_hierarchy = loaded[optional[0]]
-    with redacted(req):
-        spec = plugin.plan_read(req, rid)
-        if narrow is not None:
-            spec = narrow(req, spec)
-    token = secrets.token_hex(16)
-    _PENDING[token] = Pending(req, entry, spec, grant["reader"], old,
-                              purpose="release" if narrow is None else "check")
-    if grant["via"] == "policy":
-        with redacted(req, reading=True):
-            try:
-                db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
-            except DeidError as e:      # PostgreSQL's refusal names a relation inside the source
-                raise access.translate_read_error(e, rel, grant["reader"], requester=True) from None
-        # the requester chooses when the grantor reads: code swapped in between the check and
-        # the read fails the request, and the transaction takes back whatever it did
-        code_trust.check_read(db, grant["reader"], rel, read, requester=True)
-    return token
+    return release.Request(rel, args.method, args.k, args.l, cols, args.selection, r.sel, opts,
+                           name, release_id, seed, caller, grant, started,
+                           hierarchies={c: loaded[h] for c, h in named.items()},
+                           option_hierarchy=loaded[optional[0]] if optional else None)
+
+
+def _grantor_reads(db, req, read, token):
+    """A policy request's read, by the grantor's reader function, as the grantor."""
+    grant, rel = req.grant, req.rel
+    with redacted(req, reading=True):
+        try:
+            db.execute(f"SELECT {grant['reader_function'].split('(')[0]}($1)", [token])
+        except DeidError as e:      # PostgreSQL's refusal names a relation inside the source
+            raise access.translate_read_error(e, rel, grant["reader"], requester=True) from None
+    # the requester chooses when the grantor reads: code swapped in between the check and
+    # the read fails the request, and the transaction takes back whatever it did
+    code_trust.check_read(db, grant["reader"], rel, read, requester=True)
 
 
 def read_columns(db, plugin, rel, columns, opts):

@@ -42,9 +42,10 @@ from .plan import Table
 from .redaction import redacted
 
 
-def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
-    """SECURITY INVOKER: the caller's part of a single-node request (dispatch.py)."""
-    token = pending.begin_and_read(db, relid, method, k, l, columns, selection, options, name)
+def anonymize_request(db, args):
+    """SECURITY INVOKER: the caller's part of a single-node request (dispatch.py), of its
+    arguments ``args`` (request/args.py)."""
+    token = pending.begin_and_read(db, args)
     try:
         return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])
     finally:
@@ -67,7 +68,7 @@ def finish(db, token, caller, plan=None):
     req, clock = p.req, _Clock(db, p)
     with redacted(req, after_read=True):
         clock.phase("read")
-        req.progress = clock.fraction("method")
+        req.run.progress = clock.fraction("method")
         plan = (plan or p.method.plugin.run)(p.frame, req)
         clock.phase("method")
         if not p.method.verifier.READS_SNAPSHOT_VALUES:
@@ -82,7 +83,7 @@ def finish(db, token, caller, plan=None):
                        [p.old["release_id"]], ["bigint"])
         tables = _write(db, req, plan, trim, clock.fraction("write"))
         clock.phase("write")
-        req.evidence = plan.evidence
+        req.run.evidence = plan.evidence
         plan.drop_written()      # verify's arrays do not stack on the written ones
         trim()
         verification = p.method.verifier.verify(db, req, p.frame, tables)

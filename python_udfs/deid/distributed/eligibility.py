@@ -35,6 +35,7 @@ from .. import pending
 from ..log import overlap
 from ..redaction import redacted
 from ..request import access
+from ..request.args import RequestArgs
 from . import protocol
 
 
@@ -46,25 +47,25 @@ def _anatomy():
 CHECKS = {"anatomy": _anatomy}
 
 
-def precheck(db, run, method, k, l, columns, selection, options):
+def precheck(db, run, args):
     """Coordinator, as the caller: every node's pre-check (RUN ON ALL); a refusal is the node's."""
-    if method not in CHECKS:
+    if args.method not in CHECKS:
         return
     protocol.call(db, "SELECT deid._dist_eligible($1, $2, $3, $4, $5, $6, $7, $8, $9) AS r",
-                  [run["cluster"], run["source_name"], method, k, l, columns, selection,
-                   options, run["name"]],
+                  [run["cluster"], run["source_name"], args.method, args.k, args.l,
+                   args.column_list, args.selection, args.options, run["name"]],
                   ["text", "text", "text", "int", "int", "text[]", "text", "text", "text"])
 
 
 def node_check(db, source, method, k, l, columns, selection, options, name):
-    """Node, as the caller: begin (SECURITY DEFINER), read as the caller with SELECT, check
-    (SECURITY DEFINER). 'eligible', or the request's own refusal."""
+    """Node, as the caller (deid._dist_node_eligible): begin (SECURITY DEFINER), read as the
+    caller with SELECT, check (SECURITY DEFINER). 'eligible', or the request's own refusal."""
     relid = db.value("SELECT pg_catalog.to_regclass($1)::oid", [source])
     if relid is None:
         raise DeidError(UNDEFINED_TABLE, f"relation {source} does not exist on a node",
                         hint="Every node holds the distributed source under the coordinator's name.")
-    token = pending.begin_and_read(db, relid, method, k, l, columns, selection, options, name,
-                                   begin_function="deid._dist_eligibility_begin")
+    args = RequestArgs.of_call(relid, method, k, l, columns, selection, options, name)
+    token = pending.begin_and_read(db, args, begin_function="deid._dist_eligibility_begin")
     try:
         return db.value("SELECT deid._dist_eligibility_check($1, current_user)", [token])
     finally:
@@ -72,10 +73,12 @@ def node_check(db, source, method, k, l, columns, selection, options, name):
 
 
 def begin(db, relid, method, k, l, columns, selection, options, name, caller):
-    """SECURITY DEFINER: pending.begin with the method's narrowed read."""
+    """SECURITY DEFINER (deid._dist_eligibility_begin): pending.begin_request with the
+    method's narrowed read."""
     narrow = _hooks(method)[0]
-    return pending.begin(db, relid, method, k, l, columns, selection, options, name, caller,
-                         narrow=narrow)
+    return pending.begin_request(
+        db, RequestArgs.of_call(relid, method, k, l, columns, selection, options, name), caller,
+        narrow=narrow)
 
 
 def check(db, token, caller):
