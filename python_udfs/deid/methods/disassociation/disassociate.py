@@ -55,7 +55,7 @@ from ...errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWE
                        PRIVACY_MODEL_UNSATISFIABLE, VERIFICATION_FAILED)
 from . import itemsets
 from .horpart import horpart
-from .refine import refine
+from .refine import Occurrences, Pairs, refine
 from .verpart import verpart_groups
 
 
@@ -215,13 +215,13 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
                                     constraint_of_code)
     del kept_codes, kept_offsets
     pair_chunk[frequent] = chunk
-    pair_shared, shared = refine(cluster_start, occ_position, occ_code, occ_pair, pair_cluster,
-                                 pair_code, pair_support, pair_chunk, D, k, m,
-                                 constraint_of_code, max_joint_clusters)
+    occ = Occurrences(occ_position, occ_code, occ_pair)
+    pairs = Pairs(pair_cluster, pair_code, pair_support, pair_chunk)
+    pair_shared, shared = refine(cluster_start, occ, pairs, D, k, m, constraint_of_code,
+                                 max_joint_clusters)
     rng = np.random.default_rng(seed)
-    rec = _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_code,
-                         occ_pair, pair_cluster, pair_code, pair_chunk)
-    shr = _shared_chunks(rng, shared, n, occ_position, occ_code, occ_pair, pair_shared)
+    rec = _record_chunks(rng, cluster_start, cluster_of_position, occ, pairs)
+    shr = _shared_chunks(rng, shared, n, occ, pair_shared)
     item_rows = (pair_chunk < 0) & (pair_shared < 0)
     return DisassociationResult(
         k=k, m=m, n_codes=n_codes, seed=seed,
@@ -439,8 +439,9 @@ def _shuffle_within(seg_offsets, rng):
     return new_index
 
 
-def _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_code, occ_pair,
-                   pair_cluster, pair_code, pair_chunk):
+def _record_chunks(rng, cluster_start, cluster_of_position, occurrences, pairs):
+    occ_position, occ_code, occ_pair = occurrences.position, occurrences.code, occurrences.pair
+    pair_cluster, pair_code, pair_chunk = pairs.cluster, pairs.code, pairs.chunk
     in_chunk = pair_chunk >= 0
     width = int(pair_chunk.max()) + 1 if in_chunk.any() else 1
     chunk_ids, chunk_of_row = np.unique(pair_cluster[in_chunk] * width + pair_chunk[in_chunk],
@@ -471,7 +472,8 @@ def _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_co
             "subrecord_codes": codes}
 
 
-def _shared_chunks(rng, shared, n_positions, occ_position, occ_code, occ_pair, pair_shared):
+def _shared_chunks(rng, shared, n_positions, occurrences, pair_shared):
+    occ_position, occ_code, occ_pair = occurrences.position, occurrences.code, occurrences.pair
     occ_shared = pair_shared[occ_pair]
     occ = np.flatnonzero(occ_shared >= 0)
     key = occ_shared[occ] * max(n_positions, 1) + occ_position[occ]
