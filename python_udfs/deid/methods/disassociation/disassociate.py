@@ -155,17 +155,8 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     Raises DeidError (SQLSTATE and hint) on bad input, PRIVACY_MODEL_UNSATISFIABLE with fewer
     than k records.
     """
-    k = check_int(k, "k", 2, "k is the least number of candidate records (003 Def. 1)")
-    m = check_int(m, "m", 1, "m is the number of codes an attacker may know (003 Def. 1)")
-    n_codes = check_int(n_codes, "n_codes", 0, "the code ids are 0..n_codes-1")
-    if max_cluster_size is None:
-        max_cluster_size = 2 * k
-    max_cluster_size = check_int(max_cluster_size, "max_cluster_size", k,
-                                  "HORPART's maxClusterSize must be at least k (003 fn. 3)")
-    seed = check_int(seed, "seed", 0, "the seed of the subrecord shuffle")
-    if max_joint_clusters is not None:
-        max_joint_clusters = check_int(max_joint_clusters, "max_joint_clusters", 1,
-                                        "joint clusters of refining join 2..this many clusters")
+    k, m, n_codes, max_cluster_size, seed, max_joint_clusters = _checked_parameters(
+        k, m, n_codes, max_cluster_size, seed, max_joint_clusters)
     offsets, codes = validated_records(offsets, codes, n_codes)
     n = offsets.size - 1
     if record_ids is not None:
@@ -189,8 +180,46 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     if cluster_size.min() < k:
         raise DeidError(VERIFICATION_FAILED, "HORPART made a cluster with fewer than k records",
                         hint="this is a bug in deid; please report it")
+    occ, pairs, cluster_of_position = _cluster_tables(offsets, codes, part.record_order,
+                                                      cluster_size, D, k, m,
+                                                      constraint_of_code)
+    pair_shared, shared = refine(cluster_start, occ, pairs, D, k, m, constraint_of_code,
+                                 max_joint_clusters)
+    rng = np.random.default_rng(seed)
+    rec = _record_chunks(rng, cluster_start, cluster_of_position, occ, pairs)
+    shr = _shared_chunks(rng, shared, n, occ, pair_shared)
+    item_rows = (pairs.chunk < 0) & (pair_shared < 0)
+    return DisassociationResult(
+        k=k, m=m, n_codes=n_codes, seed=seed,
+        cluster_of_record=part.cluster_of_record, cluster_size=cluster_size,
+        item_offsets=_offsets(np.bincount(pairs.cluster[item_rows], minlength=n_clusters)),
+        item_codes=pairs.code[item_rows], record_ids=record_ids, **rec, **shr)
+
+
+def _checked_parameters(k, m, n_codes, max_cluster_size, seed, max_joint_clusters):
+    """The integer parameters of disassociate, checked (max_cluster_size: 2k by default)."""
+    k = check_int(k, "k", 2, "k is the least number of candidate records (003 Def. 1)")
+    m = check_int(m, "m", 1, "m is the number of codes an attacker may know (003 Def. 1)")
+    n_codes = check_int(n_codes, "n_codes", 0, "the code ids are 0..n_codes-1")
+    if max_cluster_size is None:
+        max_cluster_size = 2 * k
+    max_cluster_size = check_int(max_cluster_size, "max_cluster_size", k,
+                                  "HORPART's maxClusterSize must be at least k (003 fn. 3)")
+    seed = check_int(seed, "seed", 0, "the seed of the subrecord shuffle")
+    if max_joint_clusters is not None:
+        max_joint_clusters = check_int(max_joint_clusters, "max_joint_clusters", 1,
+                                        "joint clusters of refining join 2..this many clusters")
+    return k, m, n_codes, max_cluster_size, seed, max_joint_clusters
+
+
+def _cluster_tables(offsets, codes, record_order, cluster_size, D, k, m, constraint_of_code):
+    """The occurrences of the records in HORPART's cluster order and the (cluster, code) table
+    with each code's support and, for the codes of support >= k, its record chunk (VERPART on
+    every cluster, Fig. 9); and the cluster of each record position."""
+    n = offsets.size - 1
+    n_clusters = cluster_size.size
     # occurrences of the records in cluster order
-    ordered_offsets, occ_code = itemsets.take_records(offsets, codes, part.record_order)
+    ordered_offsets, occ_code = itemsets.take_records(offsets, codes, record_order)
     occ_position = itemsets.row_of_occurrence(ordered_offsets)
     cluster_of_position = np.repeat(np.arange(n_clusters, dtype=np.int64), cluster_size)
     occ_key = cluster_of_position[occ_position] * D + occ_code
@@ -215,19 +244,8 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
                                     constraint_of_code)
     del kept_codes, kept_offsets
     pair_chunk[frequent] = chunk
-    occ = Occurrences(occ_position, occ_code, occ_pair)
-    pairs = Pairs(pair_cluster, pair_code, pair_support, pair_chunk)
-    pair_shared, shared = refine(cluster_start, occ, pairs, D, k, m, constraint_of_code,
-                                 max_joint_clusters)
-    rng = np.random.default_rng(seed)
-    rec = _record_chunks(rng, cluster_start, cluster_of_position, occ, pairs)
-    shr = _shared_chunks(rng, shared, n, occ, pair_shared)
-    item_rows = (pair_chunk < 0) & (pair_shared < 0)
-    return DisassociationResult(
-        k=k, m=m, n_codes=n_codes, seed=seed,
-        cluster_of_record=part.cluster_of_record, cluster_size=cluster_size,
-        item_offsets=_offsets(np.bincount(pair_cluster[item_rows], minlength=n_clusters)),
-        item_codes=pair_code[item_rows], record_ids=record_ids, **rec, **shr)
+    return (Occurrences(occ_position, occ_code, occ_pair),
+            Pairs(pair_cluster, pair_code, pair_support, pair_chunk), cluster_of_position)
 
 
 def reconstruct(result, seed, *, item_support="one"):
