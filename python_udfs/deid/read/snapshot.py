@@ -370,16 +370,7 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     dictionary = db.query(f"SELECT v, hashtext(v) AS h FROM ({distinct}) d ORDER BY v",
                           list(params), types)
     labels, label_hashes = [r["v"] for r in dictionary], [r["h"] for r in dictionary]
-    row_rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
-    if long:        # one row per item: records are the distinct ids
-        order = np.argsort(row_rid, kind="stable")
-        rid, lengths = np.unique(row_rid[order], return_counts=True)
-        take = order
-    else:           # one row per record, its items back to back: records sorted by id
-        lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
-        order = np.argsort(row_rid, kind="stable")
-        rid, take = row_rid[order], ranges(np.cumsum(lengths)[order] - lengths[order], lengths[order])
-        lengths = lengths[order]
+    rid, lengths, take = _records_by_id(packed, long)
     n = len(rid)
     if len(set(label_hashes)) == len(label_hashes):
         hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)[take]
@@ -401,9 +392,30 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
                             "the request read them",
                             hint="Run the request again (the source was written to concurrently).")
         codes = codes[take]
+    offsets, codes = _sorted_sets(codes, lengths)
+    return SetColumn(rid, offsets, codes, labels)
+
+
+def _records_by_id(packed, long):
+    """(record ids ascending, each record's number of items, the order that takes the items
+    record by record) of read_sets' packed read: a long table has one row per item (records
+    are its distinct ids), an array column one row per record with its items back to back."""
+    row_rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
+    order = np.argsort(row_rid, kind="stable")
+    if long:
+        rid, lengths = np.unique(row_rid[order], return_counts=True)
+        return rid, lengths, order
+    lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
+    take = ranges(np.cumsum(lengths)[order] - lengths[order], lengths[order])
+    return row_rid[order], lengths[order], take
+
+
+def _sorted_sets(codes, lengths):
+    """CSR (offsets, codes) of records given by their items' ``codes`` back to back and
+    ``lengths``: each record's codes ascending and de-duplicated."""
+    n = len(lengths)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    # ascending and de-duplicated within each record
     record = np.repeat(np.arange(n), lengths)
     order = np.lexsort((codes, record))
     codes, record = codes[order], record[order]
@@ -411,4 +423,4 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     keep[1:] = (codes[1:] != codes[:-1]) | (record[1:] != record[:-1])
     codes, record = codes[keep], record[keep]
     np.cumsum(np.bincount(record, minlength=n), out=offsets[1:])
-    return SetColumn(rid, offsets, codes, labels)
+    return offsets, codes
