@@ -7,7 +7,7 @@
 --          -> (with SELECT: the caller reads the snapshot, here, with its own rights)
 --          -> deid._request_finish    SECURITY DEFINER (deid_owner): method, write, verify, log
 -- The snapshot passes from the reading part to deid_owner's part in this backend's memory,
--- keyed by a random token (pipeline.py); no SQL caller can hand deid rows of its own making.
+-- keyed by a random token (pending.py); no SQL caller can hand deid rows of its own making.
 -- =====================================================================
 CREATE FUNCTION deid._anonymize_request(relid oid, method text, k int, l int, columns text[],
                                         selection text, options text, release text)
@@ -15,13 +15,13 @@ RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
                discernibility float8, verified boolean)
 LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('pipeline.anonymize_request', relid, method, k, l, columns, selection, options, release)
+return entry('dispatch.anonymize_request', relid, method, k, l, columns, selection, options, release)
 $$;
 CREATE FUNCTION deid._request_begin(relid oid, method text, k int, l int, columns text[],
                                     selection text, options text, release text, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('pipeline.begin', relid, method, k, l, columns, selection, options, release, caller)
+return entry('pending.begin', relid, method, k, l, columns, selection, options, release, caller)
 $$;
 CREATE FUNCTION deid._request_finish(token text, caller name)
 RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,

@@ -50,7 +50,7 @@ CREATE FUNCTION deid._dist_part_finish(token text, caller name, run text, coord_
                                        chosen text)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('pipeline.finish_part', token, caller, run, coord_release, chosen)
+return entry('distributed.generalization_sql.finish_part', token, caller, run, coord_release, chosen)
 $$;
 -- The classes of what a pending generalization part stored (its requester only), for the
 -- coordinator's check of k over all the parts (verify/shared/merged_classes.py).

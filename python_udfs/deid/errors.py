@@ -7,7 +7,7 @@ A requester without SELECT on the source (a policy-based request) must not tell 
 by how deid refuses: every refusal whose cause may depend on the data (too few rows, a NULL, a
 value outside a hierarchy, an L no group reaches, ...) reaches it as :func:`uniform_refusal`
 -- one SQLSTATE, message and hint, no detail -- whatever the reason and whichever check a
-method happens to make first (pipeline._redacted applies :func:`for_policy`). A raise site
+method happens to make first (redaction.redacted applies :func:`for_policy`). A raise site
 that tests the data says so with ``data_dependent=True``; after the read begins, every error
 is taken to depend on the data unless it says ``data_dependent=False`` or its SQLSTATE class
 is a condition of the system (``SYSTEM_CLASSES``).

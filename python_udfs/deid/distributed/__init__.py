@@ -5,7 +5,7 @@ A source is registered on the coordinator once (catalog.register_source: the sou
 or a deid_admin) as sharded over a PL/Proxy cluster -- a SQL/MED server of the plproxy
 wrapper, p0 .. p(2^n - 1) naming the nodes -- by its key column (the patient or record id).
 deid.anonymize_request on such a source takes the same arguments and returns the same row;
-pipeline.anonymize_request hands it to coordinator.anonymize_request:
+dispatch.anonymize_request hands it to coordinator.anonymize_request:
 
     coordinator.begin      SECURITY DEFINER (deid_owner): validate, authorize the method's
                            distribution (methods/contract.py DISTRIBUTION), name the release,
@@ -35,7 +35,12 @@ a node at any point).
 
 Modules: catalog.py (registration, the cluster's partitions), coordinator.py (the coordinator's
 orchestration), protocol.py (run slots, proofs, cleanup, the nodes' errors), node.py (the node
-side), read_cache.py (a node's class-step read kept for the store step of the same run and
-role, generalization). Nothing here imports pipeline.py or a method: the node runs the single-node request
-through SQL (deid._anonymize_request), as the caller.
+side), eligibility.py (the pre-store check on every node), generalization.py and
+generalization_sql.py (the global merge of generalization: class tables, the search, the
+parts stored at the chosen levels), read_cache.py (a node's class-step read kept for the store
+step of the same run and role), releases.py (reading, re-verifying and dropping a distributed
+release). A node runs the single-node request through SQL (deid._anonymize_request), as the
+caller; the steps that need the request's snapshot use the pending-snapshot store (pending.py)
+and, for a stored part, the pipeline's finish. The pipeline imports nothing from here:
+dispatch.py sends a distributed source to the coordinator.
 """

@@ -1,6 +1,6 @@
 """The coordinator's side of a distributed release: the same front door, every node at once.
 
-anonymize_request(db, relid, ...)   SECURITY INVOKER, as the caller (pipeline.anonymize_request
+anonymize_request(db, relid, ...)   SECURITY INVOKER, as the caller (dispatch.anonymize_request
                                     hands it a registered source). PL/Proxy connects to every
                                     node as current_user, so each node sees the caller itself.
 begin(db, relid, ..., caller)       SECURITY DEFINER: the request's checks that need no rows
@@ -24,14 +24,15 @@ import time
 
 from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                       INSUFFICIENT_PRIVILEGE, VERIFICATION_FAILED, uniform_refusal)
-from ..request import access, options as opts_schema, release
+from ..methods import registry
+from ..request import access, release, args as request_args
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
 from ..log import estimate_view
 from .. import locks
 from . import catalog, eligibility, protocol
 
-_RUNS = {}          # run token -> the run (this backend's memory, as pipeline._PENDING)
+_RUNS = {}          # run token -> the run (this backend's memory, as pending.py's store)
 
 # distribution -> how the coordinator runs it (None: refused with FEATURE_NOT_SUPPORTED)
 STRATEGIES = {"shard_local": "shard_local", "global_merge": "global_merge"}
@@ -39,13 +40,14 @@ STRATEGIES = {"shard_local": "shard_local", "global_merge": "global_merge"}
 TEST_PAUSE = "deid.distributed_test_pause"     # tests only: wait on an advisory lock after store
 
 
-def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
-    """SECURITY INVOKER: begin, clean up, ping, store on every node, check, finish. The seconds
-    of each phase go into the coordinator's log row (metrics.seconds)."""
+def anonymize_request(db, args):
+    """SECURITY INVOKER: begin, clean up, ping, store on every node, check, finish, for the
+    request's arguments ``args`` (request/args.py). The seconds of each phase go into the
+    coordinator's log row (metrics.seconds)."""
     clock = _Phases()
-    run = json.loads(db.value("SELECT deid._dist_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
-                              [relid, method, k, l, columns, selection, options, name],
-                              ["oid", "text", "int", "int", "text[]", "text", "text", "text"]))
+    run = json.loads(db.value(
+        "SELECT deid._dist_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
+        args.params(), list(request_args.TYPES)))
     cluster, n = run["cluster"], run["partitions"]
     clock.phase("begin")
     for part in range(n):          # a node down: refused before anything is stored anywhere
@@ -54,30 +56,19 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
     protocol.cleanup(db, access.current_user(db), {cluster: n})
     clock.phase("cleanup")
     # every node can satisfy the model, or one node's refusal before any node stores a part
-    eligibility.precheck(db, run, method, k, l, columns, selection, options)
+    eligibility.precheck(db, run, args)
     clock.phase("precheck")
     parts = []
     try:
-        if run["strategy"] == "global_merge":
-            from . import generalization_sql
-            chosen = generalization_sql.choose_on_nodes(db, relid, run, k, columns, selection,
-                                                        options)
-            clock.phase("classes")
-            parts = generalization_sql.store_parts(db, run, k, columns, selection, options, chosen)
-        else:
-            parts = [json.loads(t) for t in protocol.call(
-                db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r",
-                [cluster, run["run"], run["release_id"], run["source_name"], method, k, l,
-                 columns, selection, options, run["name"]],
-                ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text",
-                 "text", "text"])]
+        parts, chosen = _store(db, run, args, clock)
         clock.phase("store")
         _test_pause(db)
         checks = [json.loads(t) for t in protocol.call(
             db, "SELECT deid._dist_check($1, $2) AS r", [cluster, run["run"]])]
         _compare(parts, checks)
         if run["strategy"] == "global_merge":
-            parts[0]["global"] = generalization_sql.check_parts(db, run, k, parts, chosen)
+            from . import generalization_sql
+            parts[0]["global"] = generalization_sql.check_parts(db, run, args.k, parts, chosen)
         clock.phase("check")
         _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
         _RUNS[run["run"]]["seconds"] = clock.times
@@ -88,6 +79,23 @@ def anonymize_request(db, relid, method, k, l, columns, selection, options, name
                 p.get("via") == "policy" for p in parts):
             raise uniform_refusal() from None
         raise
+
+
+def _store(db, run, args, clock):
+    """(every node's part report, the global merge's chosen levels or None): each node stores
+    its rows (deid._dist_store, RUN ON ALL, as the caller), or, for a global merge, at the
+    levels chosen over every node's classes."""
+    if run["strategy"] == "global_merge":
+        from . import generalization_sql
+        chosen = generalization_sql.choose_on_nodes(db, run, args)
+        clock.phase("classes")
+        return generalization_sql.store_parts(db, run, args, chosen), chosen
+    return [json.loads(t) for t in protocol.call(
+        db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r",
+        [run["cluster"], run["run"], run["release_id"], run["source_name"], args.method, args.k,
+         args.l, args.column_list, args.selection, args.options, run["name"]],
+        ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text",
+         "text", "text"])], None
 
 
 class _Phases:
@@ -132,7 +140,7 @@ def begin(db, relid, method, k, l, columns, selection, options, name, caller):
     if src is None:
         raise DeidError(INVALID_PARAMETER_VALUE, "the source is not distributed",
                         hint="SELECT deid.register_distributed_source(source, cluster, key_column);")
-    entry, opts = opts_schema.validate_request(method, k, l, options)
+    entry, opts = registry.validate_request(method, k, l, options)
     plugin = entry.plugin
     if STRATEGIES.get(plugin.DISTRIBUTION) is None:
         raise DeidError(FEATURE_NOT_SUPPORTED,

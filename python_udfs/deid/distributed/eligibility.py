@@ -12,11 +12,11 @@ certificate below L) would refuse in its store, after the others stored theirs. 
     node_check(db, source, ..) node, SECURITY INVOKER (deid._dist_node_eligible): the
                                single-node request's begin -- its access checks (grants,
                                column privileges, RLS, policies) and code checks, as the caller
-                               (deid._dist_eligibility_begin, SECURITY DEFINER: pipeline.begin
+                               (deid._dist_eligibility_begin, SECURITY DEFINER: pending.begin
                                with the method's narrowed read: the sensitive attributes and
                                the row id only; a policy's grantor reads them) -- then the read
                                as the caller where it holds SELECT, then
-                               deid._dist_eligibility_check (SECURITY DEFINER: pipeline.check):
+                               deid._dist_eligibility_check (SECURITY DEFINER: check below):
                                the method's own refusal (partition.check_eligible: the same
                                code and errors as the store's) and the overlap control's
                                refusal, without storing anything, redacted as the store's
@@ -31,7 +31,11 @@ CHECKS names, per method, its narrowed read and its check (pure plug-in function
 without one go straight to the store.
 """
 from ..errors import DeidError, FEATURE_NOT_SUPPORTED
-from .. import pipeline
+from .. import pending
+from ..log import overlap
+from ..redaction import redacted
+from ..request import access
+from ..request.args import RequestArgs
 from . import protocol
 from .node import source_relid
 
@@ -44,44 +48,56 @@ def _anatomy():
 CHECKS = {"anatomy": _anatomy}
 
 
-def precheck(db, run, method, k, l, columns, selection, options):
+def precheck(db, run, args):
     """Coordinator, as the caller: every node's pre-check (RUN ON ALL); a refusal is the node's."""
-    if method not in CHECKS:
+    if args.method not in CHECKS:
         return
     protocol.call(db, "SELECT deid._dist_eligible($1, $2, $3, $4, $5, $6, $7, $8, $9) AS r",
-                  [run["cluster"], run["source_name"], method, k, l, columns, selection,
-                   options, run["name"]],
+                  [run["cluster"], run["source_name"], args.method, args.k, args.l,
+                   args.column_list, args.selection, args.options, run["name"]],
                   ["text", "text", "text", "int", "int", "text[]", "text", "text", "text"])
 
 
 def node_check(db, source, method, k, l, columns, selection, options, name):
-    """Node, as the caller: begin (SECURITY DEFINER), read as the caller with SELECT, check
-    (SECURITY DEFINER). 'eligible', or the request's own refusal."""
+    """Node, as the caller (deid._dist_node_eligible): begin (SECURITY DEFINER), read as the
+    caller with SELECT, check (SECURITY DEFINER). 'eligible', or the request's own refusal."""
     relid = source_relid(db, source)
-    token = pipeline._begin_and_read(db, relid, method, k, l, columns, selection, options, name,
-                                     begin_function="deid._dist_eligibility_begin")
+    args = RequestArgs.of_call(relid, method, k, l, columns, selection, options, name)
+    token = pending.begin_and_read(db, args, begin_function="deid._dist_eligibility_begin")
     try:
         return db.value("SELECT deid._dist_eligibility_check($1, current_user)", [token])
     finally:
-        pipeline._PENDING.pop(token, None)
+        pending.discard(token)
 
 
 def begin(db, relid, method, k, l, columns, selection, options, name, caller):
-    """SECURITY DEFINER: pipeline.begin with the method's narrowed read."""
+    """SECURITY DEFINER (deid._dist_eligibility_begin): pending.begin_request with the
+    method's narrowed read."""
     narrow = _hooks(method)[0]
-    return pipeline.begin(db, relid, method, k, l, columns, selection, options, name, caller,
-                          narrow=narrow)
+    return pending.begin_request(
+        db, RequestArgs.of_call(relid, method, k, l, columns, selection, options, name), caller,
+        narrow=narrow)
 
 
 def check(db, token, caller):
-    """SECURITY DEFINER: pipeline.check with the method's check."""
-    p = pipeline._PENDING.get(token)
+    """SECURITY DEFINER: the pre-check on the narrowed snapshot read for ``token`` (begin
+    above): the overlap control's refusal and the method's own refusal of rows it cannot
+    release, each redacted as the store's are (a policy requester: the uniform refusal).
+    Stores nothing; returns nothing of the rows."""
+    p = pending.get(token)
     method = p.req.method if p is not None else None
-    return pipeline.check(db, token, caller, _hooks(method)[1] if method in CHECKS else _none)
+    run = _hooks(method)[1] if method in CHECKS else _none
+    access.caller_role(db, caller)
+    p = pending.take(token, caller, "check", what="check",
+                     hint="Call deid.anonymize_request(...) on the coordinator.")
+    with redacted(p.req, after_read=True):
+        run(p.frame, p.req)
+        overlap.check(db, p.req, p.spec, p.frame.rid)
+    return "eligible"
 
 
 def _none(frame, req):
-    raise AssertionError("unreachable: pipeline.check refuses a token of no check")
+    raise AssertionError("unreachable: a token of no check is refused by pending.take")
 
 
 def _hooks(method):

@@ -13,7 +13,7 @@ types, the row id, the rendered selection). Anything else finds nothing and read
 read is kept per backend at most: the next class step replaces it, the store step takes it
 (taken once), and an abort of a run drops it. The store step still begins the request (the
 caller's rights, policies and code checks, as of now); only the read is skipped. Only deid's
-own Python (the steps above) puts rows here, as pipeline._PENDING.
+own Python (the steps above) puts rows here, as in pending.py's store.
 """
 
 _KEPT = {}         # at most one: "read" -> (key, frame)

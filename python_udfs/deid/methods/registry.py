@@ -8,7 +8,9 @@ of methods/contract.py (docs/dev/adding-a-method.md).
 import importlib
 from dataclasses import dataclass
 
-from ..errors import DeidError, INVALID_PARAMETER_VALUE
+from ..catalog.relations import require
+from ..errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
+from ..request import options as options_schema
 
 
 def _module(ref):
@@ -56,3 +58,20 @@ def method(name):
         raise DeidError(INVALID_PARAMETER_VALUE, f"unknown method {name!r}",
                         hint="One of: " + ", ".join(METHODS) + ".")
     return METHODS[name]
+
+
+def validate_request(method_name, k, l, options):
+    """A request's method, k, l and options checked, before anything is read: (the registry's
+    method entry, the validated options). Shared by pending.begin and the distributed
+    coordinator (distributed/coordinator.py), so that both refuse alike. Here, not in
+    request/options.py: the plug-ins' options are of request/options.py, which so imports no
+    method."""
+    require(method_name, "method", "One of: " + ", ".join(METHODS) + ".")
+    entry = method(method_name)
+    if k is None:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
+                        hint="k is the smallest group size of the release, e.g. k => 10.")
+    opts = options_schema.validate(options_schema.parse(options),
+                                   options_schema.COMMON + entry.plugin.OPTIONS, method_name)
+    entry.plugin.validate(k, l, opts)
+    return entry, opts

@@ -110,90 +110,35 @@ def read(db, rel, columns, rid_column=None, selection=None):
     types = ["text"] * len(params)
     src = rel.qualified
     cols = [rel.column(c) for c in columns]
-    select, joins, dtypes, names = [], [], [], []
-    if rid_column:
-        select.append(("int8send", f"t.{quote_ident(rid_column)}::int8", None))
-        dtypes.append(">i8")
-        names.append("__rid")
     categories = [c for c in cols if column_kind(c.base_type) == "category"]
-    categorical = {c.name for c in categories}
     # Without bound parameters the pass may run as parallel parts (parallel_pass.run); the read's
     # own seed is then written into the statement as an integer literal.
     cuts = [] if params else parallel_pass.parallel_cuts(db, rel)
     seed = secrets.randbits(62) if rid_column and categories else None
+    seed_sql = None
     if seed is not None:
         params.append(seed)
         types.append("bigint")
         seed_sql = f"{int(seed)}::int8" if cuts else f"${len(params)}"
     dictionaries = {} if seed is not None else _dictionaries(db, src, where, params, categories)
-    null_terms, hashed = [], set()
-    for j, c in enumerate(cols):
-        q = "t." + quote_ident(c.name)
-        kind = column_kind(c.base_type)
-        if kind == "category" and seed is not None:
-            select.append(("int8send", f"hashtextextended(({q})::text, {seed_sql})", "0"))
-            dtypes.append(">i8")
-        elif kind == "category":
-            dictionary, hashes = dictionaries[c.name]
-            if len(set(hashes)) == len(hashes):      # codes from hashtext(): no join
-                select.append(("int4send", f"hashtext(({q})::text)", "0"))
-                hashed.add(c.name)
-            else:                                    # a hash collision: join the dictionary
-                params.append(dictionary)
-                types.append("text[]")
-                alias = f"d{j}"
-                joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
-                             f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
-                select.append(("int4send", f"{alias}.__deid_o::int4 - 1", str(len(dictionary))))
-            dtypes.append(">i4")
-        else:
-            expr, dt = _value_expr(kind, c.base_type, q)
-            select.append(expr)
-            dtypes.append(dt)
-        names.append(c.name)
-        if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
-            null_terms.append((j // FLAG_BITS, f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
-    select, dtypes, names = parallel_pass.int4_last(select, dtypes, names)
-    if joins:                   # they bind dictionaries as parameters: one serial pass
+    f = _fields(cols, rid_column, seed_sql, dictionaries, params, types)
+    if f.joins:                 # they bind dictionaries as parameters: one serial pass
         cuts = []
-    base = (f"{src} t{''.join(joins)}", where)
-    # One aggregate packs every row's fields back to back (one transition per row, not one
-    # per column). A NULL field makes its row's pack NULL, which string_agg skips: most reads
-    # have no NULL at all, so the first pass packs the values as they are and counts the rows;
-    # if fewer rows were packed than counted (a NULL value, or a NULL row id), the second pass
-    # packs NULLs as defaults with their flags, and counts the NULL row ids.
-    row = parallel_pass.run(db, f"{parallel_pass.packed(select, nulls=False)}, count(*) AS n", base,
-                       params, types, cuts)
-    if len(row["c"]) != int(row["n"]) * parallel_pass.layout(dtypes).itemsize:
-        for word in sorted({w for w, _ in null_terms}):    # flags beside the values they mark
-            select.append(("int8send", " | ".join(t for w, t in null_terms if w == word), None))
-            dtypes.append(">i8")
-            names.append(f"__null{word}")
-        extra = f", count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids" \
-            if rid_column else ""
-        row = parallel_pass.run(db, f"{parallel_pass.packed(select, nulls=True)}, count(*) AS n{extra}",
-                           base, params, types, cuts)
+    row = _packed_pass(db, f, (f"{src} t{''.join(f.joins)}", where), (params, types), cuts,
+                       rid_column)
     n = int(row["n"])
     if row.get("null_rids"):
         raise DeidError(NULL_VALUE_NOT_ALLOWED, f'the row id "{rid_column}" is NULL in some rows',
                         hint=f'Every row needs an id: filter the NULLs out with selection => '
                              f'\'"{rid_column}" IS NOT NULL\', or choose another row_id.',
                         data_dependent=True)
-    layout = parallel_pass.layout(dtypes)
+    layout = parallel_pass.layout(f.dtypes)
     packed = np.frombuffer(row["c"], layout)
     if len(packed) != n:
         raise DeidError(SERIALIZATION_FAILURE, f"the rows of {rel.display} changed while the request"
                         " read them", hint="Run the request again.")
-    arrays, slots = {}, {}
-    for i, (name, dt) in enumerate(zip(names, dtypes)):
-        if seed is not None and name in categorical:
-            # 64-bit hashes become dictionary codes: read in place (big-endian), their
-            # low 16 bits (what distinct_hashes tables them by) straight from the buffer
-            arrays[name], slots[name] = packed[f"f{i}"], i
-            continue
-        # hashtext() values stay int32 until they become dictionary codes
-        wide = np.float64 if dt[1] == "f" else np.int32 if name in hashed else np.int64
-        arrays[name] = packed[f"f{i}"].astype(wide)
+    hashed64 = {c.name for c in categories} if seed is not None else set()
+    arrays, slots = _unpacked(packed, f, hashed64)
     del packed
     flag_words = {int(k[6:]): arrays.pop(k) for k in [k for k in arrays if k.startswith("__null")]}
     out = {}
@@ -205,11 +150,102 @@ def read(db, rel, columns, rid_column=None, selection=None):
             dictionaries[c.name], values = _dictionary_by_rows(
                 db, src, where, params, rid_column, c, arrays["__rid"], values, null, seed,
                 low_16_bits(row["c"], layout, slots[c.name], n))
-        elif c.name in hashed:
+        elif c.name in f.hashed:
             values = codes_from_hashes(c.name, values, dictionaries[c.name][1], null)
         dictionary = dictionaries[c.name][0] if c.name in dictionaries else None
         out[c.name] = EncodedColumn(c.name, column_kind(c.base_type), values, null, dictionary)
     return Frame(n, arrays.get("__rid"), out)
+
+
+class _Fields:
+    """What one pass of read() selects: per field its (send function, expression, NULL
+    default), binary dtype and name; the dictionaries it joins; its NULL flag terms (flag word,
+    term); the columns read as 32-bit hashtext()."""
+
+    def __init__(self):
+        self.select, self.joins, self.dtypes, self.names = [], [], [], []
+        self.null_terms, self.hashed = [], set()
+
+
+def _fields(cols, rid_column, seed_sql, dictionaries, params, types):
+    """The fields of read()'s pass (``seed_sql``: the 64-bit hash seed's SQL, or None when the
+    dictionaries came first); a joined dictionary is bound as a parameter (appended to
+    ``params`` and ``types``)."""
+    f = _Fields()
+    if rid_column:
+        f.select.append(("int8send", f"t.{quote_ident(rid_column)}::int8", None))
+        f.dtypes.append(">i8")
+        f.names.append("__rid")
+    for j, c in enumerate(cols):
+        q = "t." + quote_ident(c.name)
+        kind = column_kind(c.base_type)
+        if kind == "category" and seed_sql is not None:
+            f.select.append(("int8send", f"hashtextextended(({q})::text, {seed_sql})", "0"))
+            f.dtypes.append(">i8")
+        elif kind == "category":
+            dictionary, hashes = dictionaries[c.name]
+            if len(set(hashes)) == len(hashes):      # codes from hashtext(): no join
+                f.select.append(("int4send", f"hashtext(({q})::text)", "0"))
+                f.hashed.add(c.name)
+            else:                                    # a hash collision: join the dictionary
+                params.append(dictionary)
+                types.append("text[]")
+                alias = f"d{j}"
+                f.joins.append(f" LEFT JOIN unnest(${len(params)}::text[]) WITH ORDINALITY"
+                               f" AS {alias}(__deid_v, __deid_o) ON {alias}.__deid_v = ({q})::text")
+                f.select.append(("int4send", f"{alias}.__deid_o::int4 - 1", str(len(dictionary))))
+            f.dtypes.append(">i4")
+        else:
+            expr, dt = _value_expr(kind, c.base_type, q)
+            f.select.append(expr)
+            f.dtypes.append(dt)
+        f.names.append(c.name)
+        if not c.not_null:      # NULL flags: bit j % 62 of flag word j // 62
+            f.null_terms.append((j // FLAG_BITS,
+                                 f"((({q}) IS NULL)::int::int8 << {j % FLAG_BITS})"))
+    f.select, f.dtypes, f.names = parallel_pass.int4_last(f.select, f.dtypes, f.names)
+    return f
+
+
+def _packed_pass(db, f, base, bound, cuts, rid_column):
+    """The row of read()'s pass over ``base`` (from, where) with ``bound`` (params, types):
+    ``c``, every row's fields packed back to back, and ``n``, the rows counted.
+
+    One aggregate packs every row's fields (one transition per row, not one per column). A
+    NULL field makes its row's pack NULL, which string_agg skips: most reads have no NULL at
+    all, so the first pass packs the values as they are and counts the rows; if fewer rows
+    were packed than counted (a NULL value, or a NULL row id), the second pass packs NULLs as
+    defaults with their flags (fields __null<word> added to ``f``), and counts the NULL row
+    ids (``null_rids``)."""
+    params, types = bound
+    row = parallel_pass.run(db, f"{parallel_pass.packed(f.select, nulls=False)}, count(*) AS n",
+                            base, params, types, cuts)
+    if len(row["c"]) == int(row["n"]) * parallel_pass.layout(f.dtypes).itemsize:
+        return row
+    for word in sorted({w for w, _ in f.null_terms}):    # flags beside the values they mark
+        f.select.append(("int8send", " | ".join(t for w, t in f.null_terms if w == word), None))
+        f.dtypes.append(">i8")
+        f.names.append(f"__null{word}")
+    extra = f", count(*) FILTER (WHERE t.{quote_ident(rid_column)} IS NULL) AS null_rids" \
+        if rid_column else ""
+    return parallel_pass.run(db, f"{parallel_pass.packed(f.select, nulls=True)}, count(*) AS n{extra}",
+                             base, params, types, cuts)
+
+
+def _unpacked(packed, f, hashed64):
+    """The pass's fields as arrays ({name: array}) and, for the columns of 64-bit hashes
+    (``hashed64``), their field index ({name: i})."""
+    arrays, slots = {}, {}
+    for i, (name, dt) in enumerate(zip(f.names, f.dtypes)):
+        if name in hashed64:
+            # 64-bit hashes become dictionary codes: read in place (big-endian), their
+            # low 16 bits (what distinct_hashes tables them by) straight from the buffer
+            arrays[name], slots[name] = packed[f"f{i}"], i
+            continue
+        # hashtext() values stay int32 until they become dictionary codes
+        wide = np.float64 if dt[1] == "f" else np.int32 if name in f.hashed else np.int64
+        arrays[name] = packed[f"f{i}"].astype(wide)
+    return arrays, slots
 
 
 REPRESENTATIVES_MAX = 1 << 15    # distinct values of a column fetched by row id; more: GROUP BY
@@ -334,16 +370,7 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     dictionary = db.query(f"SELECT v, hashtext(v) AS h FROM ({distinct}) d ORDER BY v",
                           list(params), types)
     labels, label_hashes = [r["v"] for r in dictionary], [r["h"] for r in dictionary]
-    row_rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
-    if long:        # one row per item: records are the distinct ids
-        order = np.argsort(row_rid, kind="stable")
-        rid, lengths = np.unique(row_rid[order], return_counts=True)
-        take = order
-    else:           # one row per record, its items back to back: records sorted by id
-        lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
-        order = np.argsort(row_rid, kind="stable")
-        rid, take = row_rid[order], ranges(np.cumsum(lengths)[order] - lengths[order], lengths[order])
-        lengths = lengths[order]
+    rid, lengths, take = _records_by_id(packed, long)
     n = len(rid)
     if len(set(label_hashes)) == len(label_hashes):
         hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)[take]
@@ -365,9 +392,30 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
                             "the request read them",
                             hint="Run the request again (the source was written to concurrently).")
         codes = codes[take]
+    offsets, codes = _sorted_sets(codes, lengths)
+    return SetColumn(rid, offsets, codes, labels)
+
+
+def _records_by_id(packed, long):
+    """(record ids ascending, each record's number of items, the order that takes the items
+    record by record) of read_sets' packed read: a long table has one row per item (records
+    are its distinct ids), an array column one row per record with its items back to back."""
+    row_rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
+    order = np.argsort(row_rid, kind="stable")
+    if long:
+        rid, lengths = np.unique(row_rid[order], return_counts=True)
+        return rid, lengths, order
+    lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
+    take = ranges(np.cumsum(lengths)[order] - lengths[order], lengths[order])
+    return row_rid[order], lengths[order], take
+
+
+def _sorted_sets(codes, lengths):
+    """CSR (offsets, codes) of records given by their items' ``codes`` back to back and
+    ``lengths``: each record's codes ascending and de-duplicated."""
+    n = len(lengths)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    # ascending and de-duplicated within each record
     record = np.repeat(np.arange(n), lengths)
     order = np.lexsort((codes, record))
     codes, record = codes[order], record[order]
@@ -375,4 +423,4 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     keep[1:] = (codes[1:] != codes[:-1]) | (record[1:] != record[:-1])
     codes, record = codes[keep], record[keep]
     np.cumsum(np.bincount(record, minlength=n), out=offsets[1:])
-    return SetColumn(rid, offsets, codes, labels)
+    return offsets, codes

@@ -32,7 +32,7 @@ it on random, tie-heavy, skewed and degenerate releases).
 import numpy as np
 
 from ..errors import DeidError, INVALID_PARAMETER_VALUE
-from ..methods.disassociation.disassociate import Slots, assemble, draw_slots, _check_int
+from ..methods.disassociation.disassociate import Slots, assemble, check_int, draw_slots
 
 
 def constrained_reconstruct(result, seed, constraint_of_code, colocate=1.0):
@@ -42,7 +42,7 @@ def constrained_reconstruct(result, seed, constraint_of_code, colocate=1.0):
     ``colocate``: the probability in [0, 1] that a piece of a split constraint follows its
     constraint (0: the random deal of 003 Fig. 5, 1: every piece).  Item-chunk codes go on
     one record each (``reconstruct``'s default)."""
-    seed = _check_int(seed, "seed", 0, "the seed of the reconstruction")
+    seed = check_int(seed, "seed", 0, "the seed of the reconstruction")
     if isinstance(colocate, bool) or not isinstance(colocate, (int, float, np.floating)) \
             or not 0.0 <= colocate <= 1.0:
         raise DeidError(INVALID_PARAMETER_VALUE, "colocate must be a number in [0, 1]",

@@ -134,20 +134,3 @@ def validate(options, schema, method):
 
 def usage(schema):
     return "\n".join(f"    {o.name}: {o.describe()} -- {o.help}" for o in schema)
-
-
-def validate_request(method, k, l, options):
-    """A request's method, k, l and options checked, before anything is read: (the registry's
-    method entry, the validated options). Shared by pipeline.begin and the distributed
-    coordinator (distributed/coordinator.py), so that both refuse alike."""
-    from ..catalog.relations import require
-    from ..errors import NULL_VALUE_NOT_ALLOWED
-    from ..methods import registry
-    require(method, "method", "One of: " + ", ".join(registry.METHODS) + ".")
-    entry = registry.method(method)
-    if k is None:
-        raise DeidError(NULL_VALUE_NOT_ALLOWED, "k must not be NULL",
-                        hint="k is the smallest group size of the release, e.g. k => 10.")
-    opts = validate(parse(options), COMMON + entry.plugin.OPTIONS, method)
-    entry.plugin.validate(k, l, opts)
-    return entry, opts

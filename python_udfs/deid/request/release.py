@@ -7,6 +7,7 @@ deid_reader and to the requester).
 """
 import re
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from . import access
 from ..catalog import relations as catalog
@@ -20,12 +21,23 @@ NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 
 
 @dataclass
+class RunState:
+    """What a run adds to its request as it goes, apart from the request itself."""
+    progress: Optional[Callable[[float], None]] = None   # of the method phase (pipeline._Clock)
+    evidence: object = None      # the plan's evidence for its verifier (verify.<method>.Evidence)
+    part: Optional[dict] = None  # a node's part of a distributed generalization
+    #                              (distributed/generalization_sql.finish_part)
+
+
+@dataclass(frozen=True)
 class Request:
-    """A validated, authorized request, handed to a method adapter."""
+    """A validated, authorized request, handed to a method adapter. Frozen: what a run adds
+    (its progress, the plan's evidence, a node's part) is its ``run`` state, read through the
+    properties below."""
     rel: catalog.Relation
     method: str
     k: int
-    l: int
+    l: int                     # noqa: E741  (the papers' name)
     columns: list              # the projection
     selection_text: str
     selection: object          # request.Selection or None
@@ -38,9 +50,19 @@ class Request:
     started: str = None        # clock_timestamp() at the start, as text
     hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
     option_hierarchy: object = None   # options.hierarchy, loaded (a set-valued method's)
-    evidence: object = None           # the plan's evidence for its verifier (verify.<method>.Evidence)
-    progress: object = None           # progress(fraction done) of the method phase, or None
-    part: dict = None                 # a node's part of a distributed generalization (pipeline.finish_part)
+    run: RunState = field(default_factory=RunState, compare=False)
+
+    @property
+    def evidence(self):
+        return self.run.evidence
+
+    @property
+    def progress(self):
+        return self.run.progress
+
+    @property
+    def part(self):
+        return self.run.part
 
 
 def projection(rel, columns):

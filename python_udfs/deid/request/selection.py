@@ -189,6 +189,7 @@ class _Parser:
 
     # -- predicates ------------------------------------------------------------------------
     def predicate(self, node, depth=0):
+        """The whitelisted tree of a condition node; anything else is refused."""
         if depth > _MAX_DEPTH:
             raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
                             hint="Write long OR chains as col IN (...) and flatten parentheses.")
@@ -196,83 +197,105 @@ class _Parser:
         if t is exp.Paren:
             return self.predicate(node.this, depth + 1)
         if t in (exp.And, exp.Or):
-            items = []
-            stack = [node]
-            while stack:  # flatten a chain of the same operator, left to right
-                n = stack.pop()
-                if type(n) is t:
-                    stack.append(n.expression)
-                    stack.append(n.this)
-                else:
-                    items.append(self.predicate(n, depth + 1))
-            return (_And if t is exp.And else _Or)(tuple(items))
+            return self._chain(node, t, depth)
         if t is exp.Not:
-            inner = self.predicate(node.this, depth + 1)
-            if isinstance(inner, _InList):
-                return _InList(inner.column, inner.values, not inner.negated)
-            if isinstance(inner, _Between):
-                return _Between(inner.column, inner.low, inner.high, not inner.negated)
-            if isinstance(inner, _IsNull):
-                return _IsNull(inner.column, not inner.negated)
-            return _Not(inner)
+            return self._negated(self.predicate(node.this, depth + 1))
         if t in _CMP_NODES:
-            op = _CMP_NODES[t]
-            left, right = self.operand(node.this), self.operand(node.expression)
-            ctx = _snippet(node)
-            lcol, rcol = self.column(left), self.column(right)
-            if lcol is not None and rcol is not None:
-                raise DeidError(FEATURE_NOT_SUPPORTED,
-                                f"column-to-column comparisons are not allowed in a selection: {ctx}",
-                                hint="Compare a column with a literal value.")
-            if lcol is not None:
-                return _Cmp(op, lcol, self.value(right, ctx))
-            if rcol is not None:
-                return _Cmp(_FLIP[op], rcol, self.value(left, ctx))
-            for side in (left, right):
-                if self.literal(side) is None:
-                    _refuse(side)
-            raise DeidError(FEATURE_NOT_SUPPORTED,
-                            f"a comparison must involve a column: {ctx}", hint=_GRAMMAR_HINT)
+            return self._comparison(node, _CMP_NODES[t])
         if t is exp.In:
-            self._only_args(node, {"this", "expressions"})
-            col = self.column(self.operand(node.this))
-            if col is None:
-                _refuse(self.operand(node.this))
-            items = node.args.get("expressions") or []
-            if not items:
-                raise DeidError(SYNTAX_ERROR, f"empty IN list: {_snippet(node)}",
-                                hint="List at least one value: col IN ('a', 'b').")
-            ctx = _snippet(node)
-            return _InList(col, tuple(self.value(i, ctx) for i in items), False)
+            return self._in_list(node)
         if t is exp.Between:
-            self._only_args(node, {"this", "low", "high"})
-            col = self.column(self.operand(node.this))
-            if col is None:
-                _refuse(self.operand(node.this))
-            ctx = _snippet(node)
-            return _Between(col, self.value(node.args["low"], ctx), self.value(node.args["high"], ctx), False)
+            return self._between(node)
         if t is exp.Is:
-            self._only_args(node, {"this", "expression", "negate"})
-            col = self.column(self.operand(node.this))
-            if col is None:
-                _refuse(self.operand(node.this))
-            if type(node.expression) is not exp.Null:
-                raise DeidError(FEATURE_NOT_SUPPORTED,
-                                f"only IS NULL and IS NOT NULL are allowed in a selection: {_snippet(node)}",
-                                hint=_GRAMMAR_HINT)
-            return _IsNull(col, bool(node.args.get("negate")))
+            return self._is_null(node)
         if t is exp.Column:
-            col = self.column(node)
-            if self.types[col] != "boolean":
-                raise DeidError(FEATURE_NOT_SUPPORTED,
-                                f"column {col!r} is not boolean and cannot stand alone as a condition",
-                                hint="Compare it with a value, e.g. col = 'x'.")
-            return _BoolColumn(col)
+            return self._bool_column(node)
         if self.literal(node) is not None:
             raise DeidError(FEATURE_NOT_SUPPORTED,
                             f"a selection must be a condition on columns, not the literal {_snippet(node)}",
                             hint=_GRAMMAR_HINT)
         _refuse(node)
+
+    def _chain(self, node, t, depth):
+        """A chain of one operator (AND or OR), flattened left to right."""
+        items = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if type(n) is t:
+                stack.append(n.expression)
+                stack.append(n.this)
+            else:
+                items.append(self.predicate(n, depth + 1))
+        return (_And if t is exp.And else _Or)(tuple(items))
+
+    @staticmethod
+    def _negated(inner):
+        if isinstance(inner, _InList):
+            return _InList(inner.column, inner.values, not inner.negated)
+        if isinstance(inner, _Between):
+            return _Between(inner.column, inner.low, inner.high, not inner.negated)
+        if isinstance(inner, _IsNull):
+            return _IsNull(inner.column, not inner.negated)
+        return _Not(inner)
+
+    def _comparison(self, node, op):
+        """A column compared with a literal (either side); column to column is refused."""
+        left, right = self.operand(node.this), self.operand(node.expression)
+        ctx = _snippet(node)
+        lcol, rcol = self.column(left), self.column(right)
+        if lcol is not None and rcol is not None:
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"column-to-column comparisons are not allowed in a selection: {ctx}",
+                            hint="Compare a column with a literal value.")
+        if lcol is not None:
+            return _Cmp(op, lcol, self.value(right, ctx))
+        if rcol is not None:
+            return _Cmp(_FLIP[op], rcol, self.value(left, ctx))
+        for side in (left, right):
+            if self.literal(side) is None:
+                _refuse(side)
+        raise DeidError(FEATURE_NOT_SUPPORTED,
+                        f"a comparison must involve a column: {ctx}", hint=_GRAMMAR_HINT)
+
+    def _in_list(self, node):
+        self._only_args(node, {"this", "expressions"})
+        col = self.column(self.operand(node.this))
+        if col is None:
+            _refuse(self.operand(node.this))
+        items = node.args.get("expressions") or []
+        if not items:
+            raise DeidError(SYNTAX_ERROR, f"empty IN list: {_snippet(node)}",
+                            hint="List at least one value: col IN ('a', 'b').")
+        ctx = _snippet(node)
+        return _InList(col, tuple(self.value(i, ctx) for i in items), False)
+
+    def _between(self, node):
+        self._only_args(node, {"this", "low", "high"})
+        col = self.column(self.operand(node.this))
+        if col is None:
+            _refuse(self.operand(node.this))
+        ctx = _snippet(node)
+        return _Between(col, self.value(node.args["low"], ctx), self.value(node.args["high"], ctx), False)
+
+    def _is_null(self, node):
+        self._only_args(node, {"this", "expression", "negate"})
+        col = self.column(self.operand(node.this))
+        if col is None:
+            _refuse(self.operand(node.this))
+        if type(node.expression) is not exp.Null:
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"only IS NULL and IS NOT NULL are allowed in a selection: {_snippet(node)}",
+                            hint=_GRAMMAR_HINT)
+        return _IsNull(col, bool(node.args.get("negate")))
+
+    def _bool_column(self, node):
+        col = self.column(node)
+        if self.types[col] != "boolean":
+            raise DeidError(FEATURE_NOT_SUPPORTED,
+                            f"column {col!r} is not boolean and cannot stand alone as a condition",
+                            hint="Compare it with a value, e.g. col = 'x'.")
+        return _BoolColumn(col)
 
     @staticmethod
     def _only_args(node, allowed):

@@ -80,10 +80,12 @@ def test_the_contract_check_names_what_is_missing():
 
 
 def test_the_pipeline_probes_no_member():
-    """Declared, not probed: the pipeline reads the contract's members directly."""
-    src = (ROOT / "python_udfs" / "deid" / "pipeline.py").read_text()
-    assert "hasattr(" not in src
-    assert not re.search(r"getattr\(p\.method|getattr\(plugin", src)
+    """Declared, not probed: the pipeline and the pending-snapshot store (begin) read the
+    contract's members directly."""
+    for module in ("pipeline.py", "pending.py"):
+        src = (ROOT / "python_udfs" / "deid" / module).read_text()
+        assert "hasattr(" not in src
+        assert not re.search(r"getattr\((p|r)\.(method|entry)|getattr\(plugin", src)
 
 
 def test_a_method_is_one_folder_with_its_plugin():

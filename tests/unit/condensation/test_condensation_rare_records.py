@@ -214,7 +214,7 @@ def test_member_hierarchy_generalizes_to_the_lowest_level():
                   members=[{"A01": "AB", "B02": "AB", "C03": "CDS", "D04": "CDS", "SECRET": "CDS"},
                            {"AB": "*", "CDS": "*"}])
     r = with_columns(req(("a", "b", "dx"), k=10, seed=3), INT2)
-    r.hierarchies = {"dx": h}
+    r = replace(r, hierarchies={"dx": h})
     plan = plugin.run(f, r)
     assert plan.tables[0].columns[2].labels == ["AB", "CDS"]
     assert plan.metrics["categories"]["dx"] == {"mode": "hierarchy", "level": 1}
@@ -229,7 +229,7 @@ def test_interval_hierarchy_on_a_number():
     h = Hierarchy("age_h", "interval", 4, [0, 0.3, 0.6, 1], low=0, high=200, widths=[10, 50])
     r = with_columns(req(("a", "b", "dx"), k=10, seed=3), INT2)
     r.rel.columns["a"].hierarchy = "age_h"
-    r.hierarchies = {"a": h}
+    r = replace(r, hierarchies={"a": h})
     plan = plugin.run(f, r)
     age = plan.tables[0].columns[0]
     assert isinstance(age, Labels) and plan.metrics["categories"]["a"]["mode"] == "hierarchy"

@@ -35,12 +35,10 @@ def member(name, n):
 def request(k, search="greedy", grant=None, priorities=None):
     cols = {q: Column(q, "text", "text", False, role="quasi_identifier", hierarchy=q,
                       source="A" if q != "c" else "B") for q in SIZES}
-    req = Request(Relation(1, "public", "t", "r", False, cols), "generalization", k, None,
-                  list(SIZES), None, None, {}, "rel", 1, 3, "me",
-                  grant or {"via": "select", "reader": "me"})
-    req.options = {"search": search, "priorities": priorities or {}}
-    req.hierarchies = {q: member(q, n) for q, n in SIZES.items()}
-    return req
+    return Request(Relation(1, "public", "t", "r", False, cols), "generalization", k, None,
+                   list(SIZES), None, None, {"search": search, "priorities": priorities or {}},
+                   "rel", 1, 3, "me", grant or {"via": "select", "reader": "me"},
+                   hierarchies={q: member(q, n) for q, n in SIZES.items()})
 
 
 def frame_of(rows):

@@ -6,6 +6,7 @@ policy allows per-source k); a SELECT holder keeps 002's per-source k.
 Here without a server: the searches with the joint constraint (greedy and the exact lattice,
 against brute force), the plug-in's choice of the constraint from the grant, and the verifier's
 own reading of the requirement and its check of the stored classes over all quasi-identifiers."""
+import dataclasses
 import itertools
 
 import numpy as np
@@ -168,8 +169,8 @@ def grid_request(grant, k=4):
     cols = {"a": Column("a", "text", "text", False, role="quasi_identifier", hierarchy="ha", source="A"),
             "b": Column("b", "text", "text", False, role="quasi_identifier", hierarchy="hb", source="B")}
     req = Request(Relation(1, "public", "t", "r", False, cols), "generalization", k, None, ["a", "b"],
-                  None, None, {}, "rel", 1, 3, "me", grant)
-    req.hierarchies = {"a": member("a"), "b": member("b")}
+                  None, None, {}, "rel", 1, 3, "me", grant,
+                  hierarchies={"a": member("a"), "b": member("b")})
     n = 16
     frame = Frame(n, np.arange(n, dtype=np.int64), {
         "a": EncodedColumn("a", "category", np.arange(n) // 4, np.zeros(n, bool), [f"a{i}" for i in range(4)]),
@@ -189,7 +190,7 @@ POLICY = {"via": "policy", "grantee": "r", "min_k": 4, "min_l": None, "reader": 
 ])
 def test_plugin_requires_the_policy_minimum_jointly(grant, joint, search):
     req, frame = grid_request(grant)
-    req.options = {"search": search}
+    req = dataclasses.replace(req, options={"search": search})
     plan = plugin.run(frame, req)
     m = plan.metrics
     assert m["joint_k_required"] == joint

@@ -55,7 +55,7 @@ from ...errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWE
                        PRIVACY_MODEL_UNSATISFIABLE, VERIFICATION_FAILED)
 from . import itemsets
 from .horpart import horpart
-from .refine import refine
+from .refine import Occurrences, Pairs, refine
 from .verpart import verpart_groups
 
 
@@ -155,17 +155,8 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     Raises DeidError (SQLSTATE and hint) on bad input, PRIVACY_MODEL_UNSATISFIABLE with fewer
     than k records.
     """
-    k = _check_int(k, "k", 2, "k is the least number of candidate records (003 Def. 1)")
-    m = _check_int(m, "m", 1, "m is the number of codes an attacker may know (003 Def. 1)")
-    n_codes = _check_int(n_codes, "n_codes", 0, "the code ids are 0..n_codes-1")
-    if max_cluster_size is None:
-        max_cluster_size = 2 * k
-    max_cluster_size = _check_int(max_cluster_size, "max_cluster_size", k,
-                                  "HORPART's maxClusterSize must be at least k (003 fn. 3)")
-    seed = _check_int(seed, "seed", 0, "the seed of the subrecord shuffle")
-    if max_joint_clusters is not None:
-        max_joint_clusters = _check_int(max_joint_clusters, "max_joint_clusters", 1,
-                                        "joint clusters of refining join 2..this many clusters")
+    k, m, n_codes, max_cluster_size, seed, max_joint_clusters = _checked_parameters(
+        k, m, n_codes, max_cluster_size, seed, max_joint_clusters)
     offsets, codes = validated_records(offsets, codes, n_codes)
     n = offsets.size - 1
     if record_ids is not None:
@@ -189,8 +180,46 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     if cluster_size.min() < k:
         raise DeidError(VERIFICATION_FAILED, "HORPART made a cluster with fewer than k records",
                         hint="this is a bug in deid; please report it")
+    occ, pairs, cluster_of_position = _cluster_tables(offsets, codes, part.record_order,
+                                                      cluster_size, D, k, m,
+                                                      constraint_of_code)
+    pair_shared, shared = refine(cluster_start, occ, pairs, D, k, m, constraint_of_code,
+                                 max_joint_clusters)
+    rng = np.random.default_rng(seed)
+    rec = _record_chunks(rng, cluster_start, cluster_of_position, occ, pairs)
+    shr = _shared_chunks(rng, shared, n, occ, pair_shared)
+    item_rows = (pairs.chunk < 0) & (pair_shared < 0)
+    return DisassociationResult(
+        k=k, m=m, n_codes=n_codes, seed=seed,
+        cluster_of_record=part.cluster_of_record, cluster_size=cluster_size,
+        item_offsets=_offsets(np.bincount(pairs.cluster[item_rows], minlength=n_clusters)),
+        item_codes=pairs.code[item_rows], record_ids=record_ids, **rec, **shr)
+
+
+def _checked_parameters(k, m, n_codes, max_cluster_size, seed, max_joint_clusters):
+    """The integer parameters of disassociate, checked (max_cluster_size: 2k by default)."""
+    k = check_int(k, "k", 2, "k is the least number of candidate records (003 Def. 1)")
+    m = check_int(m, "m", 1, "m is the number of codes an attacker may know (003 Def. 1)")
+    n_codes = check_int(n_codes, "n_codes", 0, "the code ids are 0..n_codes-1")
+    if max_cluster_size is None:
+        max_cluster_size = 2 * k
+    max_cluster_size = check_int(max_cluster_size, "max_cluster_size", k,
+                                  "HORPART's maxClusterSize must be at least k (003 fn. 3)")
+    seed = check_int(seed, "seed", 0, "the seed of the subrecord shuffle")
+    if max_joint_clusters is not None:
+        max_joint_clusters = check_int(max_joint_clusters, "max_joint_clusters", 1,
+                                        "joint clusters of refining join 2..this many clusters")
+    return k, m, n_codes, max_cluster_size, seed, max_joint_clusters
+
+
+def _cluster_tables(offsets, codes, record_order, cluster_size, D, k, m, constraint_of_code):
+    """The occurrences of the records in HORPART's cluster order and the (cluster, code) table
+    with each code's support and, for the codes of support >= k, its record chunk (VERPART on
+    every cluster, Fig. 9); and the cluster of each record position."""
+    n = offsets.size - 1
+    n_clusters = cluster_size.size
     # occurrences of the records in cluster order
-    ordered_offsets, occ_code = itemsets.take_records(offsets, codes, part.record_order)
+    ordered_offsets, occ_code = itemsets.take_records(offsets, codes, record_order)
     occ_position = itemsets.row_of_occurrence(ordered_offsets)
     cluster_of_position = np.repeat(np.arange(n_clusters, dtype=np.int64), cluster_size)
     occ_key = cluster_of_position[occ_position] * D + occ_code
@@ -215,19 +244,8 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
                                     constraint_of_code)
     del kept_codes, kept_offsets
     pair_chunk[frequent] = chunk
-    pair_shared, shared = refine(cluster_start, occ_position, occ_code, occ_pair, pair_cluster,
-                                 pair_code, pair_support, pair_chunk, D, k, m,
-                                 constraint_of_code, max_joint_clusters)
-    rng = np.random.default_rng(seed)
-    rec = _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_code,
-                         occ_pair, pair_cluster, pair_code, pair_chunk)
-    shr = _shared_chunks(rng, shared, n, occ_position, occ_code, occ_pair, pair_shared)
-    item_rows = (pair_chunk < 0) & (pair_shared < 0)
-    return DisassociationResult(
-        k=k, m=m, n_codes=n_codes, seed=seed,
-        cluster_of_record=part.cluster_of_record, cluster_size=cluster_size,
-        item_offsets=_offsets(np.bincount(pair_cluster[item_rows], minlength=n_clusters)),
-        item_codes=pair_code[item_rows], record_ids=record_ids, **rec, **shr)
+    return (Occurrences(occ_position, occ_code, occ_pair),
+            Pairs(pair_cluster, pair_code, pair_support, pair_chunk), cluster_of_position)
 
 
 def reconstruct(result, seed, *, item_support="one"):
@@ -242,7 +260,7 @@ def reconstruct(result, seed, *, item_support="one"):
     if item_support not in ("one", "uniform"):
         raise DeidError(INVALID_PARAMETER_VALUE, f"unknown item_support {item_support!r}",
                         hint="use 'one' or 'uniform'")
-    seed = _check_int(seed, "seed", 0, "the seed of the reconstruction")
+    seed = check_int(seed, "seed", 0, "the seed of the reconstruction")
     rng = np.random.default_rng(seed)
     return assemble(result, draw_slots(result, rng, item_support))
 
@@ -406,7 +424,7 @@ def _as_code_array(values, what):
     return arr.astype(np.int64)
 
 
-def _check_int(value, name, least, hint):
+def check_int(value, name, least, hint):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
             or value < least:
         raise DeidError(INVALID_PARAMETER_VALUE, f"{name} must be an integer >= {least}",
@@ -439,8 +457,9 @@ def _shuffle_within(seg_offsets, rng):
     return new_index
 
 
-def _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_code, occ_pair,
-                   pair_cluster, pair_code, pair_chunk):
+def _record_chunks(rng, cluster_start, cluster_of_position, occurrences, pairs):
+    occ_position, occ_code, occ_pair = occurrences.position, occurrences.code, occurrences.pair
+    pair_cluster, pair_code, pair_chunk = pairs.cluster, pairs.code, pairs.chunk
     in_chunk = pair_chunk >= 0
     width = int(pair_chunk.max()) + 1 if in_chunk.any() else 1
     chunk_ids, chunk_of_row = np.unique(pair_cluster[in_chunk] * width + pair_chunk[in_chunk],
@@ -471,7 +490,8 @@ def _record_chunks(rng, cluster_start, cluster_of_position, occ_position, occ_co
             "subrecord_codes": codes}
 
 
-def _shared_chunks(rng, shared, n_positions, occ_position, occ_code, occ_pair, pair_shared):
+def _shared_chunks(rng, shared, n_positions, occurrences, pair_shared):
+    occ_position, occ_code, occ_pair = occurrences.position, occurrences.code, occurrences.pair
     occ_shared = pair_shared[occ_pair]
     occ = np.flatnonzero(occ_shared >= 0)
     key = occ_shared[occ] * max(n_positions, 1) + occ_position[occ]

@@ -45,70 +45,108 @@ class SharedChunks:
         return self.cluster_offsets.size - 1
 
 
-def refine(cluster_start, occ_position, occ_code, occ_pair, pair_cluster, pair_code,
-           pair_support, pair_chunk, n_codes, k, m, constraint_of_code,
+@dataclass(frozen=True)
+class Occurrences:
+    """The records' codes, one entry per occurrence, records in cluster order."""
+    position: np.ndarray          # int64: the record's position in cluster order (non-decreasing)
+    code: np.ndarray              # int64: the code
+    pair: np.ndarray              # int64: its row of the (cluster, code) table
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """The (cluster, code) table, sorted by cluster then code."""
+    cluster: np.ndarray           # int64
+    code: np.ndarray              # int64
+    support: np.ndarray           # int64: the code's support in the cluster
+    chunk: np.ndarray             # int64: its record chunk in the cluster, -1: the item chunk
+
+
+def refine(cluster_start, occ, pairs, n_codes, k, m, constraint_of_code,
            max_joint_clusters=None):
     """Shared chunks over joint clusters (module docstring).
 
-    Occurrences are those of the records in cluster order: ``occ_position`` (position of the
-    record in cluster order, non-decreasing), ``occ_code``, ``occ_pair`` (row of the
-    (cluster, code) table).  The (cluster, code) table (sorted by cluster then code) holds
-    the support of the code in the cluster and its record chunk (``pair_chunk``, -1 when in
-    the item chunk).  Joint clusters lie within blocks of at most ``max_joint_clusters``
-    consecutive clusters (None: no limit; below 2: no refining).  Returns (pair_shared,
-    SharedChunks): the shared chunk of each (cluster, code) row, or -1.
+    ``occ``: the occurrences of the records in cluster order; ``pairs``: the (cluster, code)
+    table with each code's support in its cluster and its record chunk (-1 when in the item
+    chunk). Joint clusters lie within blocks of at most ``max_joint_clusters`` consecutive
+    clusters (None: no limit; below 2: no refining).  Returns (pair_shared, SharedChunks):
+    the shared chunk of each (cluster, code) row, or -1.
     """
-    D = max(int(n_codes), 1)
+    run = _Refining(occ, pairs, max(int(n_codes), 1), k, m, constraint_of_code,
+                    int(cluster_start[-1]))
     n_clusters = cluster_start.size - 1
-    n_positions = int(cluster_start[-1])
-    pair_shared = np.full(pair_cluster.size, -1, dtype=np.int64)
-    item_rows = np.flatnonzero(pair_chunk < 0)
-    item_occ = np.flatnonzero(pair_chunk[occ_pair] < 0)
-    joint_of_row = np.full(pair_cluster.size, -1, dtype=np.int64)
-    clusters_out, domains_out = [], []
-    n_shared = 0
+    item_rows = np.flatnonzero(pairs.chunk < 0)
     top = 1 << 62 if max_joint_clusters is None else max_joint_clusters
     level = 0
     while (1 << level) < n_clusters and (2 << level) <= top:
         level += 1
-        live = item_rows[pair_shared[item_rows] < 0]
+        live = item_rows[run.pair_shared[item_rows] < 0]
         if live.size == 0:
             break
-        key = (pair_cluster[live] >> level) * D + pair_code[live]
-        by_key = np.argsort(key, kind="stable")          # clusters stay sorted in a group
-        rows, key = live[by_key], key[by_key]
-        head = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        n_rows = np.diff(np.r_[head, rows.size])
-        pooled = np.add.reduceat(pair_support[rows], head)
-        refined = np.flatnonzero(pooled >= k)
-        if refined.size == 0:
-            continue
-        # one joint cluster per distinct cluster set J (exact: keyed by the cluster list)
-        cluster_of_row = pair_cluster[rows]
-        joint_ids, joint_clusters = {}, []
-        joint_of_group = np.empty(refined.size, dtype=np.int64)
-        for i, g in enumerate(refined.tolist()):
-            J = cluster_of_row[head[g]:head[g] + n_rows[g]]
-            j = joint_ids.setdefault(J.tobytes(), len(joint_ids))
-            if j == len(joint_clusters):
-                joint_clusters.append(J)
-            joint_of_group[i] = j
-        sizes = n_rows[refined]
-        members = np.repeat(head[refined], sizes) + np.arange(sizes.sum()) - np.repeat(
-            np.cumsum(sizes) - sizes, sizes)
-        refined_rows = rows[members]
-        joint_of_row[refined_rows] = np.repeat(joint_of_group, sizes)
+        groups = _joint_groups(pairs, live, level, run.D, k)
+        if groups is not None:
+            run.share(*groups)
+    return run.pair_shared, run.shared_chunks()
+
+
+def _joint_groups(pairs, live, level, D, k):
+    """The live item rows pooled per (block of 2^level clusters, code); for the groups whose
+    pooled support reaches k: (their rows, each row's joint cluster, the joint clusters' cluster
+    lists), or None. One joint cluster per distinct cluster set J (exact: keyed by the list)."""
+    key = (pairs.cluster[live] >> level) * D + pairs.code[live]
+    by_key = np.argsort(key, kind="stable")          # clusters stay sorted in a group
+    rows, key = live[by_key], key[by_key]
+    head = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    n_rows = np.diff(np.r_[head, rows.size])
+    pooled = np.add.reduceat(pairs.support[rows], head)
+    refined = np.flatnonzero(pooled >= k)
+    if refined.size == 0:
+        return None
+    cluster_of_row = pairs.cluster[rows]
+    joint_ids, joint_clusters = {}, []
+    joint_of_group = np.empty(refined.size, dtype=np.int64)
+    for i, g in enumerate(refined.tolist()):
+        J = cluster_of_row[head[g]:head[g] + n_rows[g]]
+        j = joint_ids.setdefault(J.tobytes(), len(joint_ids))
+        if j == len(joint_clusters):
+            joint_clusters.append(J)
+        joint_of_group[i] = j
+    sizes = n_rows[refined]
+    members = np.repeat(head[refined], sizes) + np.arange(sizes.sum()) - np.repeat(
+        np.cumsum(sizes) - sizes, sizes)
+    return rows[members], np.repeat(joint_of_group, sizes), joint_clusters
+
+
+class _Refining:
+    """The shared chunks found so far, level after level."""
+
+    def __init__(self, occ, pairs, D, k, m, constraint_of_code, n_positions):
+        self.occ, self.pairs, self.D, self.k, self.m = occ, pairs, D, k, m
+        self.constraint_of_code, self.n_positions = constraint_of_code, n_positions
+        self.pair_shared = np.full(pairs.cluster.size, -1, dtype=np.int64)
+        self.joint_of_row = np.full(pairs.cluster.size, -1, dtype=np.int64)
+        self.item_occ = np.flatnonzero(pairs.chunk[occ.pair] < 0)
+        self.clusters_out, self.domains_out = [], []
+        self.n_shared = 0
+
+    def share(self, refined_rows, joint_of_refined, joint_clusters):
+        """The records of each joint cluster projected on its codes, split by VERPART into
+        shared chunks; each refined (cluster, code) row gets its shared chunk."""
+        occ, D, n_positions = self.occ, self.D, max(self.n_positions, 1)
+        joint_of_row = self.joint_of_row
+        joint_of_row[refined_rows] = joint_of_refined
         # project the records of each joint cluster on its codes: rows (joint, position)
-        occ = item_occ[joint_of_row[occ_pair[item_occ]] >= 0]
-        joint_of_occ = joint_of_row[occ_pair[occ]]
-        row_key = joint_of_occ * max(n_positions, 1) + occ_position[occ]
+        item_occ = self.item_occ
+        sel = item_occ[joint_of_row[occ.pair[item_occ]] >= 0]
+        joint_of_occ = joint_of_row[occ.pair[sel]]
+        row_key = joint_of_occ * n_positions + occ.position[sel]
         by_row = np.argsort(row_key, kind="stable")        # codes stay sorted in a row
-        occ, row_key = occ[by_row], row_key[by_row]
+        sel, row_key = sel[by_row], row_key[by_row]
         row_head = np.flatnonzero(np.r_[True, row_key[1:] != row_key[:-1]])
-        proj_offsets = np.r_[row_head, occ.size].astype(np.int64)
+        proj_offsets = np.r_[row_head, sel.size].astype(np.int64)
         g_joint, g_code, _, g_chunk = verpart_groups(
-            row_key[row_head] // max(n_positions, 1), proj_offsets, occ_code[occ], D, k, m,
-            constraint_of_code)
+            row_key[row_head] // n_positions, proj_offsets, occ.code[sel], D, self.k, self.m,
+            self.constraint_of_code)
         width = int(g_chunk.max()) + 1
         ids, local = np.unique(g_joint * width + g_chunk, return_inverse=True)
         by_chunk = np.lexsort((g_code, local))
@@ -116,18 +154,20 @@ def refine(cluster_start, occ_position, occ_code, occ_pair, pair_cluster, pair_c
         domain_codes = g_code[by_chunk]
         starts = np.r_[0, np.cumsum(domain_len)]
         for s, joint in enumerate((ids // width).tolist()):
-            clusters_out.append(joint_clusters[joint])
-            domains_out.append(domain_codes[starts[s]:starts[s + 1]])
+            self.clusters_out.append(joint_clusters[joint])
+            self.domains_out.append(domain_codes[starts[s]:starts[s + 1]])
         # (joint, code) of every refined row -> its shared chunk
         g_key = g_joint * D + g_code
-        at = np.searchsorted(g_key, joint_of_row[refined_rows] * D + pair_code[refined_rows])
-        pair_shared[refined_rows] = n_shared + local[at]
-        n_shared += ids.size
+        at = np.searchsorted(g_key, joint_of_row[refined_rows] * D + self.pairs.code[refined_rows])
+        self.pair_shared[refined_rows] = self.n_shared + local[at]
+        self.n_shared += ids.size
         joint_of_row[refined_rows] = -1
-    return pair_shared, SharedChunks(_offsets([c.size for c in clusters_out]),
-                                     _concat(clusters_out), _offsets([d.size for d in
-                                                                      domains_out]),
-                                     _concat(domains_out))
+
+    def shared_chunks(self):
+        return SharedChunks(_offsets([c.size for c in self.clusters_out]),
+                            _concat(self.clusters_out),
+                            _offsets([d.size for d in self.domains_out]),
+                            _concat(self.domains_out))
 
 
 def _offsets(counts):

@@ -78,24 +78,7 @@ def _greedy_vectorised(groups, starts, ents, n_entries, caps, L, sizes):
     order = np.argsort(-group_size, kind="stable")
     groups, group_size = groups[order], group_size[order]
     group_start = starts[groups]
-    neg_size = -group_size
-
-    # --- Fig. 6: greedy value-disjoint set C; stop at L rows (line 8)
-    used = np.zeros(n_entries, dtype=bool)
-    in_c = np.zeros(ents.shape[0], dtype=bool)
-    c_size = np.zeros(groups.size, dtype=np.int64)
-    for step in range(int(group_size[0])):
-        n_live = int(np.searchsorted(neg_size, -step, side="left"))   # groups with size > t
-        live = np.flatnonzero(c_size[:n_live] < L)
-        if live.size == 0:
-            break
-        rows = group_start[live] + step
-        entries = np.take(ents, rows, axis=0)
-        disjoint = ~used[entries].any(axis=1)
-        rows, entries = rows[disjoint], entries[disjoint]
-        used[entries.ravel()] = True
-        in_c[rows] = True
-        c_size[live[disjoint]] += 1
+    in_c, c_size = _fig6_disjoint(ents, n_entries, group_start, group_size, L)
     certified = _disjoint_cert(c_size, caps)
     open_ = np.flatnonzero(certified < L)
     if open_.size == 0:
@@ -163,6 +146,29 @@ def _greedy_vectorised(groups, starts, ents, n_entries, caps, L, sizes):
     unsort[by_cand] = np.arange(n_open)
     certified[open_] = np.maximum(certified[open_], cert_x[unsort])
     return _unsort(certified, order)
+
+
+def _fig6_disjoint(ents, n_entries, group_start, group_size, L):
+    """001 Fig. 6 in lock-step over groups sorted by size, descending: the greedy set C of
+    rows pairwise without a common value, stopping at L rows (line 8). (Whether each row is
+    in C, |C| per group.)"""
+    neg_size = -group_size
+    used = np.zeros(n_entries, dtype=bool)
+    in_c = np.zeros(ents.shape[0], dtype=bool)
+    c_size = np.zeros(group_size.size, dtype=np.int64)
+    for step in range(int(group_size[0])):
+        n_live = int(np.searchsorted(neg_size, -step, side="left"))   # groups with size > t
+        live = np.flatnonzero(c_size[:n_live] < L)
+        if live.size == 0:
+            break
+        rows = group_start[live] + step
+        entries = np.take(ents, rows, axis=0)
+        disjoint = ~used[entries].any(axis=1)
+        rows, entries = rows[disjoint], entries[disjoint]
+        used[entries.ravel()] = True
+        in_c[rows] = True
+        c_size[live[disjoint]] += 1
+    return in_c, c_size
 
 
 def _top_sums(bf, capK, K):

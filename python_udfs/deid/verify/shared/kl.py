@@ -100,25 +100,36 @@ def check_kl(rid_group, rid_attribute, rid_value, rids, K, L, column_l=None,
                        certified_l=np.zeros(0, np.int64))
         return res
     gvals, sizes = rs.gvals, rs.sizes
-
-    # 3. K
     if K is not None:
-        small = np.flatnonzero(sizes < K)
-        if small.size:
-            i = small[0]
-            _fail(f"group {gvals[i]} has {sizes[i]} rows, fewer than K = {K} "
-                  f"(001 Def. 6 (1))",
-                  detail=f"{small.size} of {G} groups are below K; first: "
-                         f"{_examples([f'{gvals[j]} ({sizes[j]} rows)' for j in small])}")
-
+        _check_k(gvals, sizes, K)
     res = {"groups": int(G), "rows": int(rs.row_g.size), "attributes": anames,
            "min_size": int(sizes.min()), "min_certified_l": None}
     if L is None:
         if return_groups:
             res.update(group_ids=gvals, sizes=sizes, certified_l=None)
         return res
+    report = _check_l(rs, caps, L, bool(column_l))
+    res["min_certified_l"] = int(report.min())
+    if return_groups:
+        res.update(group_ids=gvals, sizes=sizes, certified_l=report)
+    return res
 
-    # 4. L
+
+def _check_k(gvals, sizes, K):
+    """3. Every group has at least K rows (001 Def. 6 (1))."""
+    small = np.flatnonzero(sizes < K)
+    if small.size:
+        i = small[0]
+        _fail(f"group {gvals[i]} has {sizes[i]} rows, fewer than K = {K} "
+              f"(001 Def. 6 (1))",
+              detail=f"{small.size} of {sizes.size} groups are below K; first: "
+                     f"{_examples([f'{gvals[j]} ({sizes[j]} rows)' for j in small])}")
+
+
+def _check_l(rs, caps, L, column_wise):
+    """4. Every group certified L-diverse (001 Def. 6 (2); Def. 7 when ``column_wise``): the
+    diversity proven per group (see check_kl), or the first failing group's refusal."""
+    gvals, sizes, anames, G = rs.gvals, rs.sizes, rs.anames, rs.G
     cert, ub, ub_attr, adm = _certify(rs, caps, L)
     report = np.where(cert >= _INF, np.maximum(L, adm + 1), cert)
     failing = np.flatnonzero(cert < L)
@@ -131,12 +142,9 @@ def check_kl(rid_group, rid_attribute, rid_value, rids, K, L, column_l=None,
         else:
             why = (f"the greedy certificate (001 Figs. 6-7, Lemma 1) proves only "
                    f"{cert[i]}-diversity")
-        kind = "with column-wise constraints (001 Def. 7)" if column_l else "(001 Def. 6)"
+        kind = "with column-wise constraints (001 Def. 7)" if column_wise else "(001 Def. 6)"
         _fail(f"group {gvals[i]} ({sizes[i]} rows) is not certified {L}-diverse {kind}: "
               f"{why}", hint=None if ub[i] < L else _HINT_L,
               detail=f"{failing.size} of {G} groups fail; first: "
                      f"{_examples([str(gvals[j]) for j in failing])}")
-    res["min_certified_l"] = int(report.min())
-    if return_groups:
-        res.update(group_ids=gvals, sizes=sizes, certified_l=report)
-    return res
+    return report

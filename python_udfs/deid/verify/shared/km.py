@@ -63,7 +63,35 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     src_offsets = _int_array(source_offsets, "source_offsets")
     src_codes = _int_array(source_codes, "source_codes")
     k, m = int(k), int(m)
+    n_chunks, n_shared = _check_layout(r, src_offsets, src_codes)
+    n = src_offsets.size - 1
+    size, shared_owner = _check_clusters(r, membership, n, k)
+    subs, width = _check_domains(r, src_codes)
+    p_key, p_label, own = _placements(r, shared_owner, width)
+    src_row = _owner(src_offsets)
+    src_pairs, src_pair_of = _check_placed(p_key, own, membership[src_row] * width + src_codes,
+                                           width)
+    src_label = p_label[np.searchsorted(p_key, src_pairs)][src_pair_of]
+    del src_pair_of, src_pairs, p_key, p_label, own
+    _check_projections(src_label, src_row, src_codes, subs, n, n_chunks + n_shared + 1, width)
+    del src_label, src_row
+    min_support = _least_itemset_support(subs.label, subs.offsets, subs.codes, m, width,
+                                         n_chunks + n_shared)
+    _check_km_support(min_support, r["chunk_cluster"], n_shared, k, m)
+    occurring = min_support[min_support < np.iinfo(np.int64).max]
     n_clusters = r["cluster_size"].size
+    return {"n_records": int(n), "n_clusters": int(n_clusters),
+            "min_cluster_size": int(size.min()) if n_clusters else 0,
+            "n_record_chunks": int(n_chunks), "n_shared_chunks": int(n_shared),
+            "n_item_codes": int(r["item_codes"].size),
+            "n_subrecords": int(r["subrecord_offsets"].size - 1),
+            "n_shared_subrecords": int(r["shared_subrecord_offsets"].size - 1), "k": k, "m": m,
+            "min_itemset_support": int(occurring.min()) if occurring.size else None}
+
+
+def _check_layout(r, src_offsets, src_codes):
+    """Every CSR array well formed and the release's arrays of one shape together: (number of
+    record chunks, number of shared chunks)."""
     _check_csr(src_offsets, src_codes, "the source records")
     for offs, vals, what in (
             ("chunk_domain_offsets", "chunk_domain_codes", "record chunk domains"),
@@ -79,14 +107,20 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     _require(r["chunk_domain_offsets"].size == n_chunks + 1
              and r["chunk_subrecords"].size == n_chunks + 1
              and r["chunk_subrecords"][-1] == r["subrecord_offsets"].size - 1
-             and r["item_offsets"].size == n_clusters + 1
+             and r["item_offsets"].size == r["cluster_size"].size + 1
              and r["shared_domain_offsets"].size == n_shared + 1
              and r["shared_subrecords"].size == n_shared + 1
              and r["shared_subrecords"][-1] == r["shared_subrecord_offsets"].size - 1,
              "the release's arrays do not fit together")
+    return n_chunks, n_shared
 
-    # clusters: membership, sizes, >= k records
-    n = src_offsets.size - 1
+
+def _check_clusters(r, membership, n, k):
+    """Clusters: the membership covers the ``n`` source records, the sizes agree with it, each
+    holds >= k records, and the chunks' clusters are released ones: (cluster sizes, the shared
+    chunk of each entry of shared_cluster_ids)."""
+    n_clusters = r["cluster_size"].size
+    n_chunks, n_shared = r["chunk_cluster"].size, r["shared_cluster_offsets"].size - 1
     _require(membership.size == n, "the membership does not cover the source records")
     _require(membership.size == 0 or (membership.min() >= 0 and membership.max() < n_clusters),
              "the membership names a cluster that is not released")
@@ -111,9 +145,21 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     joint_size = np.bincount(shared_owner, weights=size[ids], minlength=n_shared)
     _require(np.all(np.diff(r["shared_subrecords"]) <= joint_size),
              "a shared chunk holds more subrecords than its clusters have records")
+    return size, shared_owner
 
-    # every subrecord lies in its chunk's domain, codes sorted and unique
-    n_sub, n_ssub = r["subrecord_offsets"].size - 1, r["shared_subrecord_offsets"].size - 1
+
+class _Subrecords:
+    """Every subrecord, record chunks' then shared chunks', as CSR with its chunk's label (a
+    shared chunk's label: the number of record chunks + its index)."""
+
+    def __init__(self, label, offsets, codes):
+        self.label, self.offsets, self.codes = label, offsets, codes
+
+
+def _check_domains(r, src_codes):
+    """Every subrecord lies in its chunk's domain, codes sorted and unique, and every domain
+    code occurs in a subrecord of its chunk: (the subrecords, the packing width of a code)."""
+    n_chunks, n_ssub = r["chunk_cluster"].size, r["shared_subrecord_offsets"].size - 1
     label_of_sub = np.r_[_owner(r["chunk_subrecords"]), n_chunks + _owner(r["shared_subrecords"])]
     if n_ssub:
         sub_offsets = np.r_[r["subrecord_offsets"],
@@ -137,9 +183,15 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     _require(np.array_equal(in_domain, domain_keys),
              "a subrecord holds a code outside its chunk's domain, or a domain code occurs "
              "in no subrecord of its chunk")
-    del in_domain, domain_keys
+    return _Subrecords(label_of_sub, sub_offsets, sub_codes), width
 
-    # placement of (cluster, code): exactly once, and the source's pairs exactly
+
+def _placements(r, shared_owner, width):
+    """Where each (cluster, code) is placed, sorted by its key cluster * width + code: (keys,
+    labels: a record chunk, a shared chunk (n_chunks + its index) or -1 for the item chunk,
+    whether the placement is the cluster's own: a record chunk or its item chunk). A code
+    placed twice in one cluster fails."""
+    n_chunks, ids = r["chunk_cluster"].size, r["shared_cluster_ids"]
     chunk_of_dom = _owner(r["chunk_domain_offsets"])
     place_cluster = [r["chunk_cluster"][chunk_of_dom], _owner(r["item_offsets"])]
     place_code = [r["chunk_domain_codes"], r["item_codes"]]
@@ -162,8 +214,13 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     if dup.size:
         raise DeidError(VERIFICATION_FAILED, f"cluster {int(p_key[dup[0]] // width)} places a "
                         "code in more than one chunk", hint=_HINT)
-    src_row = _owner(src_offsets)
-    src_pairs = membership[src_row] * width + src_codes
+    return p_key, p_label, own
+
+
+def _check_placed(p_key, own, src_pairs, width):
+    """The source's (cluster, code) pairs (``src_pairs``, one per occurrence) placed exactly:
+    each one somewhere, and no record-chunk or item-chunk code that none of the cluster's
+    records has. (The distinct pairs, each occurrence's index among them.)"""
     src_pairs, src_pair_of = np.unique(src_pairs, return_inverse=True)
     placed = _in_sorted(p_key, src_pairs)
     if not placed.all():
@@ -173,15 +230,17 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     if not real.all():
         raise DeidError(VERIFICATION_FAILED, f"cluster {int(p_key[own][~real][0] // width)} "
                         "releases a code that none of its records has", hint=_HINT)
+    return src_pairs, src_pair_of
 
-    # record for record: subrecords are the projections of the records on the domains
-    src_label = p_label[np.searchsorted(p_key, src_pairs)][src_pair_of]
-    del src_pair_of
+
+def _check_projections(src_label, src_row, src_codes, subs, n, n_labels, width):
+    """Record for record: the subrecords are the projections of the records on the chunks'
+    domains (each source occurrence's chunk label ``src_label``; -1: the item chunk)."""
     chunked = src_label >= 0
     exp_label, exp_row, exp_code = src_label[chunked], src_row[chunked], src_codes[chunked]
-    del src_label, chunked, src_row
+    del chunked
     # by (chunk, record, code): one packed key when it fits in int64
-    if float(n_chunks + n_shared + 1) * max(n, 1) * width < 2.0 ** 62:
+    if float(n_labels) * max(n, 1) * width < 2.0 ** 62:
         order = np.argsort((exp_label * max(n, 1) + exp_row) * width + exp_code)
     else:
         order = np.lexsort((exp_code, exp_row, exp_label))
@@ -190,30 +249,25 @@ def verify_km(release, source_offsets, source_codes, k, m, cluster_of_record=Non
     new = np.r_[True, (exp_label[1:] != exp_label[:-1]) | (exp_row[1:] != exp_row[:-1])] \
         if exp_label.size else np.zeros(0, dtype=bool)
     exp_offsets = np.r_[np.flatnonzero(new), exp_label.size]
-    got_len = np.diff(sub_offsets)
+    got_len = np.diff(subs.offsets)
     keep = got_len > 0
     got_offsets = np.r_[0, np.cumsum(got_len[keep])]
     if not _same_multiset(exp_label[new], exp_offsets, exp_code,
-                          label_of_sub[keep], got_offsets, sub_codes):
+                          subs.label[keep], got_offsets, subs.codes):
         raise DeidError(VERIFICATION_FAILED, "the subrecords of a chunk are not the "
                         "projections of its cluster's records", hint=_HINT)
 
-    # k^m-anonymity of every record chunk and shared chunk
-    min_support = _least_itemset_support(label_of_sub, sub_offsets, sub_codes, m, width,
-                                         n_chunks + n_shared)
+
+def _check_km_support(min_support, chunk_cluster, n_shared, k, m):
+    """k^m-anonymity of every record chunk and shared chunk (``min_support``: per chunk, the
+    least support of an itemset of <= m codes that occurs in it)."""
+    n_chunks = chunk_cluster.size
     if n_chunks + n_shared and min_support.min() < k:
         bad = int(np.argmin(min_support))
-        where = (f"record chunk {bad} (cluster {int(r['chunk_cluster'][bad])})"
+        where = (f"record chunk {bad} (cluster {int(chunk_cluster[bad])})"
                  if bad < n_chunks else f"shared chunk {bad - n_chunks}")
         raise DeidError(VERIFICATION_FAILED, f"{where} is not {k}^{m}-anonymous: an itemset "
                         f"of at most {m} codes occurs in fewer than k subrecords", hint=_HINT)
-    occurring = min_support[min_support < np.iinfo(np.int64).max]
-    return {"n_records": int(n), "n_clusters": int(n_clusters),
-            "min_cluster_size": int(size.min()) if n_clusters else 0,
-            "n_record_chunks": int(n_chunks), "n_shared_chunks": int(n_shared),
-            "n_item_codes": int(r["item_codes"].size), "n_subrecords": int(n_sub),
-            "n_shared_subrecords": int(n_ssub), "k": k, "m": m,
-            "min_itemset_support": int(occurring.min()) if occurring.size else None}
 
 
 # --------------------------------------------------------------------------------------------
