@@ -46,11 +46,13 @@ OPTIONS = (
     Option("weights", "map_number", "clustering weight of a column in [0, 1] (004 Alg. 2 step 2a; "
            "the other columns share the rest equally); default 0.5 on the survival time.",
            low=0, high=1, example='{"weights": {"surv_months": 0.5}}'),
-    Option("survival_times", "choice", "'coarsened' (default: moved inside its bin of >= k "
-           "source rows), 'ranked' (moved just below itself, as float8: the order of all times "
-           "kept; ceil() gives whole-number times back), 'perturbed' (inside its cluster's cell) "
-           "or 'original' (004 Alg. 2 step 2.d.ii as printed).",
-           choices=("coarsened", "ranked", "perturbed", "original")),
+    Option("survival_times", "choice", "'recode' (default: each time released as its bin's "
+           "value, every (time, status) pair shared by >= k source rows, whole units where k "
+           "rows share one), 'ranked' (moved just below itself, as float8: releases the exact "
+           "order and, on whole-unit times, the values), 'coarsened' (moved at random inside "
+           "its bin; biases Cox on large tables), 'perturbed' (inside its cluster's cell) or "
+           "'original' (004 Alg. 2 step 2.d.ii as printed).",
+           choices=("recode", "ranked", "coarsened", "perturbed", "original")),
     Option("auto_k", "bool", "raise k to the largest of k, 1.5k, 2k, 3k, 5k, 7.5k, 10k whose "
            "release keeps <= 10 % of the Cox model's coefficients outside the source's 95 % "
            "intervals (the trials in metrics.k_rule); never lowers k; needs survival.",
@@ -64,6 +66,7 @@ OPTIONS = (
            choices=("improved", "original")),
 )
 MIN_K = 3
+DEFAULT_SURVIVAL_TIMES = "recode"
 NUMERIC = {"int2", "int4", "int8", "float4", "float8", "numeric", "date"}
 CATEGORICAL = {"text", "varchar", "bpchar", "bool"}
 STATUS_TYPES = {"int2", "int4", "int8", "bool"}
@@ -131,7 +134,7 @@ def plan_read(req, rid):
             raise DeidError(INVALID_PARAMETER_VALUE, "survival_times 'ranked' needs a numeric "
                             "survival time, not a date",
                             hint="Release the time as a number of days (a view can compute it), "
-                                 "or use survival_times 'coarsened'.")
+                                 "or use survival_times 'recode'.")
         if req.rel.columns[survival["status"]].base_type not in STATUS_TYPES:
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'the vital status "{survival["status"]}" must be an integer or '
@@ -144,12 +147,20 @@ def plan_read(req, rid):
         if survival and c == survival["status"]:
             raise DeidError(INVALID_PARAMETER_VALUE, "the vital status cannot be weighted",
                             hint="004 Alg. 2 splits on the status instead of clustering on it.")
+    record_defaults(req)
     return ms.read_spec(req, list(req.columns), rid)
 
 
 def survival_times_of(req):
-    """The survival-time mode: the option, else "coarsened"."""
-    return req.options.get("survival_times") or "coarsened"
+    """The survival-time mode: the option, else "recode"."""
+    return req.options.get("survival_times") or DEFAULT_SURVIVAL_TIMES
+
+
+def record_defaults(req):
+    """The survival-time mode goes into the request's options, so the release log's
+    parameters name the mode used like any option given (a default can change)."""
+    if req.options.get("survival") and req.options.get("algorithm", "improved") == "improved":
+        req.options.setdefault("survival_times", DEFAULT_SURVIVAL_TIMES)
 
 
 def _refuse_nulls(req, frame):
@@ -207,7 +218,7 @@ def run(frame, req):
                         algorithm=algorithm, seed=req.seed,
                         distance_guard=req.options.get("distance_guard", 0), progress=progress)
 
-    k_rule = None
+    k_rule, k_used = None, req.k
     if req.options.get("auto_k"):
         from .choose_k import choose_k
         status_col, time_col = survival_columns
@@ -217,7 +228,9 @@ def run(frame, req):
         res = release(req.k, progress=getattr(req, "progress", None))
     kinds = released_kinds(kinds, res.time_col, res.survival_times)
     grains = release_grains(req, kinds, res)
-    avoid_copies(req, res, X, kinds, grains, survival_columns)
+    avoid_copies(req, res, recoded_source(X, kinds, res, survival_columns,
+                                          k_used if k_rule else req.k),
+                 kinds, grains, survival_columns)
     columns = []
     for j, c in enumerate(req.columns):
         col, meta = frame.columns[c], req.rel.columns[c]
@@ -251,7 +264,7 @@ def run(frame, req):
                           unrounded=res.synthetic_unrounded, cluster=res.synthetic_cluster_id,
                           status=index[survival["status"]] if split else None,
                           time=index[survival["time"]] if split else None,
-                          survival_times=res.survival_times,
+                          survival_times=res.survival_times, bin_rows=k_used,
                           generalized={req.columns[j]: {"labels": g.labels,
                                                         "map": generalized_map(frame, req.columns[j], g)}
                                        for j, g in generalized.items()}))
@@ -271,7 +284,7 @@ def k_rule_metrics(requested, used, trials, survival_times=None):
         why = (f"k = {used} as requested (never lowered), though its release leaves "
                f"{last['ci_miss']:.0%} of the Cox coefficients outside: a smaller k attenuates "
                "less" + ("; coarsened survival times themselves bias the Cox model of a "
-                         "large table ('ranked' keeps their order)"
+                         "large table ('recode' keeps their order at the grain of k rows)"
                          if survival_times == "coarsened" else ""))
     return {"requested": requested, "used": used, "max_miss": MAX_MISS, "trials": trials,
             "why": why}
@@ -347,7 +360,8 @@ def avoid_copies(req, res, X, kinds, grains, split):
     """Round the released rows to their columns' grains (004 Alg. 2 step 2.d.iii), then move
     every row that equals a source row shared by fewer than k rows (rare_values.py). The
     vital status never moves, nor the survival time under 004's original times (their
-    multisets are the method's promise); a coarsened or perturbed time moves last."""
+    multisets are the method's promise) nor under "recode" (its pairs of >= k rows are); a
+    coarsened or perturbed time moves last."""
     from .rare_values import avoid_rare_copies
     for j, (decimals, _, float32) in enumerate(grains):
         if kinds[j] != "categorical" and decimals >= 0:
@@ -357,7 +371,8 @@ def avoid_copies(req, res, X, kinds, grains, split):
     m = len(kinds)
     status, time_col = split if split else (None, None)
     # "ranked" times equal no source time, so no released row equals a source row; they stay
-    fixed = {status, time_col} if res.survival_times in ("original", "ranked") else {status}
+    fixed = {status, time_col} if res.survival_times in ("original", "ranked", "recode") \
+        else {status}
     avoid_rare_copies(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id,
                       res.synthetic_unrounded, req.k,
                       decimals=[g[0] for g in grains], relative=[g[1] for g in grains],
@@ -366,6 +381,18 @@ def avoid_copies(req, res, X, kinds, grains, split):
                       fixed=[j in fixed for j in range(m)],
                       reluctant=[j == time_col for j in range(m)],
                       rng=np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(9,))))
+
+
+def recoded_source(X, kinds, res, split, k):
+    """The source in the release's representation for the rare-record moves: under "recode"
+    a source row's time is its bin's value (what the release says of it), else X itself."""
+    if res.survival_times != "recode" or not split:
+        return X
+    from .survival_recode import recoded_times
+    status, time_col = split
+    out = X.copy()
+    out[:, time_col] = recoded_times(X[:, time_col], X[:, status], k, kinds[time_col] == "int")
+    return out
 
 
 def released_column(meta, j, res):
