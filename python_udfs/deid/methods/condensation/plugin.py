@@ -54,8 +54,10 @@ OPTIONS = (
            "'original' (004 Alg. 2 step 2.d.ii as printed).",
            choices=("recode", "ranked", "coarsened", "perturbed", "original")),
     Option("auto_k", "bool", "raise k to the largest of k, 1.5k, 2k, 3k, 5k, 7.5k, 10k whose "
-           "release keeps <= 10 % of the Cox model's coefficients outside the source's 95 % "
-           "intervals (the trials in metrics.k_rule); never lowers k; needs survival.",
+           "releases (5 seeds) keep <= 10 % of the coefficients of each of the linear, "
+           "logistic and Cox models outside the source's 95 % intervals, leaving every vital "
+           "status >= 20 clusters (the trials in metrics.k_rule); never lowers k; needs "
+           "survival.",
            example='{"auto_k": true}'),
     Option("distance_guard", "int", "redraws (within the exact moments: another random rotation) "
            "of a cluster whose synthetic rows lie closer to a source row than a held-out record "
@@ -211,11 +213,13 @@ def run(frame, req):
     generalized = generalize_categories(req, frame, X, kinds, survival_columns)
     weights = {index[c]: w for c, w in req.options.get("weights", {}).items()} or None
 
-    def release(k, progress=None):
+    def release(k, trial=0, progress=None):
+        # the k rule's trial i > 0 is another seed of the same request (derived, reproducible)
+        seed = req.seed if not trial else (req.seed * 1_000_003 + trial) % (1 << 62)
         return condense(X, kinds, k, status=index[survival["status"]] if survival else None,
                         time_col=index[survival["time"]] if survival else None, weights=weights,
                         survival_times=survival_times_of(req) if split else None,
-                        algorithm=algorithm, seed=req.seed,
+                        algorithm=algorithm, seed=seed,
                         distance_guard=req.options.get("distance_guard", 0), progress=progress)
 
     k_rule, k_used = None, req.k
@@ -273,7 +277,7 @@ def run(frame, req):
 def k_rule_metrics(requested, used, trials, survival_times=None):
     """The log's account of the k rule (methods.condensation.choose_k): what was tried, what
     was used, and why."""
-    from .choose_k import MAX_MISS
+    from .choose_k import MAX_MISS, MIN_CLUSTERS, SEEDS
     last = trials[-1]
     why = (f"k = {used}: the largest k tried from the requested {requested} whose release keeps "
            f"<= {MAX_MISS:.0%} of the Cox model's coefficients outside the source's 95 % "
@@ -282,7 +286,7 @@ def k_rule_metrics(requested, used, trials, survival_times=None):
         why += f"; k = {last['k']} left {last['ci_miss']:.0%} outside"
     elif last["ci_miss"] > MAX_MISS:
         why = (f"k = {used} as requested (never lowered), though its release leaves "
-               f"{last['ci_miss']:.0%} of the Cox coefficients outside: a smaller k attenuates "
+               f"{last['ci_miss']:.0%} of a model's coefficients outside: a smaller k attenuates "
                "less" + ("; coarsened survival times themselves bias the Cox model of a "
                          "large table ('recode' keeps their order at the grain of k rows)"
                          if survival_times == "coarsened" else ""))
