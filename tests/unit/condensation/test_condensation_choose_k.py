@@ -62,12 +62,16 @@ def test_choose_k_takes_the_largest_k_within_the_target_and_never_lowers_k():
     assert made == [t["k"] for t in trials for _ in range(ck.SEEDS)] and made[0] == 5
     assert all(t["seeds"] == ck.SEEDS and set(t["by_model"]) == {"linear", "logistic", "cox"}
                for t in trials)
-    assert all(t["ci_miss"] <= ck.MAX_MISS for t in trials if t["k"] <= k)
-    assert k == max(t["k"] for t in trials if t["ci_miss"] <= ck.MAX_MISS)
-    assert trials[-1]["k"] == k or trials[-1]["ci_miss"] > ck.MAX_MISS   # stopped at a miss
+    def passes(t):
+        return t["ci_miss"] <= ck.MAX_MISS and t["mean_shift_se"] <= ck.MAX_SHIFT
+    assert all(passes(t) for t in trials if t["k"] <= k) or (k == 5 and len(trials) == 1)
+    assert k == 5 or k == max(t["k"] for t in trials if passes(t))
+    assert trials[-1]["k"] == k or not passes(trials[-1])              # stopped at a miss
     assert res.cluster_size.min() >= k
     # a requested k that already misses is kept: the rule never lowers k
     k2, _, trials2 = ck.choose_k(release, X, kinds, 2, 3, 5, X.shape[0], max_miss=-1.0)
+    k3, _, _ = ck.choose_k(release, X, kinds, 2, 3, 5, X.shape[0], max_shift=-1.0)
+    assert k3 == 5
     assert k2 == 5 and len(trials2) == 1
 
 
@@ -96,7 +100,8 @@ def test_the_k_rule_keeps_twenty_clusters_per_status():
     def release(k, i=0):
         return condense(X, kinds, k, status=3, time_col=2, seed=2 + i)
 
-    k, res, trials = ck.choose_k(release, X, kinds, 2, 3, 5, X.shape[0], max_miss=1.0)
+    k, res, trials = ck.choose_k(release, X, kinds, 2, 3, 5, X.shape[0], max_miss=1.0,
+                                 max_shift=np.inf)
     assert all(t["k"] <= max(cap, 5) for t in trials) and k <= max(cap, 5)
     assert np.bincount(res.cluster_status).min() >= min(ck.MIN_CLUSTERS, min(dead, alive) // 5)
 
@@ -108,7 +113,7 @@ def test_auto_k_is_logged_and_needs_survival():
     assert rule["requested"] == 5 and rule["used"] >= 5 and rule["trials"][0]["k"] == 5
     assert plan.clusters.sizes.min() >= rule["used"] and "Cox" in rule["why"]
     assert "k_rule" not in plugin.run(f, req(**SURV, seed=4)).metrics
-    why = plugin.k_rule_metrics(5, 5, [{"k": 5, "ci_miss": 0.2, "max_shift_se": 3.0}],
+    why = plugin.k_rule_metrics(5, 5, [{"k": 5, "ci_miss": 0.2, "max_shift_se": 3.0, "mean_shift_se": 2.0}],
                                 "coarsened")["why"]
     assert "as requested" in why and "coarsened" in why
     with pytest.raises(DeidError) as e:

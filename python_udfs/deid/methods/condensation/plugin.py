@@ -55,9 +55,9 @@ OPTIONS = (
            choices=("recode", "ranked", "coarsened", "perturbed", "original")),
     Option("auto_k", "bool", "raise k to the largest of k, 1.5k, 2k, 3k, 5k, 7.5k, 10k whose "
            "releases (5 seeds) keep <= 10 % of the coefficients of each of the linear, "
-           "logistic and Cox models outside the source's 95 % intervals, leaving every vital "
-           "status >= 20 clusters (the trials in metrics.k_rule); never lowers k; needs "
-           "survival.",
+           "logistic and Cox models outside the source's 95 % intervals and no mean shift "
+           "above 1 SE, leaving every vital status >= 20 clusters (the trials in "
+           "metrics.k_rule); never lowers k; needs survival.",
            example='{"auto_k": true}'),
     Option("distance_guard", "int", "redraws (within the exact moments: another random rotation) "
            "of a cluster whose synthetic rows lie closer to a source row than a held-out record "
@@ -277,21 +277,25 @@ def run(frame, req):
 def k_rule_metrics(requested, used, trials, survival_times=None):
     """The log's account of the k rule (methods.condensation.choose_k): what was tried, what
     was used, and why."""
-    from .choose_k import MAX_MISS, MIN_CLUSTERS, SEEDS
+    from .choose_k import MAX_MISS, MAX_SHIFT, MIN_CLUSTERS, SEEDS
     last = trials[-1]
-    why = (f"k = {used}: the largest k tried from the requested {requested} whose release keeps "
-           f"<= {MAX_MISS:.0%} of the Cox model's coefficients outside the source's 95 % "
-           "intervals")
+    why = (f"k = {used}: the largest k tried from the requested {requested} whose releases "
+           f"({SEEDS} seeds) keep <= {MAX_MISS:.0%} of the coefficients of each model (linear, "
+           f"logistic, Cox) outside the source's 95 % intervals and no mean shift above "
+           f"{MAX_SHIFT:g} SE, every vital status keeping >= {MIN_CLUSTERS} clusters")
+    missed = last["ci_miss"] > MAX_MISS or last.get("mean_shift_se", 0) > MAX_SHIFT
     if last["k"] != used:
-        why += f"; k = {last['k']} left {last['ci_miss']:.0%} outside"
-    elif last["ci_miss"] > MAX_MISS:
-        why = (f"k = {used} as requested (never lowered), though its release leaves "
-               f"{last['ci_miss']:.0%} of a model's coefficients outside: a smaller k attenuates "
+        why += (f"; k = {last['k']} left {last['ci_miss']:.0%} outside, mean shift up to "
+                f"{last.get('mean_shift_se', float('nan')):.1f} SE")
+    elif missed:
+        why = (f"k = {used} as requested (never lowered), though its releases leave "
+               f"{last['ci_miss']:.0%} of a model's coefficients outside (mean shift up to "
+               f"{last.get('mean_shift_se', float('nan')):.1f} SE): a smaller k attenuates "
                "less" + ("; coarsened survival times themselves bias the Cox model of a "
                          "large table ('recode' keeps their order at the grain of k rows)"
                          if survival_times == "coarsened" else ""))
-    return {"requested": requested, "used": used, "max_miss": MAX_MISS, "trials": trials,
-            "why": why}
+    return {"requested": requested, "used": used, "max_miss": MAX_MISS, "max_shift": MAX_SHIFT,
+            "trials": trials, "why": why}
 
 
 def generalize_categories(req, frame, X, kinds, fixed):
