@@ -222,19 +222,25 @@ def run(frame, req):
                         algorithm=algorithm, seed=seed,
                         distance_guard=req.options.get("distance_guard", 0), progress=progress)
 
-    k_rule, k_used = None, req.k
+    def released(k, trial=0, progress=None):
+        # what is released: rounded to the grains and moved off rare source rows (the k rule
+        # judges these rows: the moves shift a model too, not only the clustering)
+        res = release(k, trial, progress)
+        out_kinds = released_kinds(kinds, res.time_col, res.survival_times)
+        avoid_copies(req, res, recoded_source(X, kinds, res, survival_columns, k), out_kinds,
+                     release_grains(req, out_kinds, res), survival_columns)
+        return res
+
+    k_rule = None
     if req.options.get("auto_k"):
         from .choose_k import choose_k
         status_col, time_col = survival_columns
-        k_used, res, trials = choose_k(release, X, kinds, time_col, status_col, req.k, frame.n)
+        k_used, res, trials = choose_k(released, X, kinds, time_col, status_col, req.k, frame.n)
         k_rule = k_rule_metrics(req.k, k_used, trials, res.survival_times)
     else:
-        res = release(req.k, progress=getattr(req, "progress", None))
+        k_used = req.k
+        res = released(req.k, progress=getattr(req, "progress", None))
     kinds = released_kinds(kinds, res.time_col, res.survival_times)
-    grains = release_grains(req, kinds, res)
-    avoid_copies(req, res, recoded_source(X, kinds, res, survival_columns,
-                                          k_used if k_rule else req.k),
-                 kinds, grains, survival_columns)
     columns = []
     for j, c in enumerate(req.columns):
         col, meta = frame.columns[c], req.rel.columns[c]
