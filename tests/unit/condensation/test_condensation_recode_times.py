@@ -155,3 +155,15 @@ def test_verifier_rejects_a_value_outside_its_rows_and_a_needless_merge():
         check_pairs(t, s, merged, s, 10)
     with pytest.raises(DeidError, match="vital status"):
         check_pairs(t, s, t, 1 - s, 10)
+
+
+def test_whole_unit_values_keep_the_total_of_the_times():
+    rng = np.random.default_rng(8)
+    t = np.minimum(np.floor(rng.exponential(30.0, 3000)), 200)    # a long sparse tail
+    s = (rng.random(t.size) < 0.4).astype(int)
+    out = recoded_times(t, s, 10, integer=True)
+    assert np.array_equal(out, np.rint(out))
+    pairs_ok(t, s, out, 10)
+    for v in (0, 1):                 # per status within half its largest bin of the source's
+        _, counts = np.unique(out[s == v], return_counts=True)
+        assert abs(out[s == v].sum() - t[s == v].sum()) <= counts.max() / 2

@@ -23,7 +23,9 @@ into bins of consecutive values, each holding >= k rows of status s:
   becomes a few wide bins).
 
 Every row of a bin is released as the bin's value: the mean of the bin's source times
-(rounded to a whole unit for integer and date times, which stays inside the bin).  No row
+(for integer and date times a whole unit, down or up so that the bins' rounding errors carry
+over and the total of the released times stays the source's up to half a bin; it stays inside
+the bin).  No row
 moves at random and nothing orders the rows inside a bin, so a released (time, status) pair
 names a set of >= k source rows and nothing finer; rounding a released time gives back the
 bin's value, not a row's time.  Bin values increase with the bins, so the order of the times
@@ -72,11 +74,30 @@ def _recode_subset(t: np.ndarray, k: int, integer: bool) -> np.ndarray:
     rows = np.bincount(bin_of_value, weights=counts)
     value = sums / rows
     if integer:
-        value = np.rint(value)
+        value = _whole_units(value, rows)
     lo = np.minimum.reduceat(values, _starts(bin_of_value))
     hi = np.maximum.reduceat(values, _starts(bin_of_value))
     value = np.clip(value, lo, hi)                  # float rounding: stay inside the bin
     return value[bin_of_value][inverse.reshape(-1)]
+
+
+def _whole_units(mean: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Bin means to whole units, each down or up so that the rounding errors of the bins,
+    weighted by their rows, carry over instead of adding up: the released times' total stays
+    within half the largest bin of the source's (rounding every mean to nearest can move the
+    mean time of a table by more).  floor and ceil of a mean lie within its bin's span (its
+    ends are whole units), so the values still increase with the bins."""
+    out = np.floor(mean)
+    carry = 0.0
+    for b in np.flatnonzero(out != mean):          # dense single-value bins are exact
+        down = carry + rows[b] * (out[b] - mean[b])
+        up = down + rows[b]
+        if abs(up) < abs(down):
+            out[b] += 1.0
+            carry = up
+        else:
+            carry = down
+    return out
 
 
 def _starts(bin_of_value: np.ndarray) -> np.ndarray:
