@@ -38,7 +38,8 @@ DEID_VARIANTS = {
     "deid-guard": {"distance_guard": 8},                       # redraws close clusters
     "deid-original-times": {"survival_times": "original"},     # 004 Alg. 2 as printed
     "deid-perturbed": {"survival_times": "perturbed"},
-    "deid-coarsened": {"survival_times": "coarsened"},
+    "deid-coarsened": {"survival_times": "coarsened"},          # the default before recode
+    "deid-ranked": {"survival_times": "ranked"},
     "deid-alg1": {"algorithm": "original"},                    # 004 Alg. 1 (Aggarwal)
 }
 METHOD_DIR = os.path.join(ROOT, "python_udfs", "deid", "methods", "condensation")

@@ -101,7 +101,9 @@ def test_condensation_distributed_agrees_with_an_independent_check(wh):
         with psycopg.connect(member_url(m), autocommit=True) as c:
             s = c.execute("SELECT sum(age), sum(surv_months) FROM registry.patients_survival").fetchone()
             total = [total[0] + float(s[0]), total[1] + float(s[1])]
-    assert float(released[0]) == pytest.approx(total[0] / n, abs=0.05)
+    # age: exact up to rounding and the one-year moves off rare source rows; the recoded
+    # survival time never moves (its pairs of >= k rows), so those moves all fall on age
+    assert float(released[0]) == pytest.approx(total[0] / n, abs=0.1)
     assert float(released[1]) == pytest.approx(total[1] / n, abs=0.05)
     # clusters of >= k on every node (the nodes' audit catalogs), as many as the log says, and
     # together every source row once

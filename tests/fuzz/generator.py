@@ -165,7 +165,7 @@ def _base(rng, method, t):
             cols = [c for c in cols if c.name not in (time_col, "alive")] + [t.col(time_col), t.col("alive")]
             opts["survival"] = {"time": time_col, "status": "alive"}
             if rng.random() < 0.3:
-                opts["survival_times"] = rng.choice(("coarsened", "perturbed", "original"))
+                opts["survival_times"] = rng.choice(("recode", "coarsened", "perturbed", "original"))
         if rng.random() < 0.1 and "survival" not in opts:
             opts["algorithm"] = "original"
     else:

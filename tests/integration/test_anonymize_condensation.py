@@ -100,7 +100,30 @@ def test_release_by_a_role_with_select(cond, connect):
                        " metrics->>'algorithm', metrics->>'survival_times' FROM deid.release"
                        " WHERE release_id = %s", [rid]).fetchone()
     assert log[0] == 7 and log[1]["stored_rows_match"] and log[1]["max_cov_error"] <= 1
-    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "coarsened"
+    assert log[2]["min"] >= 10 and log[3] == "improved" and log[4] == "recode"
+
+
+def test_recoded_times_by_default_every_pair_shared_by_k_rows(cond, connect):
+    """The default survival times: every released (time, status) pair is held by >= k rows,
+    a month that k source rows of a status share is released as itself, the choice is in the
+    log's parameters and the verifier's report, and deid.verify_release re-counts the pairs."""
+    analyst = connect(ANALYST)
+    request(analyst, release="t_cond_rec")
+    smallest = analyst.execute("SELECT min(n) FROM (SELECT count(*) AS n FROM release.t_cond_rec"
+                               " GROUP BY surv_months, vital) p").fetchone()[0]
+    assert smallest >= 10
+    dense = cond.execute(f"SELECT surv_months, vital, count(*) FROM {TABLE} GROUP BY 1, 2"
+                         " HAVING count(*) >= 10").fetchall()
+    released = dict(((t, v), n) for t, v, n in analyst.execute(
+        "SELECT surv_months, vital, count(*) FROM release.t_cond_rec GROUP BY 1, 2"))
+    assert all(released.get((t, v), 0) >= n for t, v, n in dense)   # kept at its own grain
+    params, report = cond.execute(
+        "SELECT parameters->'options'->>'survival_times', metrics->'verification'->"
+        "'time_status_pairs' FROM deid.release WHERE name = 't_cond_rec'").fetchone()
+    assert params == "recode" and report["smallest_pair_rows"] >= 10
+    assert report["time"] == "surv_months" and report["status"] == "vital"
+    again = cond.execute("SELECT deid.verify_release('t_cond_rec')").fetchone()[0]
+    assert again["verified"] is True
 
 
 def test_seed_reproduces_the_release(cond, connect):

@@ -36,6 +36,9 @@ checked in memory, then the stored catalog and release table are proven to be th
     which names the first differing column;
   * rare records (verify.rare_records: a copied rare record re-identifies): every released categorical value held by
     >= k source rows, no released row equal to a source row shared by fewer than k rows;
+  * under survival_times 'recode' (verify.survival_pairs): every released (time, status) pair
+    stands for >= k source rows, each value within the times of the rows it stands for, and
+    deid.verify_release re-counts the pairs in the stored table;
   * the stored table's row-hash digest under a fresh seed is logged with the report, for
     deid.verify_release (verify_stored) to compare with later.
 """
@@ -53,6 +56,7 @@ from ..errors import DeidError, VERIFICATION_FAILED
 from ..sqltext import qualified, quote_ident
 from .shared.cluster_moments import verify_condensation
 from .shared.rare_records import check_rare_records, mapped_codes, stored_category_counts
+from .shared.survival_pairs import check_pairs, released_source_times, stored_pairs
 from .shared.rid_set_digest import INT8OID, array_elements, array_header, unpack_arrays
 from .shared import row_hash
 
@@ -72,6 +76,7 @@ class Evidence:
     time: Optional[int]        # the survival-time column's index, or None
     survival_times: str        # how survival times were released
     generalized: dict = field(default_factory=dict)   # column -> {"labels", "map"} (rare values)
+    bin_rows: Optional[int] = None   # the k the recoded times' bins were cut at (>= req.k)
 
 STORE_SCHEMA = "deid_release"
 NUMERIC_RTOL = 1e-12
@@ -99,6 +104,16 @@ def verify(db, req, frame, tables):
         status_col=ev.status, time_col=ev.time, survival_times=ev.survival_times,
         moment_columns=numeric, moment_values=ev.unrounded, count_columns=categories,
         check_ranges=True, integer_columns=[j for j, kd in enumerate(kinds) if kd == "int"])
+    if ev.survival_times == "recode" and ev.time is not None:
+        report["time_status_pairs"] = dict(
+            check_pairs(source[:, ev.time], source[:, ev.status], ev.released[:, ev.time],
+                        ev.released[:, ev.status], req.k, ev.bin_rows),
+            time=req.columns[ev.time], status=req.columns[ev.status])
+        # the rare-record check compares in the release's representation: a source row's
+        # time as the value of its bin
+        source[:, ev.time] = released_source_times(source[:, ev.time], source[:, ev.status],
+                                                   ev.released[:, ev.time],
+                                                   ev.released[:, ev.status])
     report["rare_records"] = check_rare_records(source, ev.released, req.k,
                                                 categories, list(req.columns))
     report["stored_membership"] = check_membership(db, req.release_id, sizes, member_rids)
@@ -134,6 +149,10 @@ def verify_stored(db, req, frame, tables):
     categories = (logged.get("rare_records") or {}).get("category_columns")
     report["rare_records"] = "not logged (an older release)" if categories is None else \
         stored_category_counts(db, tables[0], categories, req.k)
+    pairs = logged.get("time_status_pairs")
+    if pairs:
+        report["time_status_pairs"] = stored_pairs(db, tables[0], pairs["time"],
+                                                   pairs["status"], req.k)
     report["stored_digest"] = "not logged (an older release)" if "stored_digest" not in logged \
         else check_stored_digest(db, req, tables[0], logged["stored_digest"])
     return report

@@ -269,7 +269,7 @@ def test_perturbed_times_keep_rank_order_and_release_no_original_time():
     kinds = ["float", "categorical", "float", "categorical"]
     res = condense(X, kinds, 30, status=3, time_col=2, seed=5, survival_times="perturbed")
     assert res.survival_times == "perturbed"
-    assert condense(X, kinds, 30, status=3, time_col=2, seed=5).survival_times == "coarsened"
+    assert condense(X, kinds, 30, status=3, time_col=2, seed=5).survival_times == "recode"
     released, unr = res.synthetic[:, 2], res.synthetic_unrounded[:, 2]
     assert not np.isin(released, X[:, 2]).any()              # no exact original time
     for c in range(res.n_clusters):

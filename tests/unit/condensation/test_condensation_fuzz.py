@@ -9,6 +9,7 @@ import pathlib
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
+from deid.verify.shared.survival_pairs import check_pairs
 from deid.errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from deid.methods.condensation.condense import condense
 from deid.verify.shared.cluster_moments import verify_condensation
@@ -77,7 +78,7 @@ def problems(draw):
     algorithm = draw(st.sampled_from(["improved", "improved", "original"]))
     if survival and algorithm == "improved":
         kw["survival_times"] = draw(st.sampled_from([None, "original", "perturbed", "coarsened",
-                                                      "ranked"]))
+                                                      "ranked", "recode"]))
         if draw(st.booleans()):
             kw["weights"] = {m: draw(st.floats(0.0, 1.0))}
     elif survival:
@@ -128,6 +129,8 @@ def test_condense_properties(problem):
             assert np.isin(res.synthetic[:, j], X[:, j]).all()
     if split:
         t = kw["time_col"]
+        if res.survival_times == "recode":      # every (time, status) pair >= k rows
+            check_pairs(X[:, t], X[:, status], res.synthetic[:, t], res.synthetic[:, status], k)
         for c in np.unique(res.cluster_id)[:20]:
             mine = res.synthetic_cluster_id == c
             order = np.argsort(res.synthetic_unrounded[mine, t], kind="stable")

@@ -37,7 +37,7 @@ def verify(X, kinds, res, k):
 def test_ranked_keeps_the_order_of_all_times():
     X, kinds = monthly(4000, 1)
     res = condense(X, kinds, 10, status=3, time_col=2, seed=4, survival_times="ranked")
-    assert condense(X, kinds, 10, status=3, time_col=2, seed=4).survival_times == "coarsened"
+    assert condense(X, kinds, 10, status=3, time_col=2, seed=4).survival_times == "recode"
     t, released = X[:, 2], res.synthetic[:, 2]
     assert not np.isin(released, t).any()                     # no source time, dense months
     assert released.min() >= t.min() and released.max() <= t.max()
@@ -112,7 +112,7 @@ def test_plugin_keeps_a_date_time_a_date():
     f = frame()
     r = req(**{"survival": {"time": "dx", "status": "dead"}}, seed=2)
     plan = plugin.run(f, r)
-    assert plan.metrics["survival_times"] == "coarsened"
+    assert plan.metrics["survival_times"] == "recode"
     with pytest.raises(DeidError) as e:
         plugin.plan_read(req(**{"survival": {"time": "dx", "status": "dead"}},
                              survival_times="ranked"), "rid")
@@ -136,13 +136,26 @@ def test_rounding_attack_on_whole_number_times(attack):
     """The attack deid defends against by default: rounding a released whole-month time.
     'ranked' keeps the order of all times, so ceil() returns every source month (it protects
     only against exact-value matches: documented, not the default; the smallest month's cell
-    lies above it); the default 'coarsened' gives back no more months than its bins allow by chance (a bin spans >= 3 months)."""
+    lies above it); 'coarsened' gives back no more months than its bins allow by chance (a
+    bin spans >= 3 months); the default 'recode' gives back the grain and nothing finer: a
+    month held by >= k rows of a status is released as itself (k rows share it), a rarer
+    month only as its bin's value."""
     X, kinds = monthly(4000, 7)
     ranked = condense(X, kinds, 10, status=3, time_col=2, seed=2, survival_times="ranked")
-    coarse = condense(X, kinds, 10, status=3, time_col=2, seed=2)
-    assert coarse.survival_times == "coarsened"
+    coarse = condense(X, kinds, 10, status=3, time_col=2, seed=2, survival_times="coarsened")
+    recode = condense(X, kinds, 10, status=3, time_col=2, seed=2)
+    assert recode.survival_times == "recode"
     if attack is np.ceil:
         # every month but the smallest (its cell lies above it), in disguise
         smallest = np.mean(X[:, 2] == X[:, 2].min())
         assert recovered(X[:, 2], ranked, attack) >= 1 - smallest - 0.01
     assert recovered(X[:, 2], coarse, attack) < 0.5                # not the times
+    # recode: rows of a rare (month, status) come back only where their month is the bin's
+    # value, which every row of the bin gets: the attacker learns the bin of >= k rows
+    t, s = X[:, 2], X[:, 3]
+    released = np.sort(attack(recode.synthetic[:, 2]))
+    for v in (0.0, 1.0):
+        mine = attack(recode.synthetic[recode.synthetic[:, 3] == v, 2])
+        _, counts = np.unique(mine, return_counts=True)
+        assert counts.min() >= 10
+    assert released.size == t.size

@@ -328,12 +328,30 @@ def test_coarsened_times_move_last_when_nothing_else_can(seed):
     n = 90
     f = cat_frame({"t": ("int", rng.integers(1, 40, n), None),
                    "dead": ("int", (np.arange(n) % 3 == 0).astype(np.int64), None)}, n)
-    r = req(("t", "dead"), k=5, seed=seed, **SURV)
+    r = req(("t", "dead"), k=5, seed=seed, survival_times="coarsened", **SURV)
     plan = plugin.run(f, r)
     rows = released_rows(plan)
     source = np.stack([f.columns[c].values.astype(float) for c in ("t", "dead")], axis=1)
     assert count_rare_copies(source, rows, 5) == 0
     assert rows[:, 1].sum() == source[:, 1].sum()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_recoded_times_compare_with_the_source_at_their_bins(seed):
+    """Under 'recode' a released time is a bin's value: the rare-record rule compares the
+    released rows with the source rows' bins (the release's representation), and the times
+    never move (their pairs of >= k rows are the promise)."""
+    from deid.verify.shared.survival_pairs import check_pairs, released_source_times
+    rng = np.random.default_rng(seed)
+    n = 90
+    f = cat_frame({"t": ("int", rng.integers(1, 40, n), None),
+                   "dead": ("int", (np.arange(n) % 3 == 0).astype(np.int64), None)}, n)
+    plan = plugin.run(f, req(("t", "dead"), k=5, seed=seed, **SURV))
+    rows = released_rows(plan)
+    source = np.stack([f.columns[c].values.astype(float) for c in ("t", "dead")], axis=1)
+    check_pairs(source[:, 0], source[:, 1], rows[:, 0], rows[:, 1], 5)
+    source[:, 0] = released_source_times(source[:, 0], source[:, 1], rows[:, 0], rows[:, 1])
+    assert count_rare_copies(source, rows, 5) == 0
 
 
 @pytest.mark.parametrize("shape,seed", [((5, 6, 10), 4), ((5, 6, 10), 5), ((5, 6, 10), 13),

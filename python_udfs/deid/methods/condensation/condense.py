@@ -41,25 +41,19 @@ Deviations from 004 (each also noted where it is implemented):
    rounding (Alg. 3 matches them only in expectation); clusters with n <= p rows use Prop. 1
    in their own span (:mod:`.pca_synthesis`).  A 2-row cluster (k = 2 only) is thereby
    released as its source rows: its mean and covariance fix it.
-6. Step 2.d.ii: ``survival_times="original"`` is the paper as printed.  ``"ranked"`` moves every source time strictly into the half gap below it (the smallest
-   time: just above it), one draw per row, ties broken events first then at random, and hands
-   the cluster's moved times out by rank of the synthetic time: the order of all times across
-   the table is the source's (the Cox risk sets are unchanged, so the Cox model is that of
-   "original"), no released time equals a source time, and the time is released as a float
-   (:func:`.release_values.ranked_times`) -- but on whole-number times ceil() of a released
-   time is its source time: it protects against exact-value matches only.  The default
-   ``"coarsened"`` cuts the time column into bins of >= k source rows (and >= 3 integers for
-   integer times), moves every time to another value of its own bin (a value no source row has
-   where the bin has one) and hands the cluster's moved times out by rank of the synthetic
-   time: the within-cluster rank order is kept, the order across the table is kept at the bin
-   grain, and no time is released as itself, dense monthly data included.  ``"perturbed"``
-   (the default before the evaluation) moves every time inside its own cell between the
-   midpoints to the cluster's neighbouring distinct times; on dense integer months those cells
-   hold no other integer and ~98 % of the times stayed unchanged.  The default was chosen from
-   bench/eval_condensation (docs/condensation-evaluation.md): the only mode that
-   releases no time as itself on dense data; anonymeter risk equal within noise; utility equal
-   within noise except on short dense survival (lung-like: coarser Cox/linear coefficients),
-   where "perturbed" keeps more resolution (:mod:`.release_values`).
+6. Step 2.d.ii: ``survival_times="original"`` is the paper as printed.  The default
+   ``"recode"`` releases every time as the value of its bin, bins of >= k rows per vital status
+   (a time k rows of a status share is its own bin; sparser times merged with their
+   neighbours), handed out by rank of the synthetic time: every released (time, status) pair
+   stands for >= k source rows, nothing moves at random, and the order of all times is the
+   source's up to the bins (:mod:`.survival_recode`).  ``"ranked"`` moves every source time
+   strictly into the half gap below it, ties broken events first: it releases the exact order
+   of all times and, on whole-number times, ceil() gives every time back
+   (:func:`.release_values.ranked_times`).  ``"coarsened"`` (the default before "recode")
+   moves every time to another value of its bin of >= k source rows at random, which biases
+   the Cox model of a large table; ``"perturbed"`` moves every time inside its own cell between
+   the midpoints to the cluster's neighbouring distinct times (on dense integer months ~98 % of
+   the times stay).  Measured in bench/eval_condensation (docs/condensation-evaluation.md).
 7. Step 2.d.iii / Alg. 1 step 7: integers rounded, numbers clipped to the column's observed
    range, a column constant within a cluster released as that constant.  Rounding, clipping and
    2.d.ii come after synthesis, so exact moments hold for ``synthetic_unrounded``.
@@ -107,7 +101,7 @@ class CondensationResult:
     cluster_sd: np.ndarray            # float64 (n_clusters, m): source SDs, ddof=1 (NaN: cat.)
     n_blocks: int
     algorithm: str
-    survival_times: object            # "coarsened", "perturbed", "original" or None
+    survival_times: object            # "recode", "ranked", "coarsened", "perturbed", "original" or None
     weights: np.ndarray               # float64 (m,): clustering weight of each column
     timings: dict = field(default_factory=dict)
     time_col: object = None           # the survival time's column index (with the split)
@@ -152,8 +146,8 @@ def condense(X, kinds, k, options=None, **chosen):
     ``{column: w}`` with w in [0, 1] and sum <= 1 (the other clustering attributes share the
     rest equally) or a number (the weight of ``time_col``); default ``{time_col: 0.5}`` with
     survival columns, equal weights otherwise; not allowed with ``algorithm="original"`` (equal
-    weights).  ``survival_times``: "coarsened" (default with survival columns), "perturbed" or
-    "original".
+    weights).  ``survival_times``: "recode" (default with survival columns), "ranked",
+    "coarsened", "perturbed" or "original".
     ``seed``: int >= 0 or numpy Generator.  ``block_rows``: "auto" (about 40 clusters per
     block), an int, or None (exact, unblocked).  ``max_iter``: Lloyd rounds of step 2a (>= 1);
     ``rebalance_rounds``: rebalanced Lloyd rounds after step 2c (0 = the paper).

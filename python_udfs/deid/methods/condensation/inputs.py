@@ -8,7 +8,7 @@ import numpy as np
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
 
 ALGORITHMS = ("improved", "original")
-SURVIVAL_TIMES = ("coarsened", "ranked", "perturbed", "original")
+SURVIVAL_TIMES = ("recode", "ranked", "coarsened", "perturbed", "original")
 KINDS = ("float", "int", "categorical")
 DEFAULT_TIME_WEIGHT = 0.5          # 004 sec. 3.3: "w = 0.5 gave good results"
 CLUSTERS_PER_BLOCK = 40            # block_rows="auto": about this many clusters per block
@@ -76,11 +76,12 @@ def _check_survival(X, kinds, status, time_col):
 def _check_survival_times(mode, survival, algorithm):
     if mode is not None and mode not in SURVIVAL_TIMES:
         _invalid(f"unknown survival_times {mode!r}",
-                 "use 'coarsened' (default), 'ranked', 'perturbed' or 'original' (004 as printed)")
+                 "use 'recode' (default), 'ranked', 'coarsened', 'perturbed' or 'original' "
+                 "(004 as printed)")
     if mode is not None and not (survival and algorithm == "improved"):
         _invalid("survival_times applies only to algorithm 'improved' with survival columns",
                  "drop survival_times, or give status and time")
-    return mode or ("coarsened" if survival and algorithm == "improved" else None)
+    return mode or ("recode" if survival and algorithm == "improved" else None)
 
 
 def _attribute_weights(weights, m, status, time_col, survival, algorithm):

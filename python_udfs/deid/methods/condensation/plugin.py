@@ -47,14 +47,18 @@ OPTIONS = (
     Option("weights", "map_number", "clustering weight of a column in [0, 1] (004 Alg. 2 step 2a; "
            "the other columns share the rest equally); default 0.5 on the survival time.",
            low=0, high=1, example='{"weights": {"surv_months": 0.5}}'),
-    Option("survival_times", "choice", "'coarsened' (default: moved inside its bin of >= k "
-           "source rows), 'ranked' (moved just below itself, as float8: the order of all times "
-           "kept; ceil() gives whole-number times back), 'perturbed' (inside its cluster's cell) "
-           "or 'original' (004 Alg. 2 step 2.d.ii as printed).",
-           choices=("coarsened", "ranked", "perturbed", "original")),
+    Option("survival_times", "choice", "'recode' (default: each time released as its bin's "
+           "value, every (time, status) pair shared by >= k source rows, whole units where k "
+           "rows share one), 'ranked' (moved just below itself, as float8: releases the exact "
+           "order and, on whole-unit times, the values), 'coarsened' (moved at random inside "
+           "its bin; biases Cox on large tables), 'perturbed' (inside its cluster's cell) or "
+           "'original' (004 Alg. 2 step 2.d.ii as printed).",
+           choices=("recode", "ranked", "coarsened", "perturbed", "original")),
     Option("auto_k", "bool", "raise k to the largest of k, 1.5k, 2k, 3k, 5k, 7.5k, 10k whose "
-           "release keeps <= 10 % of the Cox model's coefficients outside the source's 95 % "
-           "intervals (the trials in metrics.k_rule); never lowers k; needs survival.",
+           "releases (5 seeds) keep <= 10 % of the coefficients of each of the linear, "
+           "logistic and Cox models outside the source's 95 % intervals and no mean shift "
+           "above 1 SE, leaving every vital status >= 20 clusters (the trials in "
+           "metrics.k_rule); never lowers k; needs survival.",
            example='{"auto_k": true}'),
     Option("distance_guard", "int", "redraws (within the exact moments: another random rotation) "
            "of a cluster whose synthetic rows lie closer to a source row than a held-out record "
@@ -65,6 +69,7 @@ OPTIONS = (
            choices=("improved", "original")),
 )
 MIN_K = 3
+DEFAULT_SURVIVAL_TIMES = "recode"
 NUMERIC = {"int2", "int4", "int8", "float4", "float8", "numeric", "date"}
 CATEGORICAL = {"text", "varchar", "bpchar", "bool"}
 STATUS_TYPES = {"int2", "int4", "int8", "bool"}
@@ -132,7 +137,7 @@ def plan_read(req, rid):
             raise DeidError(INVALID_PARAMETER_VALUE, "survival_times 'ranked' needs a numeric "
                             "survival time, not a date",
                             hint="Release the time as a number of days (a view can compute it), "
-                                 "or use survival_times 'coarsened'.")
+                                 "or use survival_times 'recode'.")
         if req.rel.columns[survival["status"]].base_type not in STATUS_TYPES:
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'the vital status "{survival["status"]}" must be an integer or '
@@ -145,12 +150,20 @@ def plan_read(req, rid):
         if survival and c == survival["status"]:
             raise DeidError(INVALID_PARAMETER_VALUE, "the vital status cannot be weighted",
                             hint="004 Alg. 2 splits on the status instead of clustering on it.")
+    record_defaults(req)
     return ms.read_spec(req, list(req.columns), rid)
 
 
 def survival_times_of(req):
-    """The survival-time mode: the option, else "coarsened"."""
-    return req.options.get("survival_times") or "coarsened"
+    """The survival-time mode: the option, else "recode"."""
+    return req.options.get("survival_times") or DEFAULT_SURVIVAL_TIMES
+
+
+def record_defaults(req):
+    """The survival-time mode goes into the request's options, so the release log's
+    parameters name the mode used like any option given (a default can change)."""
+    if req.options.get("survival") and req.options.get("algorithm", "improved") == "improved":
+        req.options.setdefault("survival_times", DEFAULT_SURVIVAL_TIMES)
 
 
 def _refuse_nulls(req, frame):
@@ -201,24 +214,34 @@ def run(frame, req):
     generalized = generalize_categories(req, frame, X, kinds, survival_columns)
     weights = {index[c]: w for c, w in req.options.get("weights", {}).items()} or None
 
-    def release(k, progress=None):
+    def release(k, trial=0, progress=None):
+        # the k rule's trial i > 0 is another seed of the same request (derived, reproducible)
+        seed = req.seed if not trial else (req.seed * 1_000_003 + trial) % (1 << 62)
         return condense(X, kinds, k, status=index[survival["status"]] if survival else None,
                         time_col=index[survival["time"]] if survival else None, weights=weights,
                         survival_times=survival_times_of(req) if split else None,
-                        algorithm=algorithm, seed=req.seed,
+                        algorithm=algorithm, seed=seed,
                         distance_guard=req.options.get("distance_guard", 0), progress=progress)
+
+    def released(k, trial=0, progress=None):
+        # what is released: rounded to the grains and moved off rare source rows (the k rule
+        # judges these rows: the moves shift a model too, not only the clustering)
+        res = release(k, trial, progress)
+        out_kinds = released_kinds(kinds, res.time_col, res.survival_times)
+        avoid_copies(req, res, recoded_source(X, kinds, res, survival_columns, k), out_kinds,
+                     release_grains(req, out_kinds, res), survival_columns)
+        return res
 
     k_rule = None
     if req.options.get("auto_k"):
         from .choose_k import choose_k
         status_col, time_col = survival_columns
-        k_used, res, trials = choose_k(release, X, kinds, time_col, status_col, req.k, frame.n)
+        k_used, res, trials = choose_k(released, X, kinds, time_col, status_col, req.k, frame.n)
         k_rule = k_rule_metrics(req.k, k_used, trials, res.survival_times)
     else:
-        res = release(req.k, progress=getattr(req, "progress", None))
+        k_used = req.k
+        res = released(req.k, progress=getattr(req, "progress", None))
     kinds = released_kinds(kinds, res.time_col, res.survival_times)
-    grains = release_grains(req, kinds, res)
-    avoid_copies(req, res, X, kinds, grains, survival_columns)
     columns = []
     for j, c in enumerate(req.columns):
         col, meta = frame.columns[c], req.rel.columns[c]
@@ -252,7 +275,7 @@ def run(frame, req):
                           unrounded=res.synthetic_unrounded, cluster=res.synthetic_cluster_id,
                           status=index[survival["status"]] if split else None,
                           time=index[survival["time"]] if split else None,
-                          survival_times=res.survival_times,
+                          survival_times=res.survival_times, bin_rows=k_used,
                           generalized={req.columns[j]: {"labels": g.labels,
                                                         "map": generalized_map(frame, req.columns[j], g)}
                                        for j, g in generalized.items()}))
@@ -261,21 +284,25 @@ def run(frame, req):
 def k_rule_metrics(requested, used, trials, survival_times=None):
     """The log's account of the k rule (methods.condensation.choose_k): what was tried, what
     was used, and why."""
-    from .choose_k import MAX_MISS
+    from .choose_k import MAX_MISS, MAX_SHIFT, MIN_CLUSTERS, SEEDS
     last = trials[-1]
-    why = (f"k = {used}: the largest k tried from the requested {requested} whose release keeps "
-           f"<= {MAX_MISS:.0%} of the Cox model's coefficients outside the source's 95 % "
-           "intervals")
+    why = (f"k = {used}: the largest k tried from the requested {requested} whose releases "
+           f"({SEEDS} seeds) keep <= {MAX_MISS:.0%} of the coefficients of each model (linear, "
+           f"logistic, Cox) outside the source's 95 % intervals and no mean shift above "
+           f"{MAX_SHIFT:g} SE, every vital status keeping >= {MIN_CLUSTERS} clusters")
+    missed = last["ci_miss"] > MAX_MISS or last.get("mean_shift_se", 0) > MAX_SHIFT
     if last["k"] != used:
-        why += f"; k = {last['k']} left {last['ci_miss']:.0%} outside"
-    elif last["ci_miss"] > MAX_MISS:
-        why = (f"k = {used} as requested (never lowered), though its release leaves "
-               f"{last['ci_miss']:.0%} of the Cox coefficients outside: a smaller k attenuates "
+        why += (f"; k = {last['k']} left {last['ci_miss']:.0%} outside, mean shift up to "
+                f"{last.get('mean_shift_se', float('nan')):.1f} SE")
+    elif missed:
+        why = (f"k = {used} as requested (never lowered), though its releases leave "
+               f"{last['ci_miss']:.0%} of a model's coefficients outside (mean shift up to "
+               f"{last.get('mean_shift_se', float('nan')):.1f} SE): a smaller k attenuates "
                "less" + ("; coarsened survival times themselves bias the Cox model of a "
-                         "large table ('ranked' keeps their order)"
+                         "large table ('recode' keeps their order at the grain of k rows)"
                          if survival_times == "coarsened" else ""))
-    return {"requested": requested, "used": used, "max_miss": MAX_MISS, "trials": trials,
-            "why": why}
+    return {"requested": requested, "used": used, "max_miss": MAX_MISS, "max_shift": MAX_SHIFT,
+            "trials": trials, "why": why}
 
 
 def generalize_categories(req, frame, X, kinds, fixed):
@@ -348,7 +375,8 @@ def avoid_copies(req, res, X, kinds, grains, split):
     """Round the released rows to their columns' grains (004 Alg. 2 step 2.d.iii), then move
     every row that equals a source row shared by fewer than k rows (rare_values.py). The
     vital status never moves, nor the survival time under 004's original times (their
-    multisets are the method's promise); a coarsened or perturbed time moves last."""
+    multisets are the method's promise) nor under "recode" (its pairs of >= k rows are); a
+    coarsened or perturbed time moves last."""
     from .rare_values import avoid_rare_copies
     for j, (decimals, _, float32) in enumerate(grains):
         if kinds[j] != "categorical" and decimals >= 0:
@@ -358,7 +386,8 @@ def avoid_copies(req, res, X, kinds, grains, split):
     m = len(kinds)
     status, time_col = split if split else (None, None)
     # "ranked" times equal no source time, so no released row equals a source row; they stay
-    fixed = {status, time_col} if res.survival_times in ("original", "ranked") else {status}
+    fixed = {status, time_col} if res.survival_times in ("original", "ranked", "recode") \
+        else {status}
     avoid_rare_copies(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id,
                       res.synthetic_unrounded, req.k,
                       decimals=[g[0] for g in grains], relative=[g[1] for g in grains],
@@ -367,6 +396,18 @@ def avoid_copies(req, res, X, kinds, grains, split):
                       fixed=[j in fixed for j in range(m)],
                       reluctant=[j == time_col for j in range(m)],
                       rng=np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(9,))))
+
+
+def recoded_source(X, kinds, res, split, k):
+    """The source in the release's representation for the rare-record moves: under "recode"
+    a source row's time is its bin's value (what the release says of it), else X itself."""
+    if res.survival_times != "recode" or not split:
+        return X
+    from .survival_recode import recoded_times
+    status, time_col = split
+    out = X.copy()
+    out[:, time_col] = recoded_times(X[:, time_col], X[:, status], k, kinds[time_col] == "int")
+    return out
 
 
 def released_column(meta, j, res):

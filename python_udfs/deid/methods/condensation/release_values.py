@@ -4,9 +4,11 @@
   synthetic rows of every cluster the cluster's original survival times, by rank of the
   synthetic time.  That puts every original time back into the release: with Alg. 2 as
   printed, anonymeter singled patients out through ``time == x``.  Option
-  "original" is the paper; the protective default "coarsened" moves every time inside its bin
-  of >= k source rows (rank order kept within clusters and, at the bin grain, across the
-  table); "perturbed" moves every time inside its own cell between its cluster's neighbouring
+  "original" is the paper; the default "recode" releases every time as its bin's value, bins
+  of >= k rows per status (:mod:`.survival_recode`); "ranked" moves every time just below
+  itself (the exact order, and on whole-unit times the values, stay recoverable); the older
+  "coarsened" moves every time inside its bin of >= k source rows (rank order kept within
+  clusters and, at the bin grain, across the table); "perturbed" moves every time inside its own cell between its cluster's neighbouring
   times, which on dense integer times leaves it where it is.
 * :func:`decode_categories` -- step 2.d.iii for categorical columns: a permissible category
   from the synthetic one-hot block.  "counts" (default) gives every cluster exactly its source
@@ -19,6 +21,8 @@
 """
 
 import numpy as np
+
+from .survival_recode import recoded_times
 
 # Integer times: free integers (no source row has them) are listed when the column's range
 # has at most this many integers.
@@ -33,6 +37,9 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
     In every cluster the synthetic rows are ranked by their synthetic time (ties by position);
     the row of rank r gets the r-th smallest of the cluster's *released times*:
 
+    * ``"recode"`` (the default): every source time replaced by its bin's value, bins of >=
+      ``bin_rows`` rows per status (:mod:`.survival_recode`); no random move;
+    * ``"ranked"``: every source time moved just below itself (:func:`ranked_times`);
     * ``"original"`` (004 as printed): the cluster's original times, so every original time is
       released exactly (and the risk sets of 004 sec. 3.2 are unchanged);
     * ``"perturbed"``: with v_1 < ... < v_d the cluster's distinct original times, each row
@@ -70,8 +77,9 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
         return out
     order, sizes, starts = grouping if grouping is not None else grouping_of(cluster_id)
     by_synthetic = order[segment_argsort(synthetic[order], sizes, starts)]
-    if mode == "ranked":
-        moved = ranked_times(original, rng, status)[order]
+    if mode in ("ranked", "recode"):
+        moved = (ranked_times(original, rng, status) if mode == "ranked" else
+                 recoded_times(original, status, bin_rows, integer))[order]
         out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
         return out
     by_original = order[segment_argsort(original[order], sizes, starts)]
