@@ -7,4 +7,4 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python_udfs"))
 sys.path.insert(0, str(HERE))
 
-from dbfixtures import admin, connect, url  # noqa: E402,F401  (pytest fixtures)
+from dbfixtures import admin, connect, own_history, own_test_history, url  # noqa: E402,F401  (pytest fixtures)

@@ -104,16 +104,28 @@ def tracked(reader, names):
 
 
 def test_three_request_tracker_is_refused(source, connect, admin):
-    """The third request would make the patient a partition cell of one row: refused, with
-    the uniform refusal; nothing of it is left."""
+    """The tracker cannot be completed: the second request (all rows, regrouped) or the
+    third (a partition cell of one row) is refused with the uniform refusal, and nothing of
+    it is left."""
     rel, table = source
     researcher = connect(RESEARCHER)
     names = [f"{table}_{i}" for i in (1, 2, 3)]
     assert anatomy(researcher, rel, names[0], selection=TRACKER[0])[5]
-    assert anatomy(researcher, rel, names[1], selection=TRACKER[1])[5]
-    e = refused(researcher, rel, names[2], selection=TRACKER[2])
-    assert_uniform(e)
-    nothing_left(admin, names[2])
+    refusals = 0
+    for name, selection in zip(names[1:], TRACKER[1:]):
+        try:
+            assert anatomy(researcher, rel, name, selection=selection)[5]
+        except psycopg.Error as e:
+            assert_uniform(_Info(e))
+            nothing_left(admin, name)
+            refusals += 1
+    assert refusals >= 1
+
+
+class _Info:
+    """An error as pytest.raises gives it (value.diag)."""
+    def __init__(self, e):
+        self.value = e
 
 
 def test_three_request_tracker_with_override_gives_the_diagnosis(source, connect, admin):
@@ -123,11 +135,11 @@ def test_three_request_tracker_with_override_gives_the_diagnosis(source, connect
     analyst = connect(ANALYST)
     names = [f"{table}_{i}" for i in (1, 2, 3)]
     anatomy(analyst, rel, names[0], selection=TRACKER[0])
-    anatomy(analyst, rel, names[1], selection=TRACKER[1])
     e = refused(analyst, rel, names[2], selection=TRACKER[2])
     assert sqlstate_of(e) == REFUSED and "allow_overlap" in hint_of(e)
-    assert anatomy(analyst, rel, names[2], selection=TRACKER[2],
-                   options='{"allow_overlap": true}')[5]
+    for name, selection in zip(names[1:], TRACKER[1:]):
+        assert anatomy(analyst, rel, name, selection=selection,
+                       options='{"allow_overlap": true}')[5]
     assert tracked(connect(READER), names) == {SECRET: 1}
     warned = admin.execute("SELECT metrics->'warnings' FROM deid.release WHERE name = %s",
                            [names[2]]).fetchone()[0]

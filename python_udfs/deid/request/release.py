@@ -41,6 +41,7 @@ class Request:
     evidence: object = None           # the plan's evidence for its verifier (verify.<method>.Evidence)
     progress: object = None           # progress(fraction done) of the method phase, or None
     part: dict = None                 # a node's part of a distributed generalization (pipeline.finish_part)
+    warnings: list = field(default_factory=list)   # logged in the release's metrics
 
 
 def projection(rel, columns):
