@@ -281,6 +281,18 @@ BEGIN
     END IF;
 END $storage$;
 
+-- The composition rule's history resets: releases up to after_release (of the source, or of
+-- every source when source IS NULL) no longer bear on later requests (log/composition.py).
+-- Written by a superuser only (no grant; logged here with who and when); deid_admin reads it.
+CREATE TABLE deid.composition_reset (
+    source         oid,                    -- NULL: every source
+    after_release  bigint NOT NULL,        -- releases with release_id <= this are forgotten
+    reset_by       name NOT NULL DEFAULT session_user,
+    reset_at       timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE deid.composition_reset IS
+  'Resets of the composition rule''s history (releases up to after_release no longer bear on later ones); written by a superuser only';
+
 -- ---------------------------------------------------------------------
 -- Views and privileges
 -- ---------------------------------------------------------------------
@@ -312,6 +324,8 @@ GRANT SELECT ON deid.release, deid.rid_set, deid.rid_sets, deid.equivalence_clas
 GRANT deid_reader TO deid_admin;
 REVOKE ALL ON deid.release_selection FROM PUBLIC;
 GRANT SELECT ON deid.release_selection TO deid_admin;
+REVOKE ALL ON deid.composition_reset FROM PUBLIC;
+GRANT SELECT ON deid.composition_reset TO deid_admin;
 
 -- The catalog is part of pg_dump output of the database.
 SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy', '');
@@ -323,6 +337,7 @@ SELECT pg_catalog.pg_extension_config_dump('deid.release', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.rid_set', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.equivalence_class', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release_selection', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.composition_reset', '');
 -- ... and so is the release-id sequence: a restored database continues after the last id.
 SELECT pg_catalog.pg_extension_config_dump(
     pg_catalog.pg_get_serial_sequence('deid.release', 'release_id'), '');

@@ -91,26 +91,23 @@ def _server_suite(request):
     return request.node.path.parent.name in ("integration", "security", "upgrade")
 
 
+RESET = ("INSERT INTO deid.composition_reset (after_release)"
+         " SELECT coalesce(max(release_id), 0) FROM deid.release")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def own_history(request):
     """Each test file of the server suites is a study of its own, and so is each test: the
-    releases of earlier files and tests stay, but their selections no longer bear on later
-    requests through the composition rule (log/composition.py reads deid.release_selection).
-    Within a test, and against the releases of the file's shared fixtures, releases compose
-    as they would for a user."""
+    releases of earlier files and tests stay, but no longer bear on later requests through
+    the composition rule (a superuser's reset, deid.composition_reset). Within a test,
+    releases compose as they would for a user."""
     if _server_suite(request):
-        request.getfixturevalue("admin").execute("DELETE FROM deid.release_selection")
+        request.getfixturevalue("admin").execute(RESET)
 
 
 @pytest.fixture(autouse=True)
 def own_test_history(request):
-    """See own_history: a test's own releases are forgotten by the composition rule once the
-    test is over."""
-    if not _server_suite(request):
-        yield
-        return
-    admin = request.getfixturevalue("admin")
-    before = admin.execute("SELECT coalesce(max(release_id), 0) FROM deid.release_selection"
-                           ).fetchone()[0]
+    """See own_history: once a test is over, its releases (and earlier ones) are forgotten."""
     yield
-    admin.execute("DELETE FROM deid.release_selection WHERE release_id > %s", [before])
+    if _server_suite(request):
+        request.getfixturevalue("admin").execute(RESET)

@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 from collections import Counter, defaultdict
 
@@ -163,12 +164,12 @@ def _send(conn, t, r):
         return None
     except psycopg.Error as e:
         d = e.diag
-        if r["role"] == "researcher":
+        if r["role"] == "researcher" and d.sqlstate == "DE001":     # refused for the data
             text = " ".join(x for x in (d.message_primary, d.message_hint) if x)
             if d.message_detail or any(ch.isdigit() for ch in text):
                 return f"NOT UNIFORM {d.sqlstate}"
             return f"uniform {d.sqlstate}"
-        return f"{d.sqlstate} {d.message_detail or d.message_primary}"[:120]
+        return re.sub(r"\d+", "N", f"{d.sqlstate} {d.message_detail or d.message_primary}")[:120]
 
 
 def _attack(reader, admin, t, done, tally, main):

@@ -204,3 +204,16 @@ def test_the_same_grouping_again_is_allowed(source, connect):
     for i in range(3):
         assert anatomy(researcher, rel, f"{table}_s{i}", columns="{age,sex,dx}",
                        options='{"seed": 3}')[5]
+
+
+def test_only_a_superuser_resets_the_history(source, connect, admin):
+    """The history a refusal rests on is deid's: no role but a superuser writes a reset, and
+    deid_admin reads who reset it and when."""
+    rel, _ = source
+    for role in (RESEARCHER, ANALYST, READER, "deid_t_admin"):
+        with pytest.raises(psycopg.Error) as e:
+            connect(role).execute("INSERT INTO deid.composition_reset (source, after_release)"
+                                  " VALUES (%s::regclass, 1000000)", [rel])
+        assert sqlstate_of(e) == "42501"
+    assert connect("deid_t_admin").execute(
+        "SELECT count(*) >= 0 FROM deid.composition_reset").fetchone()[0]

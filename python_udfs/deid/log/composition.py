@@ -13,15 +13,19 @@ readable while it lived):
     the same releases) that this release creates holds at least k rows, k the largest of
     the releases holding the cell. Two releases make today's pairwise rule; an identical
     selection creates no cell.
-(b) groupings, by the same method: anatomy's groups (deid.rid_set), condensation's and
-    disassociation's clusters (deid.cluster_member) crossed with the earlier releases' of
-    that method: every cell created holds at least k rows, and for anatomy at least l
-    distinct values of each sensitive attribute. Keeping the earlier groups (or unions of
+(b) groupings, by the same method: anatomy's groups (deid.rid_set) and condensation's
+    clusters (deid.cluster_member) crossed with the earlier releases' of that method: every
+    cell created holds at least k rows, and for anatomy at least l distinct values of each
+    sensitive attribute. Disassociation's clusters (003) are not crowds of k (k^m bounds
+    the supports of itemsets): records already released keep their clusters, or the
+    release is refused. Keeping the earlier groups (or unions of
     them) creates no cell; new rows in groups of their own create cells of those groups.
     Generalization logs no class per row: a later generalization release that shares
     rows with an earlier one must publish the very same classes over the very same rows.
 
-The cells are log/partition.py's. A requester with SELECT may override with
+A superuser may reset a source's history (a row in deid.composition_reset, who and when):
+releases up to its after_release no longer bear on later ones. The cells are
+log/partition.py's. A requester with SELECT may override with
 options.allow_overlap (logged with the options and as a warning in the release's metrics);
 a policy requester may not, and is refused uniformly (no count, no release named).
 """
@@ -76,7 +80,9 @@ def _earlier(db, req):
     return db.query(
         "SELECT s.release_id, r.method, (r.parameters->>'k')::int AS k, s.row_id, s.rids"
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
-        " WHERE r.source = $1 AND s.release_id <> $2 ORDER BY s.release_id",
+        " WHERE r.source = $1 AND s.release_id <> $2 AND s.release_id > coalesce(("
+        "   SELECT max(after_release) FROM deid.composition_reset"
+        "    WHERE source IS NULL OR source = $1), 0) ORDER BY s.release_id",
         [req.rel.oid, req.release_id], ["oid", "bigint"])
 
 
@@ -120,6 +126,11 @@ def _refined_groups_hold(db, req, same):
     if not layers:
         return
     c = partition.cells(layers, new)
+    if req.method == "disassociation":
+        # a cluster is not a crowd of k (k^m bounds itemsets' supports): no regrouping at all
+        if partition.regroups(c):
+            raise refusal(req, "an earlier disassociation release clustered these records otherwise")
+        return
     if partition.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
     if req.method == "anatomy" and req.l:

@@ -93,6 +93,7 @@ class Cells:
     rows: np.ndarray                # per position: the cell's index, -1 for no cell
     changed: np.ndarray             # bool per cell: not an earlier cell left as it was
     held: np.ndarray                # bool per cell: the new release holds its rows
+    released: np.ndarray            # bool per cell: an earlier layer held its rows
 
 
 def cells(earlier, new):
@@ -119,7 +120,8 @@ def cells(earlier, new):
     held = np.zeros(keys.size, bool)
     held[rows[pos[-1]]] = True
     return Cells(sizes, _cell_k(kmax, where, inverse, keys.size, new.k), rows,
-                 _changed(before, old_present, where, first, sizes), held)
+                 _changed(before, old_present, where, first, sizes), held,
+                 old_present[where][first])
 
 
 def _cell_k(kmax, where, inverse, count, k_new):
@@ -150,6 +152,13 @@ def too_small(c):
     largest k of the releases holding it: a cell left as it was but now held by a release
     of a larger k would break that release's promise)."""
     return bool(np.any((c.changed | c.held) & (c.sizes < c.k)))
+
+
+def regroups(c):
+    """Whether the new release splits an earlier cell (regroups rows already released): a
+    cell it creates that holds rows an earlier layer held. Cells of rows new to every layer
+    are new groups, not a regrouping."""
+    return bool(np.any(c.changed & c.released))
 
 
 def too_few_values(c, values, pos_of_values, l):

@@ -103,3 +103,12 @@ def test_selection_by_span_and_gaps_is_the_plain_xor():
         expect = np.zeros(5000, np.uint64)
         expect[pos] ^= partition._splitmix(np.full(1, 4, np.uint64))[0]
         assert np.array_equal(sig, expect), density
+
+
+def test_regrouping_released_rows_and_new_rows_in_groups_of_their_own():
+    from deid.log.partition import regroups
+    old = Layer(ids(*range(6)), np.asarray([0, 0, 1, 1, 2, 2]), 2)
+    assert not regroups(cells([old], Layer(ids(*range(6)), np.asarray([5, 5, 6, 6, 7, 7]), 2)))
+    grown = Layer(ids(*range(9)), np.asarray([0, 0, 1, 1, 2, 2, 3, 3, 3]), 2)
+    assert not regroups(cells([old], grown))
+    assert regroups(cells([old], Layer(ids(*range(6)), np.asarray([0, 1, 0, 1, 2, 2]), 2)))
