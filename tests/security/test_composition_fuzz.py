@@ -31,3 +31,10 @@ def test_no_attack_succeeds(sample):
 
 def test_policy_refusals_are_uniform(sample):
     assert not [r for r in sample["refusals"] if "NOT UNIFORM" in r], sample["refusals"]
+
+
+def test_the_checker_finds_what_the_rule_stops(admin, url):
+    """With the override on every request (a requester with SELECT), the same kind of
+    sequences give the attacker successes: the checker is not blind."""
+    found = sequences.run(url, 3, SEED, override=True)
+    assert found["successes"], found["methods"]
