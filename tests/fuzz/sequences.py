@@ -123,6 +123,8 @@ def _request(rng, t, method, selection, name, override=False):
     if method == "anatomy":
         names = [n for n in names if n != "note"]
         opts.pop("output", None)                   # the generalized layout: linear only
+        opts.pop("column_l", None)                 # l per attribute is the checker's l
+        opts.pop("model", None)
         if l is None and rng.random() < 0.7:
             l = rng.choice((2, 3))
     role = "researcher" if rng.random() < 0.3 else "analyst"

@@ -15,8 +15,8 @@ readable while it lived):
     selection creates no cell.
 (b) groupings, by the same method: anatomy's groups (deid.rid_set) and condensation's
     clusters (deid.cluster_member) crossed with the earlier releases' of that method: every
-    cell created holds at least k rows, and for anatomy at least l distinct values of each
-    sensitive attribute. Disassociation's clusters (003) are not crowds of k (k^m bounds
+    cell created or held holds at least k rows, and for anatomy at least l distinct values of
+    each sensitive attribute (l: the largest of the releases holding the cell). Disassociation's clusters (003) are not crowds of k (k^m bounds
     the supports of itemsets): records already released keep their clusters, or the
     release is refused. Keeping the earlier groups (or unions of
     them) creates no cell; new rows in groups of their own create cells of those groups.
@@ -29,6 +29,8 @@ log/partition.py's. A requester with SELECT may override with
 options.allow_overlap (logged with the options and as a warning in the release's metrics);
 a policy requester may not, and is refused uniformly (no count, no release named).
 """
+import json
+
 import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
@@ -78,7 +80,9 @@ def check_groupings(db, req, ids, earlier):
 
 def _earlier(db, req):
     return db.query(
-        "SELECT s.release_id, r.method, (r.parameters->>'k')::int AS k, s.row_id, s.rids"
+        "SELECT s.release_id, r.method, (r.parameters->>'k')::int AS k,"
+        " (r.parameters->>'l')::int AS l, r.parameters->'options'->'column_l' AS column_l,"
+        " s.row_id, s.rids"
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
         " WHERE r.source = $1 AND s.release_id <> $2 AND s.release_id > coalesce(("
         "   SELECT max(after_release) FROM deid.composition_reset"
@@ -119,12 +123,13 @@ def _same_classes(db, a, b):
 
 # ------------------------------------------------------------------ grouped methods
 def _refined_groups_hold(db, req, same):
-    layers = [partition.Layer(*_groups(db, req.method, e["release_id"]), int(e["k"] or 0))
-              for e in same]
-    layers = [x for x in layers if x.ids.size]
+    pairs = [(e, partition.Layer(*_groups(db, req.method, e["release_id"]), int(e["k"] or 0)))
+             for e in same]
+    pairs = [(e, x) for e, x in pairs if x.ids.size]
     new = partition.Layer(*_groups(db, req.method, req.release_id), req.k)
-    if not layers:
+    if not pairs:
         return
+    layers = [x for _, x in pairs]
     c = partition.cells(layers, new)
     if req.method == "disassociation":
         # a cluster is not a crowd of k (k^m bounds itemsets' supports): no regrouping at all
@@ -133,14 +138,39 @@ def _refined_groups_hold(db, req, same):
         return
     if partition.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
-    if req.method == "anatomy" and req.l:
-        size, pos = partition.positions(layers + [new])
-        for attribute in _attributes(db, req.release_id):
-            rid, values = _values(db, attribute, [e["release_id"] for e in same] + [req.release_id])
-            at = _position(layers + [new], pos, rid)
-            if partition.too_few_values(c, values[at >= 0], at[at >= 0], req.l):
-                raise refusal(req, "a cell of the groupings' common refinement would hold "
-                                   "fewer than l sensitive values")
+    if req.method == "anatomy":
+        _values_hold(db, req, pairs, new, c)
+
+
+def _values_hold(db, req, pairs, new, c):
+    """Every cell the new release creates or holds keeps, per sensitive attribute, at least
+    l distinct values -- l the largest of the releases holding the cell (Def. 6: deleting
+    every value of one attribute deletes every row, so an attribute holds at least L values;
+    with column_l, that attribute's own limit)."""
+    layers = [x for _, x in pairs] + [new]
+    _, pos = partition.positions(layers)
+    for attribute in _attributes(db, req.release_id):
+        bar = np.zeros(c.sizes.size, np.int64)
+        for (e, _), p in zip(pairs, pos):
+            np.maximum.at(bar, c.rows[p], _l_of(e["l"], e["column_l"], attribute))
+        bar[c.rows[pos[-1]]] = np.maximum(bar[c.rows[pos[-1]]], _l_of(
+            req.l, req.options.get("column_l"), attribute))
+        if not bar.any():
+            continue
+        rid, values = _values(db, attribute, [e["release_id"] for e, _ in pairs] + [req.release_id])
+        at = _position(layers, pos, rid)
+        if partition.too_few_values(c, values[at >= 0], at[at >= 0], bar):
+            raise refusal(req, "a cell of the groupings' common refinement would hold "
+                               "fewer than l sensitive values")
+
+
+def _l_of(l, column_l, attribute):
+    """A release's l for one sensitive attribute (column_l: jsonb as text from the log)."""
+    l = int(l or 0)
+    if isinstance(column_l, str):
+        column_l = json.loads(column_l)
+    limit = column_l.get(attribute) if isinstance(column_l, dict) else None
+    return min(l, int(limit)) if limit is not None else l
 
 
 def _groups(db, method, release_id):

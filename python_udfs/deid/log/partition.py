@@ -162,11 +162,11 @@ def regroups(c):
 
 
 def too_few_values(c, values, pos_of_values, l):
-    """Whether a cell the new release creates holds fewer than `l` distinct values: `values`
-    (codes) of the rows at positions `pos_of_values` (rows without a known value count as
-    none)."""
+    """Whether a cell the new release creates or holds has fewer distinct values than its bar
+    `l` (one number, or one per cell): `values` (codes) of the rows at positions
+    `pos_of_values` (rows without a known value count as none)."""
     cell = c.rows[pos_of_values]
     keep = cell >= 0
     pairs = np.unique(np.stack([cell[keep], np.asarray(values, np.int64)[keep]]), axis=1)
     distinct = np.bincount(pairs[0], minlength=c.sizes.size)
-    return bool(np.any(c.changed & (distinct < l)))
+    return bool(np.any((c.changed | c.held) & (distinct < l)))
