@@ -112,3 +112,14 @@ def test_regrouping_released_rows_and_new_rows_in_groups_of_their_own():
     grown = Layer(ids(*range(9)), np.asarray([0, 0, 1, 1, 2, 2, 3, 3, 3]), 2)
     assert not regroups(cells([old], grown))
     assert regroups(cells([old], Layer(ids(*range(6)), np.asarray([0, 1, 0, 1, 2, 2]), 2)))
+
+
+def test_values_bar_per_cell_and_cells_held_but_unchanged():
+    old = Layer(ids(*range(6)), np.asarray([0, 0, 0, 1, 1, 1]), 3)
+    same = Layer(ids(*range(6)), np.asarray([4, 4, 4, 5, 5, 5]), 3)
+    c = cells([old], same)
+    assert not c.changed.any() and c.held.all()
+    _, pos = positions([old, same])
+    values = np.asarray([0, 1, 2, 0, 1, 1])          # group 1: two values
+    assert not too_few_values(c, values, pos[-1], np.asarray([2, 2]))
+    assert too_few_values(c, values, pos[-1], np.asarray([3, 3]))    # held: a larger l
