@@ -173,7 +173,7 @@ def _send(conn, t, r):
             if d.message_detail or any(ch.isdigit() for ch in text):
                 return f"NOT UNIFORM {d.sqlstate}"
             return f"uniform {d.sqlstate}"
-        return re.sub(r"\d+", "N", f"{d.sqlstate} {d.message_detail or d.message_primary}")[:120]
+        return f"{d.sqlstate} " + re.sub(r"\d+", "N", d.message_detail or d.message_primary)[:110]
 
 
 def _attack(reader, admin, t, done, tally, main):

@@ -59,7 +59,11 @@ def _mix(sig, pos, index, labels):
     and the gaps' positions, rather than a gather and a scatter of every position)."""
     salt = _splitmix(np.full(1, index + 1, np.uint64))
     if labels is not None:
-        sig[pos] ^= _splitmix(labels.astype(np.uint64) ^ salt)
+        if labels.size and labels.min() >= 0 and labels.max() < 4 * labels.size + 1024:
+            table = _splitmix(np.arange(int(labels.max()) + 1, dtype=np.uint64) ^ salt)
+            sig[pos] ^= table[labels]              # a tag per group, gathered per row
+        else:
+            sig[pos] ^= _splitmix(labels.astype(np.uint64) ^ salt)
         return
     if pos.size == 0:
         return
