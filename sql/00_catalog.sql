@@ -252,14 +252,15 @@ CREATE TABLE deid.equivalence_class (
     PRIMARY KEY (release_id, class_id)
 );
 
--- Overlap control (two releases differing by a few rows give those rows away): per release, the ids of the source rows it selected -- the
--- values of its row-id column (row_id; disassociation: the record column), sorted, distinct,
--- packed as deid.rid_set's rids (int8 big-endian, back to back). A new release of the same
--- source (deid.release.source) is refused when it differs from any earlier one -- committed,
--- replaced or dropped: each was readable -- by more than 0 and fewer than k rows either way
--- (python_udfs/deid/overlap.py). A set operation on what is stored, never a re-read of the
--- source. The update to 1.1.0 rebuilds the rows of earlier releases from their RID sets and
--- membership, except generalization releases' (sql/upgrade/1.1.0/72_release_selection.sql).
+-- The composition rule (releases of one source read together single out no fewer than k
+-- rows; python_udfs/deid/log/composition.py): per release, the ids of the source rows it
+-- selected -- the values of its row_id column (disassociation: the record column), sorted,
+-- distinct, packed as deid.rid_set's rids (int8 big-endian, back to back). A new release is
+-- checked against every earlier one of the same source (deid.release.source) -- committed,
+-- replaced or dropped: each was readable -- since the last deid.composition_reset. A set
+-- operation on what is stored, never a re-read of the source. The update to 1.1.0 rebuilds
+-- the rows of earlier releases from their RID sets and membership, except generalization
+-- releases' (sql/upgrade/1.1.0/72_release_selection.sql).
 CREATE TABLE deid.release_selection (
     release_id  bigint PRIMARY KEY,        -- deid.release (append-only; no FK, as deid.rid_set)
     row_id      name   NOT NULL,           -- the source column whose values rids holds
