@@ -103,8 +103,12 @@ pgtap: test-db
 	pg_prove --ext .sql -r tests/pgtap --dbname "$$($(CLUSTER) url $(TEST_DB))"
 
 ## fuzz: FUZZ_N random requests per method against the real server, each success and refusal
-## checked by tests/fuzz/checker.py; summary on stdout, JSON in FUZZ_OUT
+## checked by tests/fuzz/checker.py; then FUZZ_SEQUENCES sequences of 2-6 releases of one source
+## per method, attacked together by tests/fuzz/check_composition.py (a sequence takes about
+## 1.5 s); summaries on stdout, JSON in FUZZ_OUT and FUZZ_SEQ_OUT
 FUZZ_N ?= 10000
+FUZZ_SEQUENCES ?= 1000
+FUZZ_SEQ_OUT ?= build/fuzz_sequences_$(FUZZ_SEED).json
 FUZZ_SEED ?= 1
 FUZZ_WORKERS ?= 2
 FUZZ_OUT ?= build/fuzz_$(FUZZ_SEED).json
@@ -112,6 +116,8 @@ fuzz: start venv
 	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS deid_fuzz WITH (FORCE)" -c "CREATE DATABASE deid_fuzz"
 	$(VENV)/bin/python -m tests.fuzz.runner --url "$$($(CLUSTER) url deid_fuzz)" --n $(FUZZ_N) \
 	    --seed $(FUZZ_SEED) --workers $(FUZZ_WORKERS) --out $(FUZZ_OUT)
+	$(VENV)/bin/python -m tests.fuzz.sequences --url "$$($(CLUSTER) url deid_fuzz)" \
+	    --n $(FUZZ_SEQUENCES) --seed $(FUZZ_SEED) --out $(FUZZ_SEQ_OUT)
 
 ## bench: benchmarks (write numbers and PNG plots under bench/results/)
 bench: start venv

@@ -259,14 +259,15 @@ CREATE TABLE deid.equivalence_class (
     PRIMARY KEY (release_id, class_id)
 );
 
--- Overlap control (two releases differing by a few rows give those rows away): per release, the ids of the source rows it selected -- the
--- values of its row-id column (row_id; disassociation: the record column), sorted, distinct,
--- packed as deid.rid_set's rids (int8 big-endian, back to back). A new release of the same
--- source (deid.release.source) is refused when it differs from any earlier one -- committed,
--- replaced or dropped: each was readable -- by more than 0 and fewer than k rows either way
--- (python_udfs/deid/overlap.py). A set operation on what is stored, never a re-read of the
--- source. The update to 1.1.0 rebuilds the rows of earlier releases from their RID sets and
--- membership, except generalization releases' (sql/upgrade/1.1.0/72_release_selection.sql).
+-- The composition rule (releases of one source read together single out no fewer than k
+-- rows; python_udfs/deid/log/composition.py): per release, the ids of the source rows it
+-- selected -- the values of its row_id column (disassociation: the record column), sorted,
+-- distinct, packed as deid.rid_set's rids (int8 big-endian, back to back). A new release is
+-- checked against every earlier one of the same source (deid.release.source) -- committed,
+-- replaced or dropped: each was readable -- since the last deid.composition_reset. A set
+-- operation on what is stored, never a re-read of the source. The update to 1.1.0 rebuilds
+-- the rows of earlier releases from their RID sets and membership, except generalization
+-- releases' (sql/upgrade/1.1.0/72_release_selection.sql).
 CREATE TABLE deid.release_selection (
     release_id  bigint PRIMARY KEY,        -- deid.release (append-only; no FK, as deid.rid_set)
     row_id      name   NOT NULL,           -- the source column whose values rids holds
@@ -287,6 +288,18 @@ BEGIN
         ALTER TABLE deid.release_selection ALTER rids SET STORAGE EXTERNAL;
     END IF;
 END $storage$;
+
+-- The composition rule's history resets: releases up to after_release (of the source, or of
+-- every source when source IS NULL) no longer bear on later requests (log/composition.py).
+-- Written by a superuser only (no grant; logged here with who and when); deid_admin reads it.
+CREATE TABLE deid.composition_reset (
+    source         oid,                    -- NULL: every source
+    after_release  bigint NOT NULL,        -- releases with release_id <= this are forgotten
+    reset_by       name NOT NULL DEFAULT session_user,
+    reset_at       timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE deid.composition_reset IS
+  'Resets of the composition rule''s history (releases up to after_release no longer bear on later ones); written by a superuser only';
 
 -- ---------------------------------------------------------------------
 -- Request locks (python_udfs/deid/locks.py)
@@ -336,6 +349,8 @@ GRANT SELECT ON deid.release, deid.rid_set, deid.rid_sets, deid.equivalence_clas
 GRANT deid_reader TO deid_admin;
 REVOKE ALL ON deid.release_selection FROM PUBLIC;
 GRANT SELECT ON deid.release_selection TO deid_admin;
+REVOKE ALL ON deid.composition_reset FROM PUBLIC;
+GRANT SELECT ON deid.composition_reset TO deid_admin;
 
 -- The catalog is part of pg_dump output of the database.
 SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy', '');
@@ -347,6 +362,7 @@ SELECT pg_catalog.pg_extension_config_dump('deid.release', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.rid_set', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.equivalence_class', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release_selection', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.composition_reset', '');
 -- ... and so is the release-id sequence: a restored database continues after the last id.
 SELECT pg_catalog.pg_extension_config_dump(
     pg_catalog.pg_get_serial_sequence('deid.release', 'release_id'), '');

@@ -7,7 +7,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python_udfs"))
 sys.path.insert(0, str(HERE))
 
-from dbfixtures import admin, connect, url  # noqa: E402,F401  (pytest fixtures)
+from dbfixtures import admin, connect, own_history, own_test_history, url  # noqa: E402,F401  (pytest fixtures)
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -87,3 +87,37 @@ def server_python_dir(conn):
         "SELECT c.setting || '/deid/python-' || e.extversion FROM pg_config c, pg_extension e"
         " WHERE c.name = 'SHAREDIR' AND e.extname = 'deid'").fetchone()[0]
     return os.path.join(home, "builds", os.path.basename(os.readlink(os.path.join(home, "current"))))
+
+
+def _server_suite(request):
+    """The suites that share the session's database (tests/upgrade makes databases of its own)."""
+    return request.node.path.parent.name in ("integration", "security")
+
+
+RESET = ("INSERT INTO deid.composition_reset (after_release)"
+         " SELECT coalesce(max(release_id), 0) FROM deid.release")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_history(request):
+    """Each test file of the server suites is a study of its own, and so is each test: the
+    releases of earlier files and tests stay, but no longer bear on later requests through
+    the composition rule (a superuser's reset, deid.composition_reset). Within a test,
+    releases compose as they would for a user."""
+    if _server_suite(request):
+        try:
+            request.getfixturevalue("admin").execute(RESET)
+        except psycopg.OperationalError:     # the durability test's crash took it down
+            pass
+
+
+@pytest.fixture(autouse=True)
+def own_test_history(request):
+    """See own_history: once a test is over, its releases (and earlier ones) are forgotten."""
+    yield
+    if _server_suite(request):
+        admin = request.getfixturevalue("admin")
+        try:
+            admin.execute(RESET)
+        except psycopg.OperationalError:     # the durability test's crash took it down
+            pass

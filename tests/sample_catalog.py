@@ -38,13 +38,18 @@ def rows(conn, sql):
     return sorted(r[0] for r in conn.execute(sql).fetchall())
 
 
-def request(conn, method, release, k=10):
-    """One release of METHOD by the connection's role; returns its result row."""
+def request(conn, method, release, k=10, override=False):
+    """One release of METHOD by the connection's role; returns its result row. `override`:
+    pass the composition rule's override (a version that has it; the sample holds several
+    groupings of one table on purpose)."""
+    options = dict(OPTIONS.get(method, {}), seed=5)
+    if override:
+        options["allow_overlap"] = True
     return conn.execute(
         "SELECT * FROM deid.anonymize_request('registry.patients', %s, k => %s, l => %s,"
         " columns => %s, options => %s, release => %s)",
         [method, k, 2 if method == "anatomy" else None, COLUMNS[method],
-         json.dumps(dict(OPTIONS.get(method, {}), seed=5)), release]).fetchone()
+         json.dumps(options), release]).fetchone()
 
 
 def fill(conn, url, methods, prefix):
@@ -65,13 +70,16 @@ def fill(conn, url, methods, prefix):
     conn.execute("SELECT deid.set_role('registry.patients', 'zip', 'quasi_identifier')")
     conn.execute("SELECT deid.set_role('registry.patients', c, 'sensitive')"
                  " FROM unnest('{diagnosis,treatment}'::text[]) c")
+    composes = conn.execute("SELECT to_regclass('deid.composition_reset') IS NOT NULL"
+                            ).fetchone()[0]       # a version with the composition rule
     with psycopg.connect(db_url(url, conn.info.dbname), user="deid_t_analyst",
                          autocommit=True) as analyst:
         for m in methods:
-            request(analyst, m, f"{prefix}_{m[:3]}")
+            request(analyst, m, f"{prefix}_{m[:3]}", override=composes)
         analyst.execute("SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy',"
-                        " k => 10, columns => '{age,sex,diagnosis}', release => %s)",
-                        [f"{prefix}_gone"])
+                        " k => 10, columns => '{age,sex,diagnosis}', options => %s,"
+                        " release => %s)",
+                        ['{"allow_overlap": true}' if composes else None, f"{prefix}_gone"])
         analyst.execute("SELECT deid.drop_release(%s)", [f"{prefix}_gone"])
     # a policy granted by an admin that is no superuser: its reader is owned by that admin
     # (only an owner of the relation grants a policy: the admin owns the table)
@@ -79,11 +87,14 @@ def fill(conn, url, methods, prefix):
     with psycopg.connect(db_url(url, conn.info.dbname), user="deid_t_admin",
                          autocommit=True) as grantor:
         grantor.execute("SELECT deid.allow_requests('deid_t_researcher', 'registry.patients', 20, 2)")
+    if composes:        # the policy's study is one of its own (as tests/dbfixtures.py own_history)
+        conn.execute("INSERT INTO deid.composition_reset (after_release)"
+                     " SELECT coalesce(max(release_id), 0) FROM deid.release")
     with psycopg.connect(db_url(url, conn.info.dbname), user="deid_t_researcher",
                          autocommit=True) as researcher:
         researcher.execute("SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy',"
-                           " k => 20, l => 2, columns => '{age,sex,diagnosis}', release => %s)",
-                           [f"{prefix}_pol"])
+                           " k => 20, l => 2, columns => '{age,sex,diagnosis}', options => %s,"
+                           " release => %s)", ['{"seed": 1}', f"{prefix}_pol"])
     # an analyst's own view over a release
     conn.execute("CREATE SCHEMA analytics")
     conn.execute("CREATE VIEW analytics.dx AS SELECT diagnosis, sum(count) AS n"

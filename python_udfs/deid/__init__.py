@@ -11,7 +11,8 @@ docs/dev/architecture.md draws them):
   plan      plan.py (ReleasePlan: tables and catalog artefacts, plain data)
   write     write/: writer.py (release tables), copy_files.py, copybin.py/copyfields.py
   verify    verify/<method>.py with verify/shared/ (never imports methods/)
-  log       log/: overlap.py (pairs of releases), release_log.py (views, release row, artefacts)
+  log       log/: overlap.py, composition.py, partition.py (releases read together),
+            release_log.py (views, release row, artefacts)
 Around it: pg.py (the only plpy user), catalog/ (relations, roles, hierarchies), admin.py,
 releases/ (verify_release, reconstruct, utility policies), measure.py, probe.py, usage.py.
 """

@@ -7,7 +7,8 @@ back at the end (so the tests after this one find the database as the session fi
 it): a fresh extension, then registry.patients as `make demo` generates it (scripts/demo.sql's
 own call of registry.generate_patients), then the tutorial, then each method page. Errors do
 not abort the session (ON_ERROR_ROLLBACK): a page that fails shows the error in its diff.
-Only ```sql blocks run; other fences (```text, ```sh) are not SQL of the demo."""
+Only ```sql blocks run; other fences (```text, ```sh) are not SQL of the demo. Each block is
+an example of its own for the composition rule (FORGET)."""
 import pathlib
 import re
 
@@ -23,6 +24,13 @@ PATHS = {"README": ROOT / "README.md"}      # the user's first page; the others 
 MARK = "@@page "
 _SQL_BLOCK = re.compile(r"^```sql[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _GENERATE = re.compile(r"SELECT registry\.generate_patients\(\d+, [0-9.]+\)")
+
+
+# Each block is an example of its own: the releases of earlier blocks no longer bear on it
+# through the composition rule (a superuser's reset, as tests/dbfixtures.py own_history does per test), not echoed.
+FORGET = ["\\set ECHO none", "\\o /dev/null",
+          "INSERT INTO deid.composition_reset (after_release)"
+          " SELECT coalesce(max(release_id), 0) FROM deid.release;", "\\o", "\\set ECHO all"]
 
 
 def sql_blocks(page):
@@ -45,7 +53,8 @@ def script():
              (ROOT / "scripts" / "sample_patients.sql").read_text(), generate + ";"]
     for page in PAGES:
         parts += [f"\\echo {MARK}{page}", "\\set ECHO all"]
-        parts += [block.rstrip("\n") for block in sql_blocks(page)]
+        for block in sql_blocks(page):
+            parts += [block.rstrip("\n")] + FORGET
         parts += ["\\set ECHO none"]
     parts += ["ROLLBACK;"]
     # the set-up runs without echo: psql -a echoes from the start, so switch it off first

@@ -20,7 +20,7 @@ SEED = 26
 FUZZ = pathlib.Path(__file__).resolve().parents[1] / "fuzz"
 
 
-CHECKER = ("checker", "check_sets", "check_refusal", "stored")
+CHECKER = ("checker", "check_sets", "check_refusal", "stored", "check_composition")
 
 
 def test_checker_imports_nothing_of_deid():

@@ -140,9 +140,10 @@ def test_replace_needs_the_owner(planted, connect):
     assert e.value.diag.message_hint
     # the analyst's release is untouched
     assert analyst.execute("SELECT count(*) FROM release.t_owned_qit").fetchone()[0] == ROWS
-    # the owner may replace it
+    # the owner may replace it (another k regroups the rows: the composition rule's override)
     analyst.execute("SELECT * FROM deid.anonymize_request('public.t_plant', 'anatomy', k => 6,"
-                    " columns => '{age,sex,dx}', options => '{\"replace\": true}',"
+                    " columns => '{age,sex,dx}',"
+                    " options => '{\"replace\": true, \"allow_overlap\": true}',"
                     " release => 't_owned')").fetchall()
     planted.execute("SELECT deid.drop_release('t_owned')")
 

@@ -47,6 +47,8 @@ def log(db, req, relations, plan, verification, seconds):
                    discernibility=plan.discernibility, verification=verification, seconds=seconds)
     if plan.estimate is not None:     # not a relation: no digest; a held part revokes it too
         metrics["estimate_view"] = f"{VIEW_SCHEMA}.{plan.estimate.name}"
+    if req.warnings:                    # e.g. the composition rule overridden
+        metrics["warnings"] = list(req.warnings)
     metrics["digests"] = table_digest.digests(db, req.release_id,
                                               [r.split(".", 1)[1] for r in relations])
     grant = {k: v for k, v in req.grant.items() if k != "reader_function"}

@@ -100,9 +100,10 @@ COMMON = (
            "(default: the single-column primary key).", example='{"row_id": "patient_id"}'),
     Option("nulls", "choice", "'error' refuses NULL quasi-identifiers; 'value' treats NULL as a "
            "value of its own.", choices=("error", "value"), example='{"nulls": "value"}'),
-    Option("allow_overlap", "bool", "release even when the selected rows differ from an earlier "
-           "release of the source by fewer than k rows (overlap control); only with SELECT on "
-           "the source; recorded in the release log.", example='{"allow_overlap": true}'),
+    Option("allow_overlap", "bool", "release even when, read together with the earlier "
+           "releases of the source, it would single out fewer than k rows (composition rule); "
+           "only with SELECT on the source; recorded in the release log with a warning.",
+           example='{"allow_overlap": true}'),
 )
 
 

@@ -27,6 +27,8 @@ class RunState:
     evidence: object = None      # the plan's evidence for its verifier (verify.<method>.Evidence)
     part: Optional[dict] = None  # a node's part of a distributed generalization
     #                              (distributed/generalization_sql.finish_part)
+    warnings: list = field(default_factory=list)   # logged in the release's metrics (e.g. the
+    #                              composition rule overridden by a requester with SELECT)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,10 @@ class Request:
     @property
     def part(self):
         return self.run.part
+
+    @property
+    def warnings(self):
+        return self.run.warnings
 
 
 def projection(rel, columns):

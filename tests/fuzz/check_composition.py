@@ -1,0 +1,146 @@
+"""An attacker on several releases of one source, with nothing of deid: it reads what a
+deid_reader reads (the released tables) and knows the quasi-identifiers of the patients it
+targets (here: every row of the source at the time of each release) and each release's
+selection predicate (it asked for it, or read it in the release's description).
+
+Two attacks:
+
+- linear: released totals over selections (a release's row count, a count table's sum)
+  add and subtract. With the rows each release selected, the cells are the rows selected
+  by exactly the same releases; every integer combination of the releases with
+  coefficients in -2..2 has as support a union of cells. A support of 0 < n < k rows (k:
+  the largest of the releases whose rows it holds) is a success: those rows' values are
+  the combination of the released ones.
+- intersection (anatomy): a patient with quasi-identifiers q is in one of the groups whose
+  quasi-identifier table lists q (in the release's own columns); the sensitive values it
+  may have are those the count tables give those groups. Intersected over every release
+  holding the patient, fewer than the largest l of those releases is a success (each
+  release alone gave at least its l).
+
+Imports the standard library and psycopg only (tests/security/test_fuzz_sample.py checks).
+"""
+import itertools
+from collections import defaultdict
+from fractions import Fraction
+
+from psycopg import sql
+
+COEFFICIENTS = (-2, -1, 1, 2)
+
+
+# ------------------------------------------------------------------ linear
+def cells(selections):
+    """{membership signature (tuple of bools): set of row ids} over the rows of any selection."""
+    rows = set().union(*selections) if selections else set()
+    out = defaultdict(set)
+    for r in rows:
+        out[tuple(r in s for s in selections)].add(r)
+    return out
+
+
+def linear(selections, ks):
+    """The smallest support of fewer than k rows that a combination of the selections' totals
+    isolates, as (rows, k, coefficients), or None."""
+    found = None
+    c = cells(selections)
+    for coef in _combinations(len(selections)):
+        support = set()
+        for sig, members in c.items():
+            if sum(a for a, inside in zip(coef, sig) if inside) != 0:
+                support |= members
+        if not support:
+            continue
+        k = max(kk for kk, s in zip(ks, selections) if s & support)
+        if len(support) < k and (found is None or len(support) < len(found[0])):
+            found = (support, k, coef)
+    return found or _spanned_cell(c, selections, ks)
+
+
+def _combinations(n):
+    """Coefficient vectors, -2..2 for up to four releases, -1..1 beyond (3^6 = 729)."""
+    values = (-2, -1, 0, 1, 2) if n <= 4 else (-1, 0, 1)
+    for coef in itertools.product(values, repeat=n):
+        if any(coef):
+            yield coef
+
+
+def _spanned_cell(c, selections, ks):
+    """A small cell whose indicator lies in the rational span of the selections' rows (over
+    the cells): isolated by some combination, whatever its coefficients."""
+    sigs = list(c)
+    matrix = [[Fraction(int(sig[i])) for sig in sigs] for i in range(len(selections))]
+    basis = _row_basis(matrix)
+    for j, sig in enumerate(sigs):
+        members = c[sig]
+        k = max(kk for kk, inside in zip(ks, sig) if inside)
+        if 0 < len(members) < k:
+            target = [Fraction(int(i == j)) for i in range(len(sigs))]
+            if _in_span(basis, target):
+                return (members, k, "span")
+    return None
+
+
+def _row_basis(rows):
+    basis = []
+    for row in rows:
+        v = _reduce(basis, list(row))
+        if any(v):
+            basis.append(v)
+    return basis
+
+
+def _reduce(basis, v):
+    for b in basis:
+        p = next(i for i, x in enumerate(b) if x)
+        if v[p]:
+            f = v[p] / b[p]
+            v = [x - f * y for x, y in zip(v, b)]
+    return v
+
+
+def _in_span(basis, target):
+    return not any(_reduce(basis, target))
+
+
+# ------------------------------------------------------------------ intersection (anatomy)
+def anatomy_candidates(reader, qit, counts, qis, sensitive):
+    """{quasi-identifier tuple: set of values} a patient with it may have in this release,
+    read from the release's quasi-identifier table and one count table."""
+    groups = defaultdict(set)
+    q = sql.SQL("SELECT {}, group_id FROM {}").format(
+        sql.SQL(", ").join(map(sql.Identifier, qis)), sql.SQL(qit))
+    for row in reader.execute(q).fetchall():
+        groups[tuple(_norm(v) for v in row[:-1])].add(row[-1])
+    values = defaultdict(set)
+    q = sql.SQL("SELECT group_id, {} FROM {} WHERE count > 0").format(
+        sql.Identifier(sensitive), sql.SQL(counts))
+    for g, v in reader.execute(q).fetchall():
+        values[g].add(_norm(v))
+    return {key: set().union(*(values[g] for g in gs)) for key, gs in groups.items()}
+
+
+def _norm(v):
+    return None if v is None else str(v)
+
+
+def intersection(patients, releases):
+    """patients: {row id: {column: value}}; releases: list of (ids it holds, qis, l,
+    candidates by qi tuple). The first patient whose candidates, intersected over the
+    releases holding it, number fewer than their largest l while each alone gave at least
+    its l: (row id, candidates, l), or None."""
+    for rid, known in patients.items():
+        sets, ls = [], []
+        for ids, qis, l, cand in releases:
+            if rid not in ids or not l:
+                continue
+            allowed = cand.get(tuple(_norm(known[c]) for c in qis))
+            if allowed is None or len(allowed) < l:
+                sets = None                 # a single release's matter, not composition's
+                break
+            sets.append(allowed)
+            ls.append(l)
+        if sets and len(sets) >= 2:
+            left = set.intersection(*sets)
+            if len(left) < max(ls):
+                return rid, left, max(ls)
+    return None

@@ -1,0 +1,271 @@
+"""Fuzz releases read together: sequences of 2-6 releases of one source, attacked by
+check_composition.py (which imports nothing of deid).
+
+    python -m tests.fuzz.sequences --url postgresql://... --n 1000 --seed 1 --out build/seq.json
+
+Each sequence gets a fresh table (tables.py, at least 30 rows) and a main method (every
+method gets exactly --n sequences); each release is of the main method or, one time in
+four, of another. Selections are random (generator.py), all rows, the previous release's
+again, or crafted: the three parts of a tracker (``age < m OR <one row's exact
+quasi-identifiers>``, all rows, ``age >= m``) and all rows but one. Between releases, rows
+may be appended (copies of existing rows' values under new ids). Requests come from the
+analyst (SELECT) or the researcher (a policy); no override is ever passed.
+
+After each sequence a deid_reader reads the releases; the attacker knows every row's
+quasi-identifiers and each release's selection (evaluated on the source when it was
+released). Tallies: sequences, releases and refusals (by reason: the analyst's DETAIL, the
+researcher's uniform refusal) per method, and the attacks' successes, which must be 0.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import sys
+from collections import Counter, defaultdict
+
+import psycopg
+from psycopg import sql
+
+if __package__ in (None, ""):                       # run as a script
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    __package__ = "tests.fuzz"
+
+from . import check_composition, generator, tables  # noqa: E402
+from .runner import ANALYST, RESEARCHER, SCHEMA, _connect, setup  # noqa: E402
+
+READER = "deid_fz_reader"
+CALL = ("SELECT relations FROM deid.anonymize_request(%s, %s, k => %s, l => %s, columns => %s,"
+        " selection => %s, options => %s, release => %s)")
+QIS = ("age", "sex", "zip")
+
+
+def _table(rng, tag):
+    """A fuzz table of at least 30 rows whose age, sex and zip are mostly set."""
+    while True:
+        t = tables.generate(rng, SCHEMA, tag)
+        if t.rows >= 30 and t.shape not in ("constant", "nulls"):
+            return t
+
+
+def _target(rng, t):
+    """One row's exact quasi-identifiers as a selection, and the age median."""
+    cols = {c: t.col(c) for c in QIS}
+    rows = [i for i in range(t.rows) if all(cols[c].values[i] not in (None, "NULL") for c in QIS)]
+    ages = sorted(v for v in cols["age"].values if v is not None)
+    if not rows or not ages:
+        return None, None
+    i = rng.choice(rows)
+    exact = " AND ".join(f"{c} = {generator._literal(_Fixed(cols[c].values[i]), cols[c], t)}"
+                         for c in QIS)
+    return f"({exact})", ages[len(ages) // 2]
+
+
+class _Fixed:
+    """A random.Random whose choice is one value (a literal of exactly that value)."""
+    def __init__(self, v):
+        self.v = v
+
+    def random(self):
+        return 1.0
+
+    def choice(self, _):
+        return self.v
+
+
+def plan(rng, t, main, count):
+    """The sequence's requests: [(method, selection)]."""
+    target, median = _target(rng, t)
+    methods = [main if rng.random() < 0.75 else rng.choice(generator.METHODS)
+               for _ in range(count)]
+    qis = [c for c in t.columns if c.name in QIS]
+    if target and rng.random() < 0.35 and count >= 3:
+        sels = [f"age < {median} OR {target}", None, f"age >= {median}"]
+        sels += [generator.selection(rng, qis, t) for _ in range(count - 3)]
+        return list(zip(methods, sels))
+    out, last = [], None
+    for m in methods:
+        r = rng.random()
+        if r < 0.25:
+            s = None
+        elif r < 0.45:
+            s = last
+        elif r < 0.6 and target:
+            s = f"NOT {target}"
+        else:
+            s = generator.selection(rng, qis, t)
+        out.append((m, s))
+        last = s
+    return out
+
+
+def _append(rng, admin, t):
+    """Copies of existing rows' values under new ids (a growing source)."""
+    n = rng.randint(1, 30)
+    start = max(t.ids) + 1
+    cols = sql.SQL(", ").join(sql.Identifier(c.name) for c in t.columns)
+    for j in range(n):
+        src = rng.choice(t.ids)
+        admin.execute(sql.SQL("INSERT INTO {} (id, {}) SELECT %s, {} FROM {} WHERE id = %s").format(
+            sql.SQL(t.name), cols, cols, sql.SQL(t.name)), [start + j, src])
+    t.ids = t.ids + list(range(start, start + n))
+
+
+def _selected(admin, t, selection):
+    q = sql.SQL("SELECT id FROM {}").format(sql.SQL(t.name))
+    if selection:
+        q = q + sql.SQL(" WHERE ") + sql.SQL(selection)
+    return {r[0] for r in admin.execute(q).fetchall()}
+
+
+def _request(rng, t, method, selection, name, override=False):
+    names, cols, k, l, opts = generator._base(rng, method, t)
+    if method == "anatomy":
+        names = [n for n in names if n != "note"]
+        opts.pop("output", None)                   # the generalized layout: linear only
+        opts.pop("column_l", None)                 # l per attribute is the checker's l
+        opts.pop("model", None)
+        if l is None and rng.random() < 0.7:
+            l = rng.choice((2, 3))
+    role = "researcher" if rng.random() < 0.3 else "analyst"
+    if override:                                   # the checker's own check: attacks succeed
+        role, opts["allow_overlap"] = "analyst", True
+    return dict(method=method, k=k, l=l, columns=names, selection=selection, options=opts,
+                release=name, role=role)
+
+
+def run_sequence(conns, rng, tag, main, tally, override=False):
+    admin = conns["admin"]
+    t = _table(rng, tag)
+    tables.create(admin, t, rng, RESEARCHER, ANALYST)
+    stats = tally["methods"][main]
+    stats["sequences"] += 1
+    done = []
+    try:
+        for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6))):
+            if i and rng.random() < 0.3:
+                _append(rng, admin, t)
+            r = _request(rng, t, method, selection, f"fzs{tag}r{i}", override)
+            outcome = _send(conns[r["role"]], t, r)
+            stats["releases" if outcome is None else "refusals"] += 1
+            if outcome is None:
+                r["ids"] = _selected(admin, t, selection)
+                done.append(r)
+            else:
+                tally["refusals"][f"{r['role']}: {outcome}"] += 1
+        _attack(conns["reader"], admin, t, done, tally, main)
+    finally:
+        for r in done:
+            admin.execute("SELECT deid.drop_release(%s)", [r["release"]])
+        tables.drop(admin, t)
+
+
+def _send(conn, t, r):
+    """None when released, else the refusal's reason (a uniform refusal is checked so)."""
+    try:
+        conn.execute(CALL, [t.name, r["method"], r["k"], r["l"], r["columns"], r["selection"],
+                            json.dumps(r["options"]), r["release"]])
+        return None
+    except psycopg.Error as e:
+        d = e.diag
+        if r["role"] == "researcher" and d.sqlstate == "DE001":     # refused for the data
+            text = " ".join(x for x in (d.message_primary, d.message_hint) if x)
+            if d.message_detail or any(ch.isdigit() for ch in text):
+                return f"NOT UNIFORM {d.sqlstate}"
+            return f"uniform {d.sqlstate}"
+        return f"{d.sqlstate} " + re.sub(r"\d+", "N", d.message_detail or d.message_primary)[:110]
+
+
+def _attack(reader, admin, t, done, tally, main):
+    found = check_composition.linear([r["ids"] for r in done], [r["k"] for r in done]) \
+        if len(done) >= 2 else None
+    if found and found[2] != "span" and sum(1 for c in found[2] if c) < 2:
+        found = None                                # one release alone: not composition's
+    if found:
+        _success(tally, main, "linear", t, done, f"{len(found[0])} rows < k {found[1]}")
+    anatomy = [r for r in done if r["method"] == "anatomy" and r["l"]]
+    if len(anatomy) < 2:
+        return
+    patients = _patients(admin, t)
+    for sensitive in ("dx", "tr"):
+        releases = [_anatomy_view(reader, r, t, sensitive) for r in anatomy
+                    if sensitive in r["columns"]]
+        hit = check_composition.intersection(patients, [x for x in releases if x])
+        if hit:
+            _success(tally, main, "intersection", t, done,
+                     f"row {hit[0]}: {len(hit[1])} values < l {hit[2]}")
+
+
+def _anatomy_view(reader, r, t, sensitive):
+    qis = [c for c in r["columns"] if t.col(c).role == "quasi_identifier"]
+    if not qis:
+        return None
+    cand = check_composition.anatomy_candidates(
+        reader, f'release.{r["release"]}_qit', f'release.{r["release"]}_{sensitive}', qis,
+        sensitive)
+    return r["ids"], qis, r["l"], cand
+
+
+def _patients(admin, t):
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in QIS + ("stage", "seen", "bmi"))
+    rows = admin.execute(sql.SQL("SELECT id, {} FROM {}").format(cols, sql.SQL(t.name))).fetchall()
+    names = QIS + ("stage", "seen", "bmi")
+    return {r[0]: dict(zip(names, r[1:])) for r in rows}
+
+
+def _success(tally, main, kind, t, done, what):
+    tally["successes"][f"{main}: {kind}"] += 1
+    if len(tally["examples"]) < 10:
+        tally["examples"].append({"kind": kind, "table": t.name, "what": what,
+                                  "releases": [{k: v for k, v in r.items() if k != "ids"}
+                                               for r in done]})
+
+
+def run(url, n, seed, quiet=True, override=False):
+    """n sequences per method; `override`: every request passes the composition rule's
+    override, so the attacks must then succeed (that the checker finds what the rule stops)."""
+    setup(url)
+    with psycopg.connect(url, autocommit=True) as c:
+        if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [READER]).fetchone():
+            c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(READER)))
+        c.execute(sql.SQL("GRANT deid_reader TO {}").format(sql.Identifier(READER)))
+    conns = {"admin": _connect(url), "analyst": _connect(url, ANALYST),
+             "researcher": _connect(url, RESEARCHER), "reader": _connect(url, READER)}
+    rng = random.Random(f"sequences:{seed}")
+    tally = {"methods": defaultdict(Counter), "refusals": Counter(), "successes": Counter(),
+             "examples": []}
+    try:
+        for i in range(n):
+            for main in generator.METHODS:
+                run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override)
+            if not quiet and (i + 1) % 50 == 0:
+                print(f"{i + 1} sequences per method; successes {dict(tally['successes'])}",
+                      file=sys.stderr, flush=True)
+    finally:
+        for c in conns.values():
+            c.close()
+    return {"methods": {m: dict(c) for m, c in tally["methods"].items()},
+            "refusals": dict(tally["refusals"]), "successes": dict(tally["successes"]),
+            "examples": tally["examples"]}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", required=True)
+    p.add_argument("--n", type=int, default=1000, help="sequences per method")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out")
+    p.add_argument("--override", action="store_true",
+                   help="pass the rule's override: the attacks must succeed (a check of the checker)")
+    a = p.parse_args(argv)
+    result = run(a.url, a.n, a.seed, quiet=False, override=a.override)
+    print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=1))
+    if a.out:
+        os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1, default=str)
+    return int(bool(result["successes"]) != a.override)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

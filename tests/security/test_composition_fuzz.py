@@ -1,0 +1,40 @@
+"""A fixed-seed sample of the composition fuzzer (tests/fuzz/sequences.py; `make fuzz-sequences`
+runs 1,000 sequences per method): sequences of 2-6 releases of one source -- random and
+crafted selections (trackers, all rows but one, the same again), methods, quasi-identifier
+sets, k, l and seeds, rows appended between releases, from a requester with SELECT or with
+a policy only. A deid_reader then attacks them with tests/fuzz/check_composition.py (which
+imports nothing of deid): no combination of released totals may isolate fewer than k rows,
+no intersection of anatomy releases may leave a patient fewer than l values.
+"""
+import pytest
+
+from fuzz import sequences
+
+N = 3            # sequences per method
+SEED = 32
+
+
+@pytest.fixture(scope="module")
+def sample(admin, url):
+    return sequences.run(url, N, SEED)
+
+
+def test_every_method_gets_its_sequences(sample):
+    for method in ("anatomy", "generalization", "condensation", "disassociation"):
+        assert sample["methods"][method]["sequences"] == N, sample["methods"]
+    assert sum(c.get("releases", 0) for c in sample["methods"].values()) >= 4 * N
+
+
+def test_no_attack_succeeds(sample):
+    assert sample["successes"] == {}, sample["examples"]
+
+
+def test_policy_refusals_are_uniform(sample):
+    assert not [r for r in sample["refusals"] if "NOT UNIFORM" in r], sample["refusals"]
+
+
+def test_the_checker_finds_what_the_rule_stops(admin, url):
+    """With the override on every request (a requester with SELECT), the same kind of
+    sequences give the attacker successes: the checker is not blind."""
+    found = sequences.run(url, 3, SEED, override=True)
+    assert found["successes"], found["methods"]
