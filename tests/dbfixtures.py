@@ -113,9 +113,10 @@ def own_history(request):
 
 @pytest.fixture(autouse=True)
 def own_test_history(request):
-    """See own_history: once a test is over, its releases (and earlier ones) are forgotten."""
+    """See own_history: once a test is over, its releases (and earlier ones) are forgotten
+    (in the cluster suite too, for the tests that use the single-node database)."""
     yield
-    if _server_suite(request):
+    if _server_suite(request) or "admin" in request.fixturenames:
         admin = request.getfixturevalue("admin")
         try:
             admin.execute(RESET)

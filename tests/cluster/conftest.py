@@ -12,6 +12,7 @@ import time
 import psycopg
 import pytest
 from psycopg import sql
+from dbfixtures import RESET     # the composition rule's history reset (a superuser's)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "shard-cluster.sh"
@@ -120,3 +121,19 @@ def orphan_runs():
                 "SELECT run FROM deid.distributed_part WHERE status = 'pending'").fetchall()
                 if r not in logged]
     return out
+
+
+@pytest.fixture(autouse=True)
+def own_cluster_history(request):
+    """Each test is a study of its own, as in the single-node suites (tests/dbfixtures.py,
+    own_test_history): once it is over, the releases it made on the coordinator and the nodes no
+    longer bear on later tests' requests through the composition rule (a superuser's reset)."""
+    yield
+    if "warehouse" not in request.fixturenames:
+        return
+    warehouse = request.getfixturevalue("warehouse")
+    for m in MEMBERS:
+        try:
+            warehouse.on_all(RESET, members=[m])
+        except psycopg.OperationalError:      # a test stopped or killed this member
+            pass
