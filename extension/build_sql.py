@@ -33,17 +33,22 @@ import sys
 
 WRAP = re.compile(r"^#@WRAP\s+(?P<name>[\w.]+)\((?P<args>.*)\)\s+RETURNS\s+(?P<ret>.+?)\s+=>\s+(?P<call>.+)$")
 
-BODY = """CREATE FUNCTION {name}({args})
-RETURNS {ret} LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE s text; m text; d text; h text;
+# The body of every PL/pgSQL shell the build writes: the call, and any error it raises raised
+# again through deid._raise (SQLSTATE, message, detail and hint; no PL/Python traceback).
+# The templates below hold it as text: their doubled braces are the function's own fields.
+RERAISE = """DECLARE s text; m text; d text; h text;
 BEGIN
     {ret_stmt};
 EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL,
                             h = PG_EXCEPTION_HINT;
     PERFORM deid._raise(s, m, d, h);
-END $$;
-"""
+END"""
+
+BODY = """CREATE FUNCTION {{name}}({{args}})
+RETURNS {{ret}} LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+{reraise} $$;
+""".format(reraise=RERAISE)
 
 # No pinned search_path: the text names a relation as the caller would write it.
 TEXT_OVERLOAD = """CREATE FUNCTION {name}({args})
@@ -186,17 +191,10 @@ PY_DEFINER = re.compile(r"CREATE\s+FUNCTION\s+(?P<name>deid\._\w+)\((?P<args>.*?
 # Owned by deid_loader, not deid_owner, and executable by deid's own code only.
 NOT_SPLIT = {"deid._copy_in"}
 
-DEFINER_BODY = """CREATE FUNCTION {name}({args})
-RETURNS {ret} LANGUAGE plpgsql{attrs}AS $wrap$
+DEFINER_BODY = """CREATE FUNCTION {{name}}({{args}})
+RETURNS {{ret}} LANGUAGE plpgsql{{attrs}}AS $wrap$
 #variable_conflict use_variable
-DECLARE s text; m text; d text; h text;
-BEGIN
-    {ret_stmt};
-EXCEPTION WHEN OTHERS OR query_canceled THEN
-    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL,
-                            h = PG_EXCEPTION_HINT;
-    PERFORM deid._raise(s, m, d, h);
-END $wrap$"""
+{reraise} $wrap$""".format(reraise=RERAISE)
 
 
 def _no_defaults(args):
