@@ -76,7 +76,7 @@ def _bound_wait(db):
     lock_timeout stays); (the caller's lock_timeout, the wait in effect)."""
     before = db.value("SELECT pg_catalog.current_setting('lock_timeout')")
     before_ms = int(db.value("SELECT setting FROM pg_catalog.pg_settings WHERE name = 'lock_timeout'"))
-    wanted = db.value(f"SELECT pg_catalog.current_setting('{SETTING}', true)") or DEFAULT_WAIT
+    wanted = db.value("SELECT pg_catalog.current_setting($1, true)", [SETTING]) or DEFAULT_WAIT
     try:
         with db.subtransaction():
             db.execute("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [wanted])

@@ -106,6 +106,19 @@ class Load:
         # a worker holds its own lock during a request; quiet() takes them all
         self.busy = [threading.Lock() for _ in range(WORKERS_FRESH + WORKERS_KEPT)]
 
+    def wait_for(self, n, timeout=120):
+        """Until the sessions have finished n more requests: each install below happens while
+        requests run, on a slow machine as on a fast one (a fixed pause could see none)."""
+        with self.lock:
+            target = self.done + n
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.done >= target:
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"the sessions finished fewer than {n} requests in {timeout} s")
+
     def quiet(self):
         """A moment without a request in flight (the sessions stay open)."""
         for lock in self.busy:
@@ -177,17 +190,16 @@ def test_installs_under_load_fail_no_request(live_db, tmp_path):
     load = Load(live_db)
     load.start()
     try:
-        time.sleep(2)
+        load.wait_for(WORKERS_FRESH + WORKERS_KEPT)
         for _ in range(2):
             _make_install(ROOT / "extension")
-            time.sleep(1)
+            load.wait_for(WORKERS_FRESH + WORKERS_KEPT)
         _make_install(tree / "extension")
         _update(live_db, test, load)
-        time.sleep(1)
+        load.wait_for(WORKERS_FRESH + WORKERS_KEPT)
         for _ in range(2):
             _make_install(tree / "extension")
-            time.sleep(1)
-        time.sleep(2)
+            load.wait_for(WORKERS_FRESH + WORKERS_KEPT)
     finally:
         load.finish()
         shutil.copy(ROOT / "extension/deid.control", share / "extension/deid.control")
