@@ -128,14 +128,41 @@ def functions(package=PACKAGE):
     return out
 
 
-def method_literals(package=PACKAGE):
+def method_names(package=PACKAGE):
+    return sorted(p.name for p in (package / "methods").iterdir()
+                  if p.is_dir() and (p / "plugin.py").exists())
+
+
+def option_choices(plugin):
+    """The string values a plug-in's options may take (``Option(..., choices=(...))``): a
+    method's own vocabulary, which may spell another method's name (disassociation's model
+    "generalization")."""
+    out = set()
+    for node in ast.walk(ast.parse(plugin.read_text(), str(plugin))):
+        if isinstance(node, ast.keyword) and node.arg == "choices" \
+                and isinstance(node.value, (ast.Tuple, ast.List)):
+            out.update(e.value for e in node.value.elts
+                       if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return out
+
+
+def method_literals(package=PACKAGE, roots=None):
     """(file, line, name) of every string literal equal to a method's name outside
-    methods/<that method>/ and verify/<that method>.py (docstrings are prose, not counted)."""
-    methods = sorted(p.name for p in (package / "methods").iterdir()
-                     if p.is_dir() and (p / "plugin.py").exists())
+    methods/<that method>/ and verify/<that method>.py -- except, in a method's folder and its
+    verifier, the values of that method's own options (docstrings are prose, not counted).
+    roots: other folders or files to search too (their paths relative to the repository)."""
+    methods = method_names(package)
+    own_values = {m: option_choices(package / "methods" / m / "plugin.py") for m in methods}
+    files = sorted(package.rglob("*.py"))
+    for root in roots or ():
+        files += sorted(root.rglob("*.py")) if root.is_dir() else [root]
     out = []
-    for path in sorted(package.rglob("*.py")):
-        rel = path.relative_to(package)
+    for path in files:
+        inside = package in path.parents
+        rel = path.relative_to(package if inside else ROOT)
+        owner = (rel.parts[1] if rel.parts[:1] == ("methods",) and len(rel.parts) > 2
+                 else rel.stem if rel.parts[:1] == ("verify",) and len(rel.parts) == 2
+                 else None) if inside else None
         tree = ast.parse(path.read_text(), str(path))
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                       if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
@@ -145,8 +172,7 @@ def method_literals(package=PACKAGE):
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in methods \
                     and id(node) not in docstrings:
-                own = (rel.parts[:2] == ("methods", node.value)
-                       or rel.as_posix() == f"verify/{node.value}.py")
+                own = node.value == owner or node.value in own_values.get(owner, ())
                 if not own:
                     out.append((rel.as_posix(), node.lineno, node.value))
     return out

@@ -20,14 +20,10 @@ CLASSES = """SELECT coalesce(source, ''), array_agg(cardinality ORDER BY class_i
                FROM deid.equivalence_class WHERE release_id = %s GROUP BY 1 ORDER BY 1"""
 CLUSTERS = """SELECT array_agg(cardinality(rids) ORDER BY cluster_id)
                 FROM deid.cluster_member WHERE release_id = %s"""
-# per method, the logged metrics the privacy section shows beside the sizes (chunk statistics,
-# cluster summaries, the certified L); condensation's rare-value and verbatim-row checks come
-# from the verifier's report (metrics->'verification')
-FACTS = {"anatomy": ["min_group", "min_certified_l", "sensitive", "quasi_identifiers"],
-         "generalization": ["joint_k", "levels", "limits", "suppressed"],
-         "condensation": ["clusters", "cluster_sizes", "clusters_by_status", "survival_times"],
-         "disassociation": ["m", "clusters", "min_cluster", "max_cluster_size", "record_chunks",
-                            "shared_chunks", "item_chunk_codes", "codes", "occurrences"]}
+# what the report says of the release's method (its facts, the name of its groups, its
+# guarantee) comes from the server, beside the source section (deid.report_source: "method",
+# declared in the method's folder, methods/<method>/report.py); condensation's rare-value and
+# verbatim-row checks come from the verifier's report (metrics->'verification')
 # the logged metrics the report shows as utility (never the digests or the phase times)
 UTILITY_KEYS = ["rows", "groups", "discernibility", "loss", "levels", "suppressed", "steps",
                 "joint_k", "min_group", "min_certified_l", "search", "are", "mre", "chunks",
@@ -66,14 +62,14 @@ def _may(conn, query, args):
     return bool(conn.execute(query, args).fetchone()[0])
 
 
-def _distributions(conn, rel, k):
+def _distributions(conn, rel, k, about):
     """Per source of classes ('' = all quasi-identifiers jointly, or the method's groups): sizes
     histogram and risk; condensation / disassociation clusters when deid.cluster_member is readable."""
     dist = {}
     for source, sizes in conn.execute(CLASSES, [rel["release_id"]]).fetchall():
-        label = source or ("groups" if rel["method"] == "anatomy" else "all quasi-identifiers")
+        label = source or about.get("unsourced", "all quasi-identifiers")
         dist[label] = {"kind": "class", "histogram": histogram(sizes), "risk": risk(sizes, k)}
-    joint = _joint_sizes(conn, rel)
+    joint = _joint_sizes(conn, rel, about)
     if joint:
         dist["all quasi-identifiers, from the release"] = {
             "kind": "class", "histogram": histogram(joint), "risk": risk(joint, k)}
@@ -86,11 +82,11 @@ def _distributions(conn, rel, k):
     return dist
 
 
-def _joint_sizes(conn, rel):
+def _joint_sizes(conn, rel, about):
     """Generalization: the classes over all quasi-identifiers jointly (joint k), counted on the
     released table itself when the role may read it (a release, never the source)."""
     qis = sorted((rel["metrics"].get("levels") or {}).keys())
-    if rel["method"] != "generalization" or not qis or len(rel["relations"]) != 1:
+    if not about.get("levels") or not qis or len(rel["relations"]) != 1:
         return None
     schema, _, table = rel["relations"][0].partition(".")
     if schema != RELEASE_SCHEMA or not _may(conn, "SELECT has_table_privilege(%s, 'SELECT')",
@@ -122,8 +118,8 @@ def _from_source(conn, rel):
     return out if isinstance(out, dict) else json.loads(out)
 
 
-def _facts(method, metrics):
-    out = {key: metrics[key] for key in FACTS.get(method, []) if key in metrics}
+def _facts(about, metrics):
+    out = {key: metrics[key] for key in about.get("facts", []) if key in metrics}
     checks = metrics.get("verification") or {}
     out.update({f"verified {key}": v for key, v in checks.items()
                 if "rare" in key or "verbatim" in key or "copies" in key})
@@ -139,13 +135,14 @@ def gather(conn, name):
     rel = dict(zip(FIELDS, values))
     rel_m = dict(rel, metrics=metrics)
     k = (rel["parameters"] or {}).get("k")
-    report = {"request": rel,
+    derived = _from_source(conn, rel)
+    about = derived.get("method") or {}
+    report = {"request": rel, "method": about,
               "verification": _verification(conn, rel, metrics),
               "privacy": {"k": k, "joint_k": metrics.get("joint_k"),
-                          "distributions": _distributions(conn, rel_m, k),
-                          "facts": _facts(rel["method"], metrics)},
+                          "distributions": _distributions(conn, rel_m, k, about),
+                          "facts": _facts(about, metrics)},
               "utility": {key: metrics[key] for key in UTILITY_KEYS if key in metrics}}
-    derived = _from_source(conn, rel)
     if derived.get("measures"):
         report["utility"]["measures"] = derived["measures"]
     if derived.get("source"):
@@ -154,10 +151,6 @@ def gather(conn, name):
         report["risk"] = derived["risk"]
     report["summary"] = summary(report, metrics)
     return report
-
-
-SUBJECT = {"anatomy": "group", "generalization": "class", "condensation": "cluster",
-           "disassociation": "cluster"}
 
 
 def summary(report, metrics):
@@ -176,7 +169,7 @@ def summary(report, metrics):
                + {True: "; re-verified now against its digests: passed.",
                   False: "; re-verified now: FAILED (see Verification).",
                   None: "; not re-verified now (the role may not run deid.verify_release)."}[fresh])
-    noun = SUBJECT.get(req["method"], "class")
+    noun = report["method"].get("subject", "class")
     for label, d in priv["distributions"].items():
         r = d["risk"]
         if not r:
@@ -193,7 +186,7 @@ def summary(report, metrics):
         out.append(f"Of {dcr['checked']} synthetic rows checked, {dcr['closer_than_neighbour']:.1%} lie "
                    "closer to a source row than that row's nearest other source row"
                    f" ({dcr['identical']:.1%} coincide with one).")
-    if req["method"] == "generalization" and metrics.get("joint_k") is not None \
+    if report["method"].get("levels") and metrics.get("joint_k") is not None \
             and metrics["joint_k"] < (p.get("k") or 0):
         out.append(f"k holds per source system, not over all quasi-identifiers jointly: there the "
                    f"smallest class holds {metrics['joint_k']} record(s); see the privacy section.")

@@ -241,7 +241,7 @@ def _estimate_view(db, r, relations):
     release's views, here joined on the group and its node (group ids are per node); dropped
     with them (CASCADE)."""
     qit = f"{release.VIEW_SCHEMA}.{r['name']}_qit"
-    if r["method"] != "anatomy" or qit not in relations:
+    if not registry.method(r["method"]).plugin.ESTIMATE_VIEW or qit not in relations:
         return
     counts = estimate_view.distributed_counts(r["name"], relations, r["columns"])
     estimate_view.create(db, qualified(release.VIEW_SCHEMA, f"{r['name']}_estimate"),

@@ -33,6 +33,7 @@ without one go straight to the store.
 from ..errors import DeidError, FEATURE_NOT_SUPPORTED
 from .. import pending
 from ..log import overlap
+from ..methods import registry
 from ..redaction import redacted
 from ..request import access
 from ..request.args import RequestArgs
@@ -40,17 +41,15 @@ from . import protocol
 from .node import source_relid
 
 
-def _anatomy():
-    from ..methods.anatomy import plugin
-    return plugin.eligibility_read, plugin.check_eligibility
-
-
-CHECKS = {"anatomy": _anatomy}
+def _precheck(method):
+    """The method's declared pre-check over shards (its plug-in's SHARD_PRECHECK), or None."""
+    plugin = registry.plugin_of(method)
+    return plugin.SHARD_PRECHECK if plugin is not None else None
 
 
 def precheck(db, run, args):
     """Coordinator, as the caller: every node's pre-check (RUN ON ALL); a refusal is the node's."""
-    if args.method not in CHECKS:
+    if _precheck(args.method) is None:
         return
     protocol.call(db, "SELECT deid._dist_eligible($1, $2, $3, $4, $5, $6, $7, $8, $9) AS r",
                   [run["cluster"], run["source_name"], args.method, args.k, args.l,
@@ -86,7 +85,7 @@ def check(db, token, caller):
     Stores nothing; returns nothing of the rows."""
     p = pending.get(token)
     method = p.req.method if p is not None else None
-    run = _hooks(method)[1] if method in CHECKS else _none
+    run = _hooks(method)[1] if _precheck(method) is not None else _none
     access.caller_role(db, caller)
     p = pending.take(token, caller, "check", what="check",
                      hint="Call deid.anonymize_request(...) on the coordinator.")
@@ -101,7 +100,7 @@ def _none(frame, req):
 
 
 def _hooks(method):
-    if method not in CHECKS:
+    if _precheck(method) is None:
         raise DeidError(FEATURE_NOT_SUPPORTED, f"method {method or 'NULL'} has no pre-check over shards",
                         hint="Call deid.anonymize_request(...) on the coordinator.")
-    return CHECKS[method]()
+    return _precheck(method)

@@ -24,10 +24,11 @@ from .. import pending, pipeline
 from ..errors import (DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED,
                       SERIALIZATION_FAILURE, UNDEFINED_TABLE, VERIFICATION_FAILED)
 from ..redaction import redacted
+from ..methods.generalization import plugin as generalization
 from ..request.args import RequestArgs
 from . import generalization as dg, node, protocol, read_cache
 
-METHOD = "generalization"
+METHOD = generalization.NAME      # the method these steps serve
 GLOBAL_MERGE = "global_merge"      # the distribution (methods/contract.py) these steps serve
 
 
@@ -201,4 +202,4 @@ def check_parts(db, run, k, parts, chosen):
                         hint="Run the request again.")
     report = check_merged([s["classes"] for s in stored], stored[0]["sources"], k, n_rows=rows)
     return {"rows": rows, "groups": choice.groups, "discernibility": choice.discernibility,
-            "generalization": choice.metrics, "verification": report}
+            METHOD: choice.metrics, "verification": report}

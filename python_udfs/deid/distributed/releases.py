@@ -22,6 +22,7 @@ distributed release goes to the single-node definers unchanged.
 import json
 
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, UNDEFINED_OBJECT, VERIFICATION_FAILED
+from ..methods import registry
 from ..request import access, release
 from ..releases import reverify
 from ..verify.shared import table_digest
@@ -59,7 +60,7 @@ def verify(db, name, caller):
     out = {"release": name, "method": d["method"], "verified": True,
            "parts": [{"node": p["node"], "release_id": p["release_id"], "report": p["report"]}
                      for p in sorted(parts, key=lambda p: p["node"])]}
-    if d["method"] == "generalization":
+    if _merged(d["method"]):
         from ..verify.shared.merged_classes import check_merged
         stored = [p["stored"] for p in parts]
         if any(s["sources"] != stored[0]["sources"] for s in stored):
@@ -161,8 +162,16 @@ def node_verify(db, run, caller):
            "rows": db.value("SELECT (metrics->>'rows')::bigint FROM deid.release"
                             " WHERE release_id = $1", [p["release_id"]], ["bigint"])}
     req = reverify.request_of(db, p["name"])
-    if req.method == "generalization":
+    if _merged(req.method):
         from ..verify import generalization as vg
         table = p["relations"][0].split(".", 1)[1].strip('"')
         out["stored"] = {"sources": vg.sources(req), "classes": vg.stored_part(db, req, table)}
     return json.dumps(out, sort_keys=True)
+
+
+def _merged(method):
+    """A method whose parts were released at levels chosen over the nodes' merged class
+    tables (its DISTRIBUTION "global_merge"): k holds over all parts, checked on the classes
+    every part stored."""
+    plugin = registry.plugin_of(method)
+    return plugin is not None and plugin.DISTRIBUTION == "global_merge"

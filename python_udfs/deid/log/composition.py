@@ -34,6 +34,7 @@ import json
 import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
+from ..methods import registry
 from . import partition
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
@@ -45,7 +46,15 @@ REFUSAL_HINT = ("Select and group the rows as the earlier releases of this sourc
                 "options => '{\"allow_overlap\": true}'.")
 WARNING = ("composition rule overridden (options.allow_overlap): read together with earlier "
            "releases of the source, this release may single out fewer than k rows")
-GROUPED = ("anatomy", "condensation", "disassociation")
+# the groupings (methods/contract.py COMPOSITIONS) whose rows are logged per group
+GROUPED = ("groups_values", "clusters", "whole_clusters")
+
+
+def grouping(method):
+    """The grouping a method logs (its plug-in's COMPOSITION); "none" for a method this
+    server does not have."""
+    plugin = registry.plugin_of(method)
+    return plugin.COMPOSITION if plugin is not None else "none"
 
 
 def check_selections(db, req, row_id, ids):
@@ -72,9 +81,9 @@ def check_groupings(db, req, ids, earlier):
     same = [e for e in earlier if e["method"] == req.method]
     if not same:
         return
-    if req.method == "generalization":
+    if grouping(req.method) == "classes":
         _same_classes_or_disjoint(db, req, ids, same)
-    elif req.method in GROUPED:
+    elif grouping(req.method) in GROUPED:
         _refined_groups_hold(db, req, same)
 
 
@@ -131,14 +140,14 @@ def _refined_groups_hold(db, req, same):
         return
     layers = [x for _, x in pairs]
     c = partition.cells(layers, new)
-    if req.method == "disassociation":
+    if grouping(req.method) == "whole_clusters":
         # a cluster is not a crowd of k (k^m bounds itemsets' supports): no regrouping at all
         if partition.regroups(c):
             raise refusal(req, "an earlier disassociation release clustered these records otherwise")
         return
     if partition.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
-    if req.method == "anatomy":
+    if grouping(req.method) == "groups_values":
         _values_hold(db, req, pairs, new, c)
 
 
@@ -175,7 +184,7 @@ def _l_of(l, column_l, attribute):
 
 def _groups(db, method, release_id):
     """(sorted ids, group per id) of a release of a grouped method."""
-    if method == "anatomy":
+    if grouping(method) == "groups_values":
         rows = db.query(
             "SELECT group_ids, rid_counts, rids FROM deid.rid_set WHERE release_id = $1"
             " AND attribute = (SELECT min(attribute) FROM deid.rid_set WHERE release_id = $1)"

@@ -21,6 +21,7 @@ The verifier imports nothing from deid.methods (tests/unit/common/test_verify_in
 plug-in builds the evidence object the verifier module declares (``verify.<method>.Evidence``),
 so the two agree on its fields without the verifier importing the method.
 """
+from dataclasses import dataclass
 from typing import Callable, Optional, Protocol, runtime_checkable
 
 # How a method runs over a source sharded across nodes (deid.distributed, docs/sharding.md):
@@ -34,6 +35,37 @@ from typing import Callable, Optional, Protocol, runtime_checkable
 #                   (distributed/generalization.py)
 DISTRIBUTIONS = ("shard_local", "global_merge")
 
+# What the composition rule (log/composition.py, rule (b)) compares between a release and the
+# earlier releases of the same source by the same method -- the grouping the method logs:
+#   "classes"          equivalence classes, no row logged per class (generalization): a later
+#                      release sharing rows publishes the very same classes over the same rows
+#   "groups_values"    groups in deid.rid_set (anatomy): every cell of the groupings' common
+#                      refinement holds k rows and l values of each sensitive attribute
+#   "clusters"         clusters in deid.cluster_member (condensation): every cell holds k rows
+#   "whole_clusters"   clusters in deid.cluster_member that are no crowds of k (disassociation:
+#                      k^m bounds itemsets' supports): released records keep their clusters
+#   "none"             no grouping is logged per row: rule (a), the selections, alone applies
+COMPOSITIONS = ("classes", "groups_values", "clusters", "whole_clusters", "none")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What `deid report` says of a release of the method (releases/report_source.py hands it
+    to the client, which imports nothing of the server): every field is data or a pure function."""
+    subject: str = "class"          # what one of its groups is called in the report's sentences
+    unsourced: str = "all quasi-identifiers"   # the label of its classes logged without a source
+    facts: tuple = ()               # logged metrics the privacy section shows beside the sizes
+    guarantees: tuple = ()          # the guarantee, in the words of docs/methods/<method>.md
+    limits: tuple = ()              # what it does not protect against
+    measures: Optional[str] = None  # its source-side utility measures: a key of
+                                    # releases/report_measures.py MEASURES (None: none)
+    risk: Optional[str] = None      # its source-side risk figure: "dcr" (distance to closest
+                                    # record, releases/report_risk.py) or None
+    levels: bool = False            # its log holds a level per attribute (a table of them, and
+                                    # the joint k counted on its one released table)
+    source_columns: Optional[Callable] = None   # (parameters, metrics) -> the source columns its
+                                    # measures compare; None: none beyond the row count
+
 
 @runtime_checkable
 class Plugin(Protocol):
@@ -44,6 +76,13 @@ class Plugin(Protocol):
     DISTRIBUTION: str                  # over a sharded source (distributed/): one of DISTRIBUTIONS
     HAS_L: bool                        # takes an l (diversity of the sensitive values): a
                                        # policy's min_l applies to its requests, and only then
+    COMPOSITION: str                   # the grouping the composition rule compares: one of
+                                       # COMPOSITIONS
+    ESTIMATE_VIEW: bool                # its release has 001's estimate view over the QIT (a
+                                       # distributed release rebuilds it over the parts)
+    SHARD_PRECHECK: Optional[tuple]    # over shards: (read(req, spec) -> ReadSpec, check(frame,
+                                       # req)) every node runs before any node writes, or None
+    REPORT: Report                     # what the report says of its releases
 
     def validate(self, k, l, opts): ...
 
@@ -62,10 +101,16 @@ class Verifier(Protocol):
 def conforms(plugin, verifier):
     """The members of the contract a method's modules lack ([] when it conforms)."""
     missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
-                                       "DISTRIBUTION", "HAS_L", "validate", "plan_read", "run")
+                                       "DISTRIBUTION", "HAS_L", "COMPOSITION", "ESTIMATE_VIEW",
+                                       "SHARD_PRECHECK", "REPORT",
+                                       "validate", "plan_read", "run")
                if not hasattr(plugin, m)]
     if hasattr(plugin, "DISTRIBUTION") and plugin.DISTRIBUTION not in DISTRIBUTIONS:
         missing.append(f"plugin.DISTRIBUTION in {DISTRIBUTIONS}")
+    if hasattr(plugin, "COMPOSITION") and plugin.COMPOSITION not in COMPOSITIONS:
+        missing.append(f"plugin.COMPOSITION in {COMPOSITIONS}")
+    if hasattr(plugin, "REPORT") and not isinstance(plugin.REPORT, Report):
+        missing.append("plugin.REPORT a contract.Report")
     missing += [f"verifier.{m}" for m in ("READS_SNAPSHOT_VALUES", "verify")
                 if not hasattr(verifier, m)]
     return missing

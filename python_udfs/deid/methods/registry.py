@@ -9,6 +9,7 @@ import importlib
 from dataclasses import dataclass
 
 from ..catalog.relations import require
+from . import contract
 from ..errors import DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWED
 from ..request import options as options_schema
 
@@ -19,11 +20,15 @@ def _module(ref):
 
 @dataclass(frozen=True)
 class Method:
-    name: str
-    plugin_ref: object        # the plug-in module (or its dotted path, imported on first use)
+    plugin_ref: str           # the plug-in module's dotted path deid.methods.<name>.plugin
+                              # (imported on first use): the method's name is its folder's
     verifier_ref: object      # the verifier module (or its dotted path, imported on first use)
     paper: str                # the paper it implements (shared/papers)
     guarantee: str            # one line for the README's method table
+
+    @property
+    def name(self):
+        return self.plugin_ref.split(".")[-2]
 
     @property
     def plugin(self):         # a contract.Plugin
@@ -43,14 +48,27 @@ def register(method):
 
 
 # a request imports only its own method's plug-in and verifier
-register(Method("anatomy", "deid.methods.anatomy.plugin", "deid.verify.anatomy", "001",
+register(Method("deid.methods.anatomy.plugin", "deid.verify.anatomy", "001",
                 "(K,L)-anonymity over several sensitive attributes"))
-register(Method("generalization", "deid.methods.generalization.plugin", "deid.verify.generalization", "002",
+register(Method("deid.methods.generalization.plugin", "deid.verify.generalization", "002",
                 "k-anonymity per source system, request-driven"))
-register(Method("condensation", "deid.methods.condensation.plugin", "deid.verify.condensation", "004",
+register(Method("deid.methods.condensation.plugin", "deid.verify.condensation", "004",
                 "k-indistinguishable synthetic rows, exact cluster means and covariances"))
-register(Method("disassociation", "deid.methods.disassociation.plugin", "deid.verify.disassociation", "003",
+register(Method("deid.methods.disassociation.plugin", "deid.verify.disassociation", "003",
                 "k^m-anonymity of set-valued records (diagnosis codes) by disassociation"))
+
+
+def plugin_of(name):
+    """The plug-in of a registered method, or None (a release logged by a method this server
+    does not have: its report and its composition fall back to what every method has)."""
+    return METHODS[name].plugin if name in METHODS else None
+
+
+def report_of(name):
+    """What the report says of a release by method `name` (its plug-in's REPORT; the plain
+    one for a method this server does not have)."""
+    plugin = plugin_of(name)
+    return plugin.REPORT if plugin is not None else contract.Report()
 
 
 def method(name):

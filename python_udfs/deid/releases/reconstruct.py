@@ -21,6 +21,7 @@ from ..errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE, INVALI
 from ..plan import Fixed, Table, TextArrays
 from ..sqltext import qualified, quote_ident
 from ..verify.disassociation import read_release, release_tables
+from ..methods.disassociation import plugin as disassociation
 
 
 def reconstruct(db, name, target, seed, caller, colocate=0.0):
@@ -44,8 +45,8 @@ def reconstruct(db, name, target, seed, caller, colocate=0.0):
                     # a node's part of a distributed release, not yet confirmed, is no release
                     " AND NOT EXISTS (SELECT 1 FROM deid.distributed_part p WHERE"
                     " p.release_id = r.release_id AND p.status = 'pending')", [name])
-    if not rows or rows[0]["method"] != "disassociation" or \
-            rows[0]["model"] not in (None, "disassociation"):   # k^m generalization has no chunks
+    if not rows or rows[0]["method"] != disassociation.NAME or \
+            rows[0]["model"] not in (None, disassociation.NAME):   # k^m generalization has no chunks
         raise DeidError(UNDEFINED_OBJECT, "no committed disassociation release of that name",
                         hint="SELECT name FROM deid.release WHERE method = 'disassociation' "
                              "AND status = 'committed';")

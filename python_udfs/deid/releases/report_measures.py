@@ -20,6 +20,7 @@ import json
 
 import numpy as np
 
+from ..methods import registry
 from ..sqltext import qualified, quote_ident
 
 N_QUERIES = 200          # 001 ran 8,800; a report keeps to a few seconds
@@ -240,7 +241,7 @@ def disassociation(db, rel, source):
     policy (Def. 3) and the ARE of random itemset COUNT queries of 1 to m codes (Def. 2),
     against the source."""
     options = rel["parameters"].get("options") or {}
-    if source is None or options.get("model") not in (None, "disassociation"):
+    if source is None or options.get("model", rel["method"]) != rel["method"]:   # not k^m generalization
         return None
     if rel["parameters"].get("selection"):
         return {"why": WHOLE_TABLES}
@@ -280,12 +281,13 @@ def _reconstruction_measures(db, recon, source, record, item, m, seed, policy, o
                queries=int(keep.sum()), queries_drawn=N_QUERIES)
 
 
-MEASURES = {"anatomy": anatomy, "condensation": condensation, "disassociation": disassociation}
+# the source-side measures a method's report declares (methods/<method>/report.py: measures)
+MEASURES = {"count_queries": anatomy, "moments": condensation, "reconstruction": disassociation}
 
 
 def measures(db, rel, source):
     """The method's measures (or None); `source` a catalog Relation, or None."""
-    fn = MEASURES.get(rel["method"])
+    fn = MEASURES.get(registry.report_of(rel["method"]).measures)
     if fn is None or not rel["relations"] or not readable(db, rel["relations"]):
         return None
     return fn(db, rel, source)

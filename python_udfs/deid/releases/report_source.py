@@ -16,6 +16,7 @@ import json
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED, UNDEFINED_OBJECT
 from ..request import access, code_trust
 from ..catalog import relations as catalog
+from ..methods import registry
 from . import report_measures, report_risk
 
 RELEASE = """SELECT release_id, name, method, source::oid AS source, source_name, parameters::text AS parameters,
@@ -42,7 +43,7 @@ def report_source(db, name):
                metrics=json.loads(r["metrics"] or "null") or {}, seed=r["seed"] or 0,
                relations=[x for x in (r["relations"] or []) if report_measures.is_release_relation(x)])
     source, why = readable_source(db, caller, rel)
-    out = {"source": {"relation": rel["source_name"]}}
+    out = {"source": {"relation": rel["source_name"]}, "method": method_report(rel["method"])}
     if source is None:
         if why is not None:
             out["source"]["why"] = why
@@ -59,9 +60,18 @@ def report_source(db, name):
     return json.dumps(out)
 
 
+def method_report(method):
+    """What the client's report says of the release's method (its plug-in's REPORT, the
+    pure-data fields): the client imports nothing of the server, so it is handed over here."""
+    r = registry.report_of(method)
+    return {"subject": r.subject, "unsourced": r.unsourced, "facts": list(r.facts),
+            "guarantees": list(r.guarantees), "limits": list(r.limits), "measures": r.measures,
+            "risk": r.risk, "levels": r.levels}
+
+
 def _risk(db, rel, source, source_rows):
     """Source-derived risk figures: condensation's distance to closest record (report_risk)."""
-    if rel["method"] != "condensation" or len(rel["relations"]) != 1 \
+    if registry.report_of(rel["method"]).risk != "dcr" or len(rel["relations"]) != 1 \
             or not report_measures.readable(db, rel["relations"]):
         return None
     table = rel["relations"][0]
@@ -73,15 +83,8 @@ def _risk(db, rel, source, source_rows):
 
 def read_columns(rel):
     """The source columns the report's measures compare (beside the row count)."""
-    params, metrics = rel["parameters"], rel["metrics"]
-    options = params.get("options") or {}
-    if rel["method"] == "anatomy":
-        return list(metrics.get("quasi_identifiers") or []) + list(metrics.get("sensitive") or [])
-    if rel["method"] == "disassociation":
-        return [c for c in (options.get("record"), options.get("item")) if c]
-    if rel["method"] == "condensation":
-        return list(params.get("columns") or [])
-    return []
+    columns = registry.report_of(rel["method"]).source_columns
+    return columns(rel["parameters"], rel["metrics"]) if columns is not None else []
 
 
 def readable_source(db, caller, rel):

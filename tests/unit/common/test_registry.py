@@ -72,11 +72,15 @@ def test_the_contract_check_names_what_is_missing():
     assert not isinstance(verifier, contract.Verifier)
     assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.read_columns",
                                                    "plugin.DISTRIBUTION", "plugin.HAS_L",
+                                                   "plugin.COMPOSITION", "plugin.ESTIMATE_VIEW",
+                                                   "plugin.SHARD_PRECHECK", "plugin.REPORT",
                                                    "verifier.READS_SNAPSHOT_VALUES"]
-    plugin.DISTRIBUTION, plugin.HAS_L = "everywhere", False
+    plugin.DISTRIBUTION, plugin.HAS_L, plugin.COMPOSITION = "everywhere", False, "by name"
     plugin.RELEASE_HEAP, plugin.read_columns = False, None
+    plugin.ESTIMATE_VIEW, plugin.SHARD_PRECHECK, plugin.REPORT = False, None, {}
     assert contract.conforms(plugin, types.SimpleNamespace(verify=nothing, READS_SNAPSHOT_VALUES=True)) \
-        == [f"plugin.DISTRIBUTION in {contract.DISTRIBUTIONS}"]
+        == [f"plugin.DISTRIBUTION in {contract.DISTRIBUTIONS}",
+            f"plugin.COMPOSITION in {contract.COMPOSITIONS}", "plugin.REPORT a contract.Report"]
 
 
 def test_the_pipeline_probes_no_member():

@@ -14,6 +14,7 @@ from .. import support as ms, metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE
 from ...read.frame import EncodedColumn, value_dictionary
 from ...request.options import Option
+from . import report
 from ...plan import (Classes, EstimateView, Fixed, Labels, ReadSpec, ReleasePlan, RidSets,
                      SourceCodes, SourceValues, Table)
 from ...verify.anatomy import Evidence
@@ -25,6 +26,9 @@ read_columns = None             # the projection and the source's row id (method
 RELEASE_HEAP = True
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
 HAS_L = True                    # its l: (K,L)-anatomy (methods/contract.py)
+COMPOSITION = "groups_values"  # composition rule (b): its groups in deid.rid_set (methods/contract.py)
+ESTIMATE_VIEW = True            # 001's estimate view over the QIT, also over shards
+REPORT = report.REPORT
 OPTIONS = (
     Option("column_l", "map_int", "column-wise limits L_i per sensitive attribute (001 Def. 7); "
            "needs l.", low=1, high=2 ** 31 - 1, example='{"column_l": {"treatment": 2}}'),
@@ -109,6 +113,10 @@ def check_eligibility(frame, req):
                                                          for s in sas]),
                            req.k, req.l, column_l=_column_l(req, sas),
                            model=req.options.get("model", "kl"))
+
+
+# over shards: every node's pre-check before any node writes (distributed/eligibility.py)
+SHARD_PRECHECK = (eligibility_read, check_eligibility)
 
 
 def _sensitive_codes(frame, sas, sa_dicts):

@@ -30,6 +30,7 @@ from .. import support as ms
 from ...errors import (DeidError, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                        NULL_VALUE_NOT_ALLOWED)
 from ...request.options import Option
+from . import report
 from ...read.frame import value_dictionary
 from ...plan import Clusters, Labels, ReleasePlan, SourceCodes, Synthetic, Table
 from ...verify.condensation import Evidence
@@ -38,6 +39,10 @@ NAME = "condensation"
 RELEASE_HEAP = True             # the heap trimmed after the method and each table (methods/contract.py)
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
 HAS_L = False                   # no l: a policy's min_l does not apply (methods/contract.py)
+COMPOSITION = "clusters"        # composition rule (b): its clusters in deid.cluster_member
+ESTIMATE_VIEW = False
+SHARD_PRECHECK = None           # clusters of at least k rows per node need no pre-check
+REPORT = report.REPORT
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("survival", "object", "the survival time and vital status columns (004 Alg. 2 step 1 "

@@ -24,6 +24,7 @@ import numpy as np
 from .. import metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ...request.options import Option
+from . import report
 from . import aa_generalization, itemsets
 from ...plan import (Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadSpec, Table,
                      TextArrays)
@@ -32,6 +33,10 @@ NAME = "disassociation"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
 HAS_L = False                   # no l: a policy's min_l does not apply (methods/contract.py)
+COMPOSITION = "whole_clusters"  # composition rule (b): released records keep their clusters
+ESTIMATE_VIEW = False
+SHARD_PRECHECK = None           # records whole on one node need no pre-check
+REPORT = report.REPORT
 DISJOINT_HINT = ("The constraints of a utility policy must be disjoint (003 Sec. 3.1): put "
                  "each code in at most one constraint.")
 OPTIONS = (

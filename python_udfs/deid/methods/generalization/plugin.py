@@ -21,12 +21,17 @@ from .. import support as ms
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ...read.frame import value_dictionary
 from ...request.options import Option
+from . import report
 from ...plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
 
 NAME = "generalization"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
 DISTRIBUTION = "global_merge"   # sharded: class counts merged globally (methods/contract.py)
 HAS_L = False                   # no l: a policy's min_l does not apply (methods/contract.py)
+COMPOSITION = "classes"         # composition rule (b): the same classes over shared rows
+ESTIMATE_VIEW = False
+SHARD_PRECHECK = None           # the nodes' class tables are merged instead (distributed/)
+REPORT = report.REPORT
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "

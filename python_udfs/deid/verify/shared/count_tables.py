@@ -31,7 +31,7 @@ def check_tables(db, req, tables, sas, entries, group_ids, sizes):
     group_sizes -- and every count table against the RID sets: `entries` maps each sensitive
     attribute to its entries' (groups, value keys, RID counts) (value keys: label_keys).
     Returns a small report."""
-    generalized = req.options.get("output", "anatomy") == "generalized"
+    generalized = req.options.get("output") == "generalized"
     groups, _, counts = entries[sas[0]]
     ids, inverse = np.unique(groups, return_inverse=True)
     want = _pairs(ids, np.bincount(inverse, weights=counts, minlength=ids.size).astype(np.int64))
