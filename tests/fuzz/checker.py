@@ -27,6 +27,7 @@ from decimal import Decimal
 
 from psycopg import sql
 
+from . import checkers
 from .check_refusal import RefusalChecks
 from .check_sets import SetChecks
 from .stored import Finding, by_suffix, rel
@@ -61,7 +62,8 @@ class Checker(SetChecks, RefusalChecks):
             rids = self._oracle(src, src_oid, params, method)
             check = getattr(self, "_" + method)
             check(name, src, params, relations, rids, out)
-            if result_rows is not None and method != "disassociation" and result_rows != len(rids):
+            if result_rows is not None and checkers.result_rows_are_selected_rows(method) \
+                    and result_rows != len(rids):
                 out.append(("rows", f"{name}: result says {result_rows} rows, selection has {len(rids)}"))
         except Finding as f:
             out.append(tuple(f.args))

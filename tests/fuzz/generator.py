@@ -10,7 +10,15 @@ refusals must carry no value and no count below k.
 import json
 from dataclasses import dataclass, field
 
-METHODS = ("anatomy", "generalization", "disassociation", "condensation")
+import importlib
+import pkgutil
+
+from . import methods as _methods
+
+# every method's part (tests/fuzz/methods/<method>.py), in the order of the methods' papers
+PARTS = {m.name: importlib.import_module(f"{_methods.__name__}.{m.name}")
+         for m in pkgutil.iter_modules(_methods.__path__)}
+METHODS = tuple(sorted(PARTS, key=lambda m: PARTS[m].PAPER))
 
 
 @dataclass
@@ -123,63 +131,11 @@ HOSTILE_RELATIONS = ("no_such_table", "pg_authid", "deid.policy", "a.b.c.d", "fu
 
 def _base(rng, method, t):
     """(columns, k, l, options) a user would plausibly pass for this method."""
-    qis = t.of_role("quasi_identifier")
-    sas = t.of_role("sensitive")
     opts = {"seed": rng.randint(0, 2 ** 40)}       # always: deid would draw one, and the run must repeat
     if rng.random() < 0.2:
         opts["nulls"] = "value"
     k = rng.choices((2, 3, 4, 5, 6, 8, 12, 30), weights=(5, 6, 4, 4, 2, 2, 1, 1))[0]
-    l = None
-    if method == "anatomy":
-        cols = rng.sample(qis, rng.randint(1, len(qis))) + rng.sample(sas, rng.randint(rng.random() < 0.9, len(sas)))
-        if rng.random() < 0.1:
-            cols.append(t.col("note"))
-        if sas and any(c.role == "sensitive" for c in cols) and rng.random() < 0.6:
-            l = rng.choice((1, 2, 2, 3, 4))
-            if rng.random() < 0.2:
-                opts["column_l"] = {c.name: rng.randint(1, 3) for c in cols if c.role == "sensitive"}
-        r = rng.random()
-        if r < 0.08:
-            opts["model"] = "exponential_l"
-        elif r < 0.16:
-            opts["output"] = "generalized"
-    elif method == "generalization":
-        hq = [c for c in qis if c.hierarchy] or qis
-        cols = rng.sample(hq, rng.randint(1, len(hq)))
-        if rng.random() < 0.1 and len(hq) < len(qis):
-            cols.append(rng.choice([c for c in qis if not c.hierarchy]))
-        cols += rng.sample(sas, rng.randint(0, len(sas)))
-        if rng.random() < 0.3:
-            opts["priorities"] = {c.name: round(rng.random(), 2) for c in cols if c.role == "quasi_identifier"}
-        if rng.random() < 0.2:
-            opts["limits"] = {c.name: rng.randint(0, 2) for c in cols if c.hierarchy}
-        if rng.random() < 0.3:
-            opts["search"] = rng.choice(("greedy", "optimal"))
-    elif method == "condensation":
-        pool = [t.col(n) for n in ("age", "zip", "sex", "bmi", "seen", "alive", "months", "dx", "tr", "stage")]
-        pool = [c for c in pool if c.role or rng.random() < 0.1]
-        cols = rng.sample(pool, rng.randint(1, 5))
-        k = max(k, 3) if rng.random() < 0.9 else k
-        if rng.random() < 0.15:
-            time_col = rng.choice(("months", "months", "age"))
-            cols = [c for c in cols if c.name not in (time_col, "alive")] + [t.col(time_col), t.col("alive")]
-            opts["survival"] = {"time": time_col, "status": "alive"}
-            if rng.random() < 0.3:
-                opts["survival_times"] = rng.choice(("recode", "coarsened", "perturbed", "original"))
-        if rng.random() < 0.1 and "survival" not in opts:
-            opts["algorithm"] = "original"
-    else:
-        cols = [t.col("codes")]
-        if rng.random() < 0.6:
-            opts["m"] = rng.choice((1, 2, 2, 3))
-        if rng.random() < 0.2:
-            opts["max_cluster_size"] = rng.randint(k, 3 * k)
-        if rng.random() < 0.1:
-            opts["utility"] = [["c0", "c1"], ["c2"]]
-        if rng.random() < 0.15:
-            opts["model"], opts["hierarchy"] = "generalization", t.code_hierarchy
-            opts.pop("max_cluster_size", None)
-            opts.pop("utility", None)
+    cols, k, l = PARTS[method].base(rng, t, k, opts)
     return [c.name for c in cols], cols, k, l, opts
 
 
@@ -188,17 +144,18 @@ def request(rng, method, t, release):
     names, cols, k, l, opts = _base(rng, method, t)
     role = rng.choices(("analyst", "researcher", "admin"), weights=(5, 3, 1))[0]
     req = Request(method, t.name, k, l, names, None, opts, release, role)
-    if method == "disassociation" and rng.random() < 0.3:      # the long (record, code) form
-        req.relation, req.columns = t.long_name, None
-        req.options.update({"record": "pid", "item": "icd"})
-        if role != "researcher" and rng.random() < 0.5:
-            req.selection = rng.choice(("pid > 3", "icd <> 'c0'", "icd IN ('c1', 'c2', 'c3')",
-                                        "pid BETWEEN 1 AND 500 OR icd IS NULL", "rid > 2"))
-    elif role == "researcher":
+    vary = getattr(PARTS[method], "source", None)     # another form of the source, if any
+    if vary is not None and vary(rng, req, t, role):
+        return _maybe_hostile(rng, req, t, release)
+    if role == "researcher":
         allowed = [c for c in cols if c.role == "quasi_identifier"]
         req.selection = selection(rng, allowed, t)
     else:
         req.selection = selection(rng, [c for c in t.columns if c.role or rng.random() < 0.3], t)
+    return _maybe_hostile(rng, req, t, release)
+
+
+def _maybe_hostile(rng, req, t, release):
     if rng.random() < 0.25:
         _make_hostile(rng, req, t, release)
     return req

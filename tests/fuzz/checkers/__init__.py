@@ -1,0 +1,18 @@
+"""Each method's part of the fuzz checker (tests/fuzz/checker.py), one module per method named
+as the method, holding what only that method's releases need; like the checker, they import
+nothing of deid. A method without a module here is checked by the generic part alone."""
+import importlib
+
+
+def part(method):
+    """The method's checker module, or None."""
+    try:
+        return importlib.import_module(f"{__name__}.{method}")
+    except ImportError:
+        return None
+
+
+def result_rows_are_selected_rows(method):
+    """Whether a release's result row counts the rows its selection chose (True unless the
+    method's part says otherwise)."""
+    return getattr(part(method), "RESULT_ROWS_ARE_SELECTED_ROWS", True)
