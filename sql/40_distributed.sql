@@ -114,11 +114,10 @@ $$;
 COMMENT ON FUNCTION deid.register_distributed_source(regclass, text, text) IS
   'Register a source as sharded over a PL/Proxy cluster by key_column: anonymize_request then runs on every node. See deid.usage(''register_distributed_source'').';
 
-CREATE FUNCTION deid._dist_begin(relid oid, method text, k int, l int, columns text[],
-                                 selection text, options text, release text, caller name)
+CREATE FUNCTION deid._dist_begin(request jsonb, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.coordinator.begin', relid, method, k, l, columns, selection, options, release, caller)
+return entry('distributed.coordinator.begin', request, caller)
 $$;
 CREATE FUNCTION deid._dist_finish(run text, caller name)
 RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
