@@ -163,7 +163,7 @@ $$;
 -- The PL/Proxy functions (the coordinator's side of every call to the nodes). PL/Proxy's
 -- language is created by its own extension, which only some servers have: a superuser
 -- installs them with deid._install_proxies() (scripts/shard-cluster.sh does, and so does
--- this script where plproxy is already there). They are SECURITY INVOKER: PL/Proxy connects
+-- the end of the install script where plproxy is already there). They are SECURITY INVOKER: PL/Proxy connects
 -- to every node as current_user, the caller.
 CREATE FUNCTION deid._dist_cluster(cluster_name text) RETURNS text
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$ SELECT cluster_name $$;
@@ -233,13 +233,7 @@ BEGIN
     END LOOP;
 END
 $fn$;
-DO $proxies$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_language WHERE lanname = 'plproxy') THEN
-        PERFORM deid._install_proxies();
-    END IF;
-END
-$proxies$;
+-- (installed at the end of the script where plproxy is there: sql/90_usage_privileges.sql)
 
 -- ---------------------------------------------------------------------
 -- Node side (called through PL/Proxy, as the caller)

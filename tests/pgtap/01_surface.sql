@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(67);
+SELECT plan(69);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
