@@ -21,7 +21,18 @@ The verifier imports nothing from deid.methods (tests/unit/common/test_verify_in
 plug-in builds the evidence object the verifier module declares (``verify.<method>.Evidence``),
 so the two agree on its fields without the verifier importing the method.
 """
-from typing import Callable, Optional, Protocol, runtime_checkable
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, \
+    Union, runtime_checkable
+
+if TYPE_CHECKING:          # the types only: nothing of these is imported when deid runs
+    from ..catalog.relations import Relation
+    from ..pg import Database
+    from ..plan import ReadSpec, ReleasePlan, SetReadSpec
+    from ..read.frame import Frame
+    from ..request.options import Option
+    from ..request.release import Request
 
 # How a method runs over a source sharded across nodes (deid.distributed, docs/sharding.md):
 #   "shard_local"   every node releases its own rows with the single-node method; the union of
@@ -34,37 +45,50 @@ from typing import Callable, Optional, Protocol, runtime_checkable
 #                   (distributed/generalization.py)
 DISTRIBUTIONS = ("shard_local", "global_merge")
 
+# a request's options once checked against the schema (request/options.py)
+Options = Dict[str, Any]
+# (rel, columns, opts) -> (the columns read besides the record id, the record column or None
+# for the source's row id)
+ReadColumns = Callable[["Relation", Optional[Sequence[str]], Options],
+                       Tuple[List[str], Optional[str]]]
+
 
 @runtime_checkable
 class Plugin(Protocol):
     NAME: str                          # the method's name in anonymize_request
-    OPTIONS: tuple                     # request.options.Option: the method's own options
+    OPTIONS: Tuple[Option, ...]        # the method's own options
     RELEASE_HEAP: bool                 # trim the heap after the method and each written table
-    read_columns: Optional[Callable]   # (rel, columns, opts) -> (columns, record id) or None
+    read_columns: Optional[ReadColumns]  # None: the projection's columns and the row id
     DISTRIBUTION: str                  # over a sharded source (distributed/): one of DISTRIBUTIONS
     HAS_L: bool                        # takes an l (diversity of the sensitive values): a
                                        # policy's min_l applies to its requests, and only then
 
-    def validate(self, k, l, opts): ...
+    def validate(self, k: int, l: Optional[int], opts: Options) -> None:  # noqa: E741
+        """Refuse a request the method cannot take (22023 with a HINT)."""
 
-    def plan_read(self, req, rid): ...
+    def plan_read(self, req: Request, rid: str) -> Union[ReadSpec, SetReadSpec]:
+        """What to read for ``req``, its rows identified by the column ``rid``."""
 
-    def run(self, frame, req): ...
+    def run(self, frame: Frame, req: Request) -> ReleasePlan:
+        """The release of the snapshot ``frame``: tables, artefacts, metrics, evidence."""
 
 
 @runtime_checkable
 class Verifier(Protocol):
     READS_SNAPSHOT_VALUES: bool        # False: only the snapshot's row ids (the rest may go)
 
-    def verify(self, db, req, frame, tables): ...
+    def verify(self, db: Database, req: Request, frame: Frame,
+               tables: List[str]) -> Dict[str, Any]:
+        """The report the log keeps, from what was stored in ``tables``; raises DE002 on a
+        fault."""
 
 
-def conforms(plugin, verifier):
+def conforms(plugin: object, verifier: object) -> List[str]:
     """The members of the contract a method's modules lack ([] when it conforms)."""
     missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
                                        "DISTRIBUTION", "HAS_L", "validate", "plan_read", "run")
                if not hasattr(plugin, m)]
-    if hasattr(plugin, "DISTRIBUTION") and plugin.DISTRIBUTION not in DISTRIBUTIONS:
+    if getattr(plugin, "DISTRIBUTION", DISTRIBUTIONS[0]) not in DISTRIBUTIONS:
         missing.append(f"plugin.DISTRIBUTION in {DISTRIBUTIONS}")
     missing += [f"verifier.{m}" for m in ("READS_SNAPSHOT_VALUES", "verify")
                 if not hasattr(verifier, m)]
