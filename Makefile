@@ -14,7 +14,7 @@ TEST_DB := deid_test
 
 export PG_BINDIR := $(shell $(PG_CONFIG) --bindir 2>/dev/null)
 
-.PHONY: all deps install start stop url psql demo demo-cluster stop-cluster test unit integration test-db cluster-test pgtap venv bench bench-distributed bench-eval eval-condensation clean fuzz dist pgxn-check
+.PHONY: all deps install start stop url psql demo demo-cluster stop-cluster test typecheck unit integration test-db cluster-test pgtap venv bench bench-distributed bench-eval eval-condensation clean fuzz dist pgxn-check
 
 ## all: build the extension's SQL scripts, as any user (`pgxn install` runs make, then sudo make install)
 all:
@@ -75,9 +75,14 @@ $(VENV)/.stamp: tests/requirements.txt tests/requirements-hierarchies.txt client
 
 venv: deps $(VENV)/.stamp
 
-## test: everything CI runs (.ci/run), in this order: unit, integration, cluster-test, pgtap.
-## pytest.ini's testpaths are the same folders (tests/unit/common/test_layout.py checks it)
-test: unit integration cluster-test pgtap
+## test: everything CI runs (.ci/run), in this order: typecheck, unit, integration, cluster-test,
+## pgtap. pytest.ini's testpaths are the same folders (tests/unit/common/test_layout.py checks it)
+test: typecheck unit integration cluster-test pgtap
+
+## typecheck: mypy (a development tool of the venv; the server's Python never imports it),
+## strict on the modules mypy.ini lists: the plug-in contract, the pipeline, request/
+typecheck: venv
+	$(VENV)/bin/mypy
 
 ## unit: the pure tests (no server): tests/unit/<method>/, tests/unit/common/, tests/unit/tools/
 unit: venv

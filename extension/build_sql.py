@@ -25,6 +25,12 @@ HINT instead of PostgreSQL's bare cast error; in that overload a ``jsonb`` argum
 as ``text`` too and parsed by ``deid._jsonb`` (malformed JSON: 22023 with a HINT). A call
 with string literals resolves to the all-text overload (PostgreSQL prefers the string
 category for unknown literals); typed regclass or jsonb values reach the original.
+
+Who may execute what is declared once and written by the build (``grants``): every public
+function of a ``#@WRAP`` line and the implementation it calls are executable by PUBLIC, and
+``#@GRANT <role> deid.f deid.g ...`` lines declare the rest (every overload of each name);
+``#@GRANTS`` is where the build writes one ``GRANT EXECUTE`` per role, each function by its
+full signature. A declared name that names no function of the script fails the build.
 """
 import glob
 import os
@@ -234,6 +240,53 @@ def split_definers(text):
     return text
 
 
+GRANT_LINE = re.compile(r"^#@GRANT\s+(?P<role>\w+)\s+(?P<names>.+)$")
+GRANTS_HERE = "#@GRANTS"
+GRANTS_MARK = "-- (the declared grants, written by build)"
+# a function the script creates: its name and its arguments (names, types, defaults)
+CREATED = re.compile(r"^CREATE\s+FUNCTION\s+(?P<name>deid\.\w+)\((?P<args>.*?)\)\s+RETURNS\b",
+                     re.S | re.I)
+
+
+def declared_grants(paths):
+    """{role: [function name, ...]}: the #@GRANT lines of PATHS, and PUBLIC for each #@WRAP
+    line's public function and the implementation it calls, in the order declared."""
+    out = {}
+    for path in paths:
+        for line in open(path, encoding="utf-8").read().splitlines():
+            m, g = WRAP.match(line), GRANT_LINE.match(line)
+            if m:
+                called = re.match(r"(deid\.\w+)\(", m["call"].strip())
+                out.setdefault("PUBLIC", []).extend([m["name"]] + ([called[1]] if called else []))
+            elif g:
+                out.setdefault(g["role"], []).extend(g["names"].split())
+    return out
+
+
+def signatures(script):
+    """{function name: [signature, ...]} of every function SCRIPT creates (overloads in order),
+    each signature as GRANT takes it: argument names and types, without defaults."""
+    out = {}
+    for stmt in statements(script):
+        m = CREATED.match(stmt)
+        if m:
+            out.setdefault(m["name"], []).append(f"{m['name']}({_no_defaults(m['args'])})")
+    return out
+
+
+def grants(declared, script):
+    """The GRANT statements of the declared grants (declared_grants), each function by every
+    signature SCRIPT gives its name; a declared name the script does not create is an error."""
+    sigs, out = signatures(script), []
+    for role, names in declared.items():
+        missing = sorted({n for n in names if n not in sigs})
+        if missing:
+            raise ValueError(f"#@GRANT {role}: no function {', '.join(missing)} in the script")
+        listed = [sig for n in sorted(set(names)) for sig in sigs[n]]
+        out.append(f"GRANT EXECUTE ON FUNCTION\n    " + ",\n    ".join(listed) + f"\n  TO {role};")
+    return "\n".join(out)
+
+
 def build(pydir, paths):
     out = []
     for path in paths:
@@ -242,9 +295,17 @@ def build(pydir, paths):
             if line == "#@BOOT":
                 out.append(boot(pydir))
                 continue
+            if GRANT_LINE.match(line):
+                continue
+            if line == GRANTS_HERE:           # a comment until the grants are known
+                out.append(GRANTS_MARK)
+                continue
             m = WRAP.match(line)
             out.append(wrap(m) if m else line.replace("@DEID_PYDIR@", pydir))
-    return split_definers("\n".join(out) + "\n")
+    script = split_definers("\n".join(out) + "\n")
+    if GRANTS_MARK in script:
+        script = script.replace(GRANTS_MARK, grants(declared_grants(paths), script), 1)
+    return script
 
 
 def statements(text):

@@ -9,19 +9,20 @@
 -- The snapshot passes from the reading part to deid_owner's part in this backend's memory,
 -- keyed by a random token (pending.py); no SQL caller can hand deid rows of its own making.
 -- =====================================================================
-CREATE FUNCTION deid._anonymize_request(relid oid, method text, k int, l int, columns text[],
-                                        selection text, options text, release text)
+-- The request's arguments travel as one jsonb (python_udfs/deid/request/args.py, RequestArgs):
+-- the public wrapper builds it, every begin function takes it whole. A forged one gains
+-- nothing: begin refuses any other key or type and checks its values as it always did.
+CREATE FUNCTION deid._anonymize_request(request jsonb)
 RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
                discernibility float8, verified boolean)
 LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('dispatch.anonymize_request', relid, method, k, l, columns, selection, options, release)
+return entry('dispatch.anonymize_request', request)
 $$;
-CREATE FUNCTION deid._request_begin(relid oid, method text, k int, l int, columns text[],
-                                    selection text, options text, release text, caller name)
+CREATE FUNCTION deid._request_begin(request jsonb, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('pending.begin', relid, method, k, l, columns, selection, options, release, caller)
+return entry('pending.begin', request, caller)
 $$;
 CREATE FUNCTION deid._request_finish(token text, caller name)
 RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
@@ -30,7 +31,7 @@ LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
 return entry('pipeline.finish', token, caller)
 $$;
-#@WRAP deid.anonymize_request(source regclass, method text, k int, l int DEFAULT NULL, columns text[] DEFAULT NULL, selection text DEFAULT NULL, options jsonb DEFAULT '{}', release text DEFAULT NULL) RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint, discernibility float8, verified boolean) => deid._anonymize_request(source::oid, method, k, l, columns, selection, options::text, release)
+#@WRAP deid.anonymize_request(source regclass, method text, k int, l int DEFAULT NULL, columns text[] DEFAULT NULL, selection text DEFAULT NULL, options jsonb DEFAULT '{}', release text DEFAULT NULL) RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint, discernibility float8, verified boolean) => deid._anonymize_request(jsonb_build_object('relid', source::oid::bigint, 'method', method, 'k', k, 'l', l, 'columns', columns, 'selection', selection, 'options', options::text, 'name', release))
 COMMENT ON FUNCTION deid.anonymize_request(regclass, text, int, int, text[], text, jsonb, text) IS
   'Create a verified release of a source by one of the registered methods; deid.usage(''anonymize_request'') lists them and their options.';
 

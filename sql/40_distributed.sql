@@ -114,11 +114,10 @@ $$;
 COMMENT ON FUNCTION deid.register_distributed_source(regclass, text, text) IS
   'Register a source as sharded over a PL/Proxy cluster by key_column: anonymize_request then runs on every node. See deid.usage(''register_distributed_source'').';
 
-CREATE FUNCTION deid._dist_begin(relid oid, method text, k int, l int, columns text[],
-                                 selection text, options text, release text, caller name)
+CREATE FUNCTION deid._dist_begin(request jsonb, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.coordinator.begin', relid, method, k, l, columns, selection, options, release, caller)
+return entry('distributed.coordinator.begin', request, caller)
 $$;
 CREATE FUNCTION deid._dist_finish(run text, caller name)
 RETURNS TABLE (release_id bigint, relations text[], rows bigint, groups bigint,
@@ -164,7 +163,7 @@ $$;
 -- The PL/Proxy functions (the coordinator's side of every call to the nodes). PL/Proxy's
 -- language is created by its own extension, which only some servers have: a superuser
 -- installs them with deid._install_proxies() (scripts/shard-cluster.sh does, and so does
--- this script where plproxy is already there). They are SECURITY INVOKER: PL/Proxy connects
+-- the end of the install script where plproxy is already there). They are SECURITY INVOKER: PL/Proxy connects
 -- to every node as current_user, the caller.
 CREATE FUNCTION deid._dist_cluster(cluster_name text) RETURNS text
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$ SELECT cluster_name $$;
@@ -234,13 +233,7 @@ BEGIN
     END LOOP;
 END
 $fn$;
-DO $proxies$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_language WHERE lanname = 'plproxy') THEN
-        PERFORM deid._install_proxies();
-    END IF;
-END
-$proxies$;
+-- (installed at the end of the script where plproxy is there: sql/90_usage_privileges.sql)
 
 -- ---------------------------------------------------------------------
 -- Node side (called through PL/Proxy, as the caller)

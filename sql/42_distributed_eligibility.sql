@@ -16,11 +16,10 @@ return entry('distributed.eligibility.node_check', source, method, k, l, columns
 $$;
 -- The single-node request's begin (its access and code checks, as _request_begin's) with the
 -- method's narrowed read; a policy's grantor reads it here.
-CREATE FUNCTION deid._dist_eligibility_begin(relid oid, method text, k int, l int, columns text[],
-                                             selection text, options text, release text, caller name)
+CREATE FUNCTION deid._dist_eligibility_begin(request jsonb, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.eligibility.begin', relid, method, k, l, columns, selection, options, release, caller)
+return entry('distributed.eligibility.begin', request, caller)
 $$;
 -- The method's refusal and the overlap control's on what begin read; stores nothing.
 CREATE FUNCTION deid._dist_eligibility_check(token text, caller name)

@@ -9,60 +9,43 @@ return usage(function_name)
 $$;
 COMMENT ON FUNCTION deid.usage(text) IS 'Help: SELECT deid.usage(); or deid.usage(''k_anonymity'')';
 
--- Nothing is executable by default; grant what each role needs.
+-- Nothing is executable by default; grant what each role needs. The build writes the grants
+-- at #@GRANTS (extension/build_sql.py, one GRANT per role, every function by its signature):
+-- every public function of a #@WRAP line and the implementation it calls are executable by
+-- PUBLIC (they run as the caller, so executing them grants nothing); the #@GRANT lines below
+-- declare the rest. A declared name the script does not create fails the build.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA deid FROM PUBLIC;
-DO $grants$
-DECLARE
-    f regprocedure;
-    -- public wrappers and the SECURITY INVOKER implementations they call (they run as the
-    -- caller, so executing them grants nothing), and the definers those call back. The
-    -- administration functions check deid_admin membership themselves, so that a non-admin
-    -- gets a 42501 with a HINT rather than PostgreSQL's bare "permission denied".
-    public_fns text[] := ARRAY['usage', 'k_anonymity', 'equivalence_classes', 'l_diversity',
-                               'allow_requests', 'anonymize_request', 'drop_release',
-                               'request_begin', 'request_finish', 'raise', 'relation', 'jsonb',
-                               'column_roles', 'set_role', 'load_hierarchy', 'interval_hierarchy',
-                               'load_standard_hierarchy', 'date_hierarchy', 'age_hierarchy',
-                               'drop_hierarchy', 'reconstruct', 'unset_role', 'clear_roles',
-                               'utility_policy', 'utility_from', 'revoke_requests',
-                               'verify_release', 'report_source', 'register_distributed_source',
-                               'cleanup_distributed', 'dist_begin', 'dist_finish', 'dist_proof',
-                               'dist_read', 'dist_runs', 'dist_cluster', 'dist_node_ping',
-                               'dist_node_store', 'dist_hold', 'dist_node_check',
-                               'dist_node_abort', 'dist_node_pending', 'dist_node_rows',
-                               'dist_ping_on', 'dist_store', 'dist_check', 'dist_abort_on',
-                               'dist_pending', 'dist_fetch', 'generalization_classes',
-                               'generalization_levels', 'dist_gen_classes', 'dist_store_part',
-                               'dist_gen_stored', 'dist_node_gen_classes',
-                               'dist_node_store_part', 'dist_part_finish',
-                               'dist_node_gen_stored', 'dist_eligible', 'dist_node_eligible',
-                               'dist_eligibility_begin', 'dist_eligibility_check',
-                               'drop_release_any', 'verify_release_any', 'dist_release_of',
-                               'dist_drop', 'dist_verify', 'dist_node_drop', 'dist_node_verify',
-                               'dist_drop_finish'];
-    admin_fns  text[] := ARRAY['store_role'];
+-- Help; the re-raise, relation and JSON helpers of the wrappers; the definers the public
+-- functions call back (each checks its caller itself; the administration functions check
+-- deid_admin membership, so that a non-admin gets a 42501 with a HINT rather than
+-- PostgreSQL's bare "permission denied").
+#@GRANT PUBLIC deid.usage deid._raise deid._relation deid._jsonb deid._column_roles
+#@GRANT PUBLIC deid._request_begin deid._request_finish deid._drop_release deid._verify_release
+-- The distributed path: the coordinator's definers and the nodes' functions PL/Proxy calls
+-- as the caller (sql/40_distributed.sql and the files after it).
+#@GRANT PUBLIC deid._dist_begin deid._dist_finish deid._dist_proof deid._dist_read deid._dist_runs
+#@GRANT PUBLIC deid._dist_cluster deid._dist_hold deid._dist_release_of deid._dist_drop_finish
+#@GRANT PUBLIC deid._dist_eligibility_begin deid._dist_eligibility_check deid._dist_part_finish
+#@GRANT PUBLIC deid._dist_node_ping deid._dist_node_store deid._dist_node_check deid._dist_node_abort
+#@GRANT PUBLIC deid._dist_node_pending deid._dist_node_rows deid._dist_node_eligible
+#@GRANT PUBLIC deid._dist_node_gen_classes deid._dist_node_store_part deid._dist_node_gen_stored
+#@GRANT PUBLIC deid._dist_node_drop deid._dist_node_verify
+-- deid.rid_sets (audit view for deid_admin) expands chunks with this pure helper; the policy
+-- roles' store (checks deid_admin itself).
+#@GRANT deid_admin deid._store_role deid._rid_set_entries
+-- deid's own code, as deid_owner: the loader's COPY, the policies' readers.
+#@GRANT deid_owner deid._copy_in deid._install_reader deid._grantor_reader deid._reader_name
+#@GRANT deid_owner deid._reader_source deid._dist_keyed
+#@GRANTS
+-- The PL/Proxy functions (made at run time where plproxy is installed) grant themselves: made
+-- again here, after the REVOKE above (deid._install_proxies, sql/40_distributed.sql).
+DO $proxies$
 BEGIN
-    FOR f IN
-        SELECT p.oid::regprocedure FROM pg_proc p
-         WHERE p.pronamespace = 'deid'::regnamespace
-           AND (p.proname = ANY (public_fns) OR ltrim(p.proname, '_') = ANY (public_fns))
-    LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', f);
-    END LOOP;
-    FOR f IN
-        SELECT p.oid::regprocedure FROM pg_proc p
-         WHERE p.pronamespace = 'deid'::regnamespace
-           AND (p.proname = ANY (admin_fns) OR ltrim(p.proname, '_') = ANY (admin_fns))
-    LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO deid_admin', f);
-    END LOOP;
+    IF EXISTS (SELECT 1 FROM pg_language WHERE lanname = 'plproxy') THEN
+        PERFORM deid._install_proxies();
+    END IF;
 END
-$grants$;
--- deid.rid_sets (audit view for deid_admin) expands chunks with this pure helper.
-GRANT EXECUTE ON FUNCTION deid._rid_set_entries(bytea, text[], bytea, bytea) TO deid_admin;
-GRANT EXECUTE ON FUNCTION deid._copy_in(regclass, text[], text), deid._install_reader(name),
-                          deid._grantor_reader(name), deid._reader_name(name),
-                          deid._reader_source(), deid._dist_keyed(text) TO deid_owner;
+$proxies$;
 
 -- Ownership: deid_owner (NOLOGIN, no superuser) owns the catalog, the release schemas and
 -- every SECURITY DEFINER implementation (and the PL/Python body each calls) except two: deid._copy_in belongs to deid_loader

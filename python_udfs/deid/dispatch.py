@@ -7,11 +7,11 @@ from .distributed import coordinator
 from .request.args import RequestArgs
 
 
-def anonymize_request(db, relid, method, k, l, columns, selection, options, name):
-    """The request's release row, from the coordinator or from the pipeline; the call's
-    arguments become one RequestArgs here."""
-    args = RequestArgs.of_call(relid, method, k, l, columns, selection, options, name)
-    run = coordinator if is_distributed(db, relid) else pipeline
+def anonymize_request(db, request):
+    """The request's release row, from the coordinator or from the pipeline; the jsonb the
+    public wrapper built becomes one RequestArgs here."""
+    args = RequestArgs.of_json(request)
+    run = coordinator if is_distributed(db, args.relid) else pipeline
     return run.anonymize_request(db, args)
 
 

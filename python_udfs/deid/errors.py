@@ -12,6 +12,8 @@ that tests the data says so with ``data_dependent=True``; after the read begins,
 is taken to depend on the data unless it says ``data_dependent=False`` or its SQLSTATE class
 is a condition of the system (``SYSTEM_CLASSES``).
 """
+from typing import Optional
+
 
 import re
 
@@ -62,7 +64,8 @@ class DeidError(Exception):
     True when whether (or how) it is raised depends on the source's values, False when it
     never does, None when the place it was raised decides (see the module's docstring)."""
 
-    def __init__(self, sqlstate, message, hint=None, detail=None, data_dependent=None):
+    def __init__(self, sqlstate: str, message: str, hint: Optional[str] = None,
+                 detail: Optional[str] = None, data_dependent: Optional[bool] = None) -> None:
         super().__init__(message)
         self.sqlstate = sqlstate
         self.message = message

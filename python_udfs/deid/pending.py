@@ -32,7 +32,7 @@ from .read import snapshot
 from .read.frame import Frame
 from .redaction import redacted
 from . import locks
-from .request import access, code_trust, release, args as request_args
+from .request import access, code_trust, release
 from .request.args import RequestArgs
 
 _PENDING = {}
@@ -54,8 +54,7 @@ def begin_and_read(db, args, read_rows=True, begin_function="deid._request_begin
     """SECURITY INVOKER: ``begin_function`` (SECURITY DEFINER, begin below) of the request's
     ``args`` as the caller, then the read as the caller where it holds SELECT (a policy's
     grantor read inside begin). The token; nothing stays pending after an error."""
-    token = db.value(f"SELECT {begin_function}($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
-                     args.params(), list(request_args.TYPES))
+    token = db.value(f"SELECT {begin_function}($1, current_user)", [args.to_json()], ["jsonb"])
     try:
         pending = _PENDING.get(token)
         if read_rows and pending is not None and pending.frame is None:
@@ -106,10 +105,10 @@ def take(token, caller, purpose, what="request", hint="Call deid.anonymize_reque
     return p
 
 
-def begin(db, relid, method, k, l, columns, selection, options, name, caller, narrow=None):
-    """SECURITY DEFINER (deid._request_begin): begin_request of the call's arguments."""
-    return begin_request(db, RequestArgs.of_call(relid, method, k, l, columns, selection,
-                                                 options, name), caller, narrow)
+def begin(db, request, caller):
+    """SECURITY DEFINER (deid._request_begin): begin_request of the request's arguments, the
+    jsonb its wrapper built (request/args.py)."""
+    return begin_request(db, RequestArgs.of_json(request), caller)
 
 
 def begin_request(db, args, caller, narrow=None):

@@ -31,6 +31,7 @@ refusal that may depend on the data is one and the same error (errors.uniform_re
 neither its reason nor the order of a method's checks tells the data apart.
 """
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .request import access, release
 from .log import release_log as catalog_log, overlap
@@ -41,25 +42,38 @@ from .read.frame import Frame
 from .plan import Table
 from .redaction import redacted
 
+if TYPE_CHECKING:          # the types only: nothing of these is imported when deid runs
+    from .pg import Database
+    from .plan import ReleasePlan
+    from .request.args import RequestArgs
+    from .request.release import Request
 
-def anonymize_request(db, args):
+Row = Dict[str, Any]
+Progress = Callable[[float], None]
+
+
+def anonymize_request(db: "Database", args: "RequestArgs") -> List[Row]:
     """SECURITY INVOKER: the caller's part of a single-node request (dispatch.py), of its
     arguments ``args`` (request/args.py)."""
     token = pending.begin_and_read(db, args)
     try:
-        return db.query("SELECT * FROM deid._request_finish($1, current_user)", [token])
+        rows: List[Row] = db.query("SELECT * FROM deid._request_finish($1, current_user)",
+                                   [token])
+        return rows
     finally:
         pending.discard(token)
 
 
-def read_pending(db, token):
+def read_pending(db: "Database", token: str) -> int:
     """The read of a policy's grantor (pending.read): every grantor's reader function calls
     this name, and readers installed by an earlier version keep calling it after an update
     (sql/06_privileged.sql, deid._reader_source), so it stays here."""
-    return pending.read(db, token)
+    n: int = pending.read(db, token)
+    return n
 
 
-def finish(db, token, caller, plan=None):
+def finish(db: "Database", token: str, caller: str,
+           plan: Optional[Callable[[Frame, "Request"], "ReleasePlan"]] = None) -> List[Tuple[Any, ...]]:
     """SECURITY DEFINER: method -> write -> verify -> log, on the snapshot read for `token`
     (``plan``: what makes the plan instead of the method's run: a distributed node's part,
     distributed/generalization_sql.py)."""
@@ -69,7 +83,7 @@ def finish(db, token, caller, plan=None):
     with redacted(req, after_read=True):
         clock.phase("read")
         req.run.progress = clock.fraction("method")
-        plan = (plan or p.method.plugin.run)(p.frame, req)
+        made = (plan or p.method.plugin.run)(p.frame, req)
         clock.phase("method")
         if not p.method.verifier.READS_SNAPSHOT_VALUES:
             # the verifier reads only the row ids: each column's values now live only as
@@ -81,29 +95,30 @@ def finish(db, token, caller, plan=None):
             release.drop_release_relations(db, p.old)
             db.execute("UPDATE deid.release SET status = 'replaced' WHERE release_id = $1",
                        [p.old["release_id"]], ["bigint"])
-        tables = _write(db, req, plan, trim, clock.fraction("write"))
+        tables = _write(db, req, made, trim, clock.fraction("write"))
         clock.phase("write")
-        req.run.evidence = plan.evidence
-        plan.drop_written()      # verify's arrays do not stack on the written ones
+        req.run.evidence = made.evidence
+        made.drop_written()      # verify's arrays do not stack on the written ones
         trim()
         verification = p.method.verifier.verify(db, req, p.frame, tables)
         clock.phase("verify")
-        relations = catalog_log.publish(db, req, tables, plan.estimate)
+        relations = catalog_log.publish(db, req, tables, made.estimate)
         overlap.control(db, req, p.spec, p.frame.rid)     # refuse a near-duplicate selection
-        catalog_log.log(db, req, relations, plan, verification, clock.seconds())
+        catalog_log.log(db, req, relations, made, verification, clock.seconds())
         clock.flush()
-    return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
+    return [(req.release_id, relations, made.rows, made.groups, made.discernibility, True)]
 
 
-def _no_trim():
+def _no_trim() -> bool:
     return False
 
 
-def _write(db, req, plan, trim=_no_trim, progress=None):
+def _write(db: "Database", req: "Request", plan: "ReleasePlan", trim: Callable[[], Any] = _no_trim,
+           progress: Optional[Progress] = None) -> List[str]:
     """The plan's tables (each kept as its name only once written: what it held may go),
     then its catalog artefacts. `trim` (heap.release for a plug-in with RELEASE_HEAP) runs
     after each table; `progress(fraction)` after each table, the share of the rows written."""
-    tables = []
+    tables: List[str] = []
     sizes = [t.rows for t in plan.tables]
     total, done = max(sum(sizes), 1), 0
     try:
@@ -130,14 +145,14 @@ class _Clock:
     count (a count before the release is verified may be one below k); for a caller without
     SELECT held back until flush(), once the release is verified and logged."""
 
-    def __init__(self, db, pending):
+    def __init__(self, db: "Database", pending: Any) -> None:
         self.db, self.t = db, time.perf_counter()
         self.sql0 = db.sql_seconds
         self.times = {"read": pending.read_seconds}
         self.read_sql = pending.read_sql_seconds
-        self.held = [] if pending.req.grant["via"] != "select" else None
+        self.held: Optional[List[str]] = [] if pending.req.grant["via"] != "select" else None
 
-    def fraction(self, name):
+    def fraction(self, name: str) -> Progress:
         """A callable progress(fraction) for the long phase `name`: a NOTICE `deid: <name>
         <p> %` each time the fraction done passes a 10 % step (below 100: the phase's own
         notice says it is done). Only for a caller with SELECT on the source, in real time; a
@@ -145,14 +160,14 @@ class _Clock:
         tells nothing, so it gets none."""
         last = [0]
 
-        def progress(fraction):
+        def progress(fraction: float) -> None:
             step = int(fraction * 10) * 10
             if self.held is None and last[0] < step < 100:
                 last[0] = step
                 self.db.notice(f"deid: {name} {step} %")
         return progress
 
-    def phase(self, name):
+    def phase(self, name: str) -> None:
         now = time.perf_counter()
         if name != "read":
             self.times[name], self.t = now - self.t, now
@@ -162,10 +177,10 @@ class _Clock:
         else:
             self.held.append(message)
 
-    def flush(self):
+    def flush(self) -> None:
         for message in self.held or ():
             self.db.notice(message)
         self.held = None
 
-    def seconds(self):
+    def seconds(self) -> Dict[str, float]:
         return dict(self.times, in_sql=self.db.sql_seconds - self.sql0 + self.read_sql)

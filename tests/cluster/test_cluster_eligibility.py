@@ -159,8 +159,9 @@ def test_every_node_eligible_releases_as_before(elig):
     assert set(written("el_ok")) == set(MEMBERS)
 
 
-BEGIN = ("SELECT deid._dist_eligibility_begin('elig.t'::regclass::oid, 'anatomy', 5, 2, '{age,dx}',"
-         " %s, '{\"row_id\": \"id\"}', NULL, %s)")
+BEGIN = ("SELECT deid._dist_eligibility_begin(jsonb_build_object('relid', 'elig.t'::regclass::oid"
+         "::bigint, 'method', 'anatomy', 'k', 5, 'l', 2, 'columns', '{age,dx}'::text[],"
+         " 'selection', %s::text, 'options', '{\"row_id\": \"id\"}'), %s)")
 
 
 def test_the_pre_checks_definers_refuse_another_role_and_release_nothing(elig):

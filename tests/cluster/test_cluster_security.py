@@ -157,17 +157,18 @@ def test_the_coordinators_definers_refuse_another_role_and_forged_parts(wh):
             "SELECT deid.register_distributed_source('registry.patients', 'deid_shards', 'age')",
             "SELECT * FROM deid._dist_finish('0123', 'deid_t_attacker')",
             "SELECT * FROM deid._dist_finish('0123', 'deid_t_analyst')",
-            "SELECT deid._dist_begin('registry.patients'::regclass, 'anatomy', 5, 2, NULL, NULL,"
-            " '{}', 'sec_forged', 'deid_t_analyst')"]:
+            "SELECT deid._dist_begin(jsonb_build_object('relid', 'registry.patients'::regclass::oid"
+            "::bigint, 'method', 'anatomy', 'k', 5, 'l', 2, 'options', '{}', 'name', 'sec_forged'),"
+            " 'deid_t_analyst')"]:
         with pytest.raises(psycopg.Error) as e:
             attacker.execute(statement)
         assert e.value.diag.sqlstate == "42501", statement
     with pytest.raises(psycopg.Error) as e:     # a run of its own, driven by hand: no parts to log
-        attacker.execute("SELECT deid._dist_begin('registry.patients'::regclass, 'anatomy', 5, 2,"
-                         " NULL, NULL, '{}', 'sec_forged', 'deid_t_attacker') AS r,"
-                         " deid._dist_finish((deid._dist_begin('registry.patients'::regclass,"
-                         " 'anatomy', 5, 2, NULL, NULL, '{}', 'sec_forged2', 'deid_t_attacker')"
-                         "::jsonb)->>'run', 'deid_t_attacker')")
+        args = ("jsonb_build_object('relid', 'registry.patients'::regclass::oid::bigint,"
+                " 'method', 'anatomy', 'k', 5, 'l', 2, 'options', '{}', 'name', '%s')")
+        attacker.execute(f"SELECT deid._dist_begin({args % 'sec_forged'}, 'deid_t_attacker') AS r,"
+                         f" deid._dist_finish((deid._dist_begin({args % 'sec_forged2'},"
+                         " 'deid_t_attacker')::jsonb)->>'run', 'deid_t_attacker')")
     assert e.value.diag.sqlstate == "42501"
     with pytest.raises(psycopg.Error) as e:     # not the owner: not registered
         wh.connect("coord", "deid_t_analyst").execute(

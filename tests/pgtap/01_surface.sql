@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(67);
+SELECT plan(69);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -109,8 +109,11 @@ SELECT is((SELECT sum(size)::int FROM deid.equivalence_classes('t_pgtap', '{a}')
 SELECT has_function('deid', 'anonymize_request',
                     ARRAY['regclass', 'text', 'integer', 'integer', 'text[]', 'text', 'jsonb', 'text']);
 SELECT has_function('deid', 'drop_release', ARRAY['text']);
-SELECT isnt_definer('deid', '_anonymize_request',
-                    ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text']);
+SELECT isnt_definer('deid', '_anonymize_request', ARRAY['jsonb']);
+-- the request's arguments as one jsonb, into one begin function
+SELECT is_definer('deid', '_request_begin', ARRAY['jsonb', 'name']);
+SELECT hasnt_function('deid', '_request_begin',
+                      ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text', 'name']);
 SELECT is_definer('deid', '_request_finish', ARRAY['text', 'name']);
 -- the report's source-derived figures: read as the caller, never as deid_owner
 SELECT has_function('deid', 'report_source', ARRAY['text']);

@@ -25,7 +25,8 @@ import time
 from ..errors import (DeidError, DUPLICATE_TABLE, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                       INSUFFICIENT_PRIVILEGE, VERIFICATION_FAILED, uniform_refusal)
 from ..methods import registry
-from ..request import access, release, args as request_args
+from ..request import access, release
+from ..request.args import RequestArgs
 from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
 from ..log import estimate_view
@@ -45,9 +46,8 @@ def anonymize_request(db, args):
     request's arguments ``args`` (request/args.py). The seconds of each phase go into the
     coordinator's log row (metrics.seconds)."""
     clock = _Phases()
-    run = json.loads(db.value(
-        "SELECT deid._dist_begin($1, $2, $3, $4, $5, $6, $7, $8, current_user)",
-        args.params(), list(request_args.TYPES)))
+    run = json.loads(db.value("SELECT deid._dist_begin($1, current_user)",
+                              [args.to_json()], ["jsonb"]))
     cluster, n = run["cluster"], run["partitions"]
     clock.phase("begin")
     for part in range(n):          # a node down: refused before anything is stored anywhere
@@ -134,7 +134,12 @@ def _compare(parts, checks):
                                  "Check the node's deid_release schema, then run it again.")
 
 
-def begin(db, relid, method, k, l, columns, selection, options, name, caller):
+def begin(db, request, caller):
+    """SECURITY DEFINER (deid._dist_begin): the run of the request's arguments, the jsonb
+    its caller built (request/args.py): validated, authorized, its release named."""
+    args = RequestArgs.of_json(request)
+    relid, method, k, l, columns = args.relid, args.method, args.k, args.l, args.column_list
+    selection, options, name = args.selection, args.options, args.name
     access.caller_role(db, caller)
     src = catalog.source_of(db, relid)
     if src is None:

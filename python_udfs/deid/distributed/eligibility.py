@@ -69,13 +69,12 @@ def node_check(db, source, method, k, l, columns, selection, options, name):
         pending.discard(token)
 
 
-def begin(db, relid, method, k, l, columns, selection, options, name, caller):
-    """SECURITY DEFINER (deid._dist_eligibility_begin): pending.begin_request with the
-    method's narrowed read."""
-    narrow = _hooks(method)[0]
-    return pending.begin_request(
-        db, RequestArgs.of_call(relid, method, k, l, columns, selection, options, name), caller,
-        narrow=narrow)
+def begin(db, request, caller):
+    """SECURITY DEFINER (deid._dist_eligibility_begin): pending.begin_request of the
+    request's arguments (the jsonb its caller built, request/args.py) with the method's
+    narrowed read."""
+    args = RequestArgs.of_json(request)
+    return pending.begin_request(db, args, caller, narrow=_hooks(args.method)[0])
 
 
 def check(db, token, caller):

@@ -20,6 +20,7 @@ import json
 
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED, UNDEFINED_TABLE
 from ..request import access, release
+from ..request.args import RequestArgs
 from ..verify.shared import table_digest
 from . import read_cache
 
@@ -39,9 +40,9 @@ def source_relid(db, source):
 def store(db, run, coord_release, source, method, k, l, columns, selection, options, name):
     """As the caller: release this node's rows; return the part's report (JSON text)."""
     relid = source_relid(db, source)
-    row = db.query("SELECT release_id FROM deid._anonymize_request($1, $2, $3, $4, $5, $6, $7, $8)",
-                   [relid, method, k, l, columns, selection, options, name],
-                   ["oid", "text", "int", "int", "text[]", "text", "text", "text"])[0]
+    args = RequestArgs.of_call(relid, method, k, l, columns, selection, options, name)
+    row = db.query("SELECT release_id FROM deid._anonymize_request($1)", [args.to_json()],
+                   ["jsonb"])[0]
     return db.value("SELECT deid._dist_hold($1, $2, $3, current_user)",
                     [row["release_id"], run, coord_release], ["bigint", "text", "bigint"])
 

@@ -21,8 +21,19 @@ The verifier imports nothing from deid.methods (tests/unit/common/test_verify_in
 plug-in builds the evidence object the verifier module declares (``verify.<method>.Evidence``),
 so the two agree on its fields without the verifier importing the method.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, \
+    Union, runtime_checkable
+
+if TYPE_CHECKING:          # the types only: nothing of these is imported when deid runs
+    from ..catalog.relations import Relation
+    from ..pg import Database
+    from ..plan import ReadSpec, ReleasePlan, SetReadSpec
+    from ..read.frame import Frame
+    from ..request.options import Option
+    from ..request.release import Request
 
 # How a method runs over a source sharded across nodes (deid.distributed, docs/sharding.md):
 #   "shard_local"   every node releases its own rows with the single-node method; the union of
@@ -34,6 +45,13 @@ from typing import Callable, Optional, Protocol, runtime_checkable
 #                   chooses the levels once and every node writes its rows at those levels
 #                   (distributed/generalization.py)
 DISTRIBUTIONS = ("shard_local", "global_merge")
+
+# a request's options once checked against the schema (request/options.py)
+Options = Dict[str, Any]
+# (rel, columns, opts) -> (the columns read besides the record id, the record column or None
+# for the source's row id)
+ReadColumns = Callable[["Relation", Optional[Sequence[str]], Options],
+                       Tuple[List[str], Optional[str]]]
 
 # What the composition rule (log/composition.py, rule (b)) compares between a release and the
 # earlier releases of the same source by the same method -- the grouping the method logs:
@@ -54,25 +72,26 @@ class Report:
     to the client, which imports nothing of the server): every field is data or a pure function."""
     subject: str = "class"          # what one of its groups is called in the report's sentences
     unsourced: str = "all quasi-identifiers"   # the label of its classes logged without a source
-    facts: tuple = ()               # logged metrics the privacy section shows beside the sizes
-    guarantees: tuple = ()          # the guarantee, in the words of docs/methods/<method>.md
-    limits: tuple = ()              # what it does not protect against
+    facts: Tuple[Any, ...] = ()     # logged metrics the privacy section shows beside the sizes
+    guarantees: Tuple[str, ...] = ()   # the guarantee, in the words of docs/methods/<method>.md
+    limits: Tuple[str, ...] = ()    # what it does not protect against
     measures: Optional[str] = None  # its source-side utility measures: a key of
                                     # releases/report_measures.py MEASURES (None: none)
     risk: Optional[str] = None      # its source-side risk figure: "dcr" (distance to closest
                                     # record, releases/report_risk.py) or None
     levels: bool = False            # its log holds a level per attribute (a table of them, and
                                     # the joint k counted on its one released table)
-    source_columns: Optional[Callable] = None   # (parameters, metrics) -> the source columns its
-                                    # measures compare; None: none beyond the row count
+    # (parameters, metrics) -> the source columns its measures compare; None: none beyond the
+    # row count
+    source_columns: Optional[Callable[..., Any]] = None
 
 
 @runtime_checkable
 class Plugin(Protocol):
     NAME: str                          # the method's name in anonymize_request
-    OPTIONS: tuple                     # request.options.Option: the method's own options
+    OPTIONS: Tuple[Option, ...]        # the method's own options
     RELEASE_HEAP: bool                 # trim the heap after the method and each written table
-    read_columns: Optional[Callable]   # (rel, columns, opts) -> (columns, record id) or None
+    read_columns: Optional[ReadColumns]  # None: the projection's columns and the row id
     DISTRIBUTION: str                  # over a sharded source (distributed/): one of DISTRIBUTIONS
     HAS_L: bool                        # takes an l (diversity of the sensitive values): a
                                        # policy's min_l applies to its requests, and only then
@@ -80,32 +99,39 @@ class Plugin(Protocol):
                                        # COMPOSITIONS
     ESTIMATE_VIEW: bool                # its release has 001's estimate view over the QIT (a
                                        # distributed release rebuilds it over the parts)
-    SHARD_PRECHECK: Optional[tuple]    # over shards: (read(req, spec) -> ReadSpec, check(frame,
-                                       # req)) every node runs before any node writes, or None
+    # over shards: (read(req, spec) -> ReadSpec, check(frame, req)) every node runs before any
+    # node writes, or None
+    SHARD_PRECHECK: Optional[Tuple[Any, ...]]
     REPORT: Report                     # what the report says of its releases
 
-    def validate(self, k, l, opts): ...
+    def validate(self, k: int, l: Optional[int], opts: Options) -> None:  # noqa: E741
+        """Refuse a request the method cannot take (22023 with a HINT)."""
 
-    def plan_read(self, req, rid): ...
+    def plan_read(self, req: Request, rid: str) -> Union[ReadSpec, SetReadSpec]:
+        """What to read for ``req``, its rows identified by the column ``rid``."""
 
-    def run(self, frame, req): ...
+    def run(self, frame: Frame, req: Request) -> ReleasePlan:
+        """The release of the snapshot ``frame``: tables, artefacts, metrics, evidence."""
 
 
 @runtime_checkable
 class Verifier(Protocol):
     READS_SNAPSHOT_VALUES: bool        # False: only the snapshot's row ids (the rest may go)
 
-    def verify(self, db, req, frame, tables): ...
+    def verify(self, db: Database, req: Request, frame: Frame,
+               tables: List[str]) -> Dict[str, Any]:
+        """The report the log keeps, from what was stored in ``tables``; raises DE002 on a
+        fault."""
 
 
-def conforms(plugin, verifier):
+def conforms(plugin: object, verifier: object) -> List[str]:
     """The members of the contract a method's modules lack ([] when it conforms)."""
     missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
                                        "DISTRIBUTION", "HAS_L", "COMPOSITION", "ESTIMATE_VIEW",
                                        "SHARD_PRECHECK", "REPORT",
                                        "validate", "plan_read", "run")
                if not hasattr(plugin, m)]
-    if hasattr(plugin, "DISTRIBUTION") and plugin.DISTRIBUTION not in DISTRIBUTIONS:
+    if getattr(plugin, "DISTRIBUTION", DISTRIBUTIONS[0]) not in DISTRIBUTIONS:
         missing.append(f"plugin.DISTRIBUTION in {DISTRIBUTIONS}")
     if hasattr(plugin, "COMPOSITION") and plugin.COMPOSITION not in COMPOSITIONS:
         missing.append(f"plugin.COMPOSITION in {COMPOSITIONS}")

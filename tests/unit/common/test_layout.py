@@ -49,7 +49,8 @@ def pytest_folders(target, rules, seen=None):
 
 def test_make_test_is_made_of_the_documented_targets():
     rules = makefile_rules()
-    assert rules["test"][0] == ["unit", "integration", "cluster-test", "pgtap"]
+    assert rules["test"][0] == ["typecheck", "unit", "integration", "cluster-test", "pgtap"]
+    assert any("mypy" in line for line in rules["typecheck"][1])
     assert any("pg_prove" in line for line in rules["pgtap"][1])
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
