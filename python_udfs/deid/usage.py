@@ -47,7 +47,7 @@ TEXTS = {
     "allow_requests": """deid.allow_requests(role name, relation regclass, min_k int, min_l int DEFAULT NULL,
                     per_source_k boolean DEFAULT false) -> text
   Let `role` request releases of `relation` without SELECT on it, for k >= min_k (and l >= min_l,
-  for a method that has an l: anatomy; the other methods' requests are judged by their k).
+  for a method that has an l: {with_l}; the other methods' requests are judged by their k).
   Only an owner of the relation (its owning role or a member of it) who may read every column
   can do this (being a deid_admin is not enough); requests under the policy read the relation
   as its grantor (the caller), so it may run no code the grantor does not own: a view's
@@ -145,10 +145,10 @@ TEXTS = {
   cluster `cluster` (a foreign server of the plproxy wrapper), sharded by key_column (the patient
   or record id). deid.anonymize_request on it then runs on every node at once, as you, with each
   node's own grants, policies and RLS; the release is logged when every node stored and verified
-  its part, readable here in schema release (each row with the node that holds it). anatomy,
-  condensation and disassociation (records sharded by their record column) run per node;
-  generalization (a global recoding) searches the nodes' class tables merged here, and needs
-  SELECT on the source. An owner of the source or a deid_admin registers it.
+  its part, readable here in schema release (each row with the node that holds it). Run per
+  node: {shard_local} (a set-valued source's records sharded by their record column). A global
+  recoding over the nodes' class tables merged here, which needs SELECT on the source:
+  {global_merge}. An owner of the source or a deid_admin registers it.
   e.g. SELECT deid.register_distributed_source('registry.patients', 'deid_shards', 'patient_id');""",
     "cleanup_distributed": """deid.cleanup_distributed() -> bigint
   Remove the nodes' parts of distributed requests that neither committed nor still run (a node
@@ -173,6 +173,21 @@ def _with_options(text):
             .replace("{per_method}", per_method).replace("{methods}", methods))
 
 
+def _methods_where(test):
+    from .methods import registry
+    return ", ".join(m.name for m in registry.METHODS.values() if test(m.plugin)) or "none"
+
+
+def _lists_of_methods(text):
+    """The method lists of a text, from the registry (what each plug-in declares)."""
+    for mark, test in (("{with_l}", lambda p: p.HAS_L),
+                       ("{shard_local}", lambda p: p.DISTRIBUTION == "shard_local"),
+                       ("{global_merge}", lambda p: p.DISTRIBUTION == "global_merge")):
+        if mark in text:
+            text = text.replace(mark, _methods_where(test))
+    return text
+
+
 def usage(name=None):
     if name == "anonymize_request":
         return _with_options(TEXTS[name])
@@ -181,4 +196,4 @@ def usage(name=None):
         return (head + "deid functions (SELECT deid.usage('<name>') for one):\n  "
                 + "\n  ".join(sorted(TEXTS)) +
                 "\nCatalog: deid.roles, deid.hierarchies, deid.policy, deid.release.")
-    return TEXTS[name]
+    return _lists_of_methods(TEXTS[name])

@@ -3,54 +3,26 @@ nodes: installed as a fifth method is -- its folder, its verifier and its regist
 deid's package -- and requested on the coordinator like a shipped method. It declares
 DISTRIBUTION "shard_local": every node releases its own classes, the coordinator logs the
 union; nothing of the distributed path names it."""
-import os
+import importlib.util
 import pathlib
-import shutil
-import subprocess
 
 import psycopg
 import pytest
 
 from .conftest import NODES, member_url
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOY = ROOT / "tests" / "fixtures" / "toy_method"
+TOY = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "toy_method"
+_spec = importlib.util.spec_from_file_location("toy_install", TOY / "install.py")
+install = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install)
 TOY_REQUEST = ("SELECT * FROM deid.anonymize_request('registry.patients', 'toy_counts', k => 5,"
                " columns => '{sex,race}', options => '{\"seed\": 3}', release => 'toy_sharded')")
 
 
-def _pydir():
-    share = subprocess.run([os.environ.get("PG_CONFIG", "pg_config"), "--sharedir"], check=True,
-                           capture_output=True, text=True).stdout.strip()
-    version = next(line.split("'")[1] for line in
-                   (ROOT / "extension" / "deid.control").read_text().splitlines()
-                   if line.startswith("default_version"))
-    return pathlib.Path(share) / "deid" / f"python-{version}"
-
-
-def _install(source):
-    subprocess.run(["/usr/bin/python3", str(ROOT / "extension" / "install_python.py"),
-                    str(_pydir()), str(source), "30.30.0"], check=True, capture_output=True)
-
-
 @pytest.fixture
 def toy_installed(tmp_path):
-    """deid's package with the toy's folder, verifier and registry line, installed as a build
-    (every new backend of every member imports it); the shipped package again afterwards."""
-    stage = tmp_path / "deid"
-    shutil.copytree(ROOT / "python_udfs" / "deid", stage,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (stage / "methods" / "toy_counts").mkdir()
-    (stage / "methods" / "toy_counts" / "__init__.py").write_text("")
-    shutil.copy(TOY / "methods" / "toy_counts" / "plugin.py", stage / "methods" / "toy_counts")
-    shutil.copy(TOY / "verify" / "toy_counts.py", stage / "verify")
-    with open(stage / "methods" / "registry.py", "a") as f:
-        f.write("\n" + (TOY / "registry_line.txt").read_text())
-    _install(stage)
-    try:
+    with install.installed(tmp_path):
         yield
-    finally:
-        _install(ROOT / "python_udfs" / "deid")
 
 
 def test_the_toy_method_runs_on_every_node(wh, toy_installed):

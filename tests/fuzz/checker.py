@@ -60,7 +60,7 @@ class Checker(SetChecks, RefusalChecks):
         self.stats[f"{method}_releases_checked"] += 1
         try:
             rids = self._oracle(src, src_oid, params, method)
-            check = getattr(self, "_" + method)
+            check = getattr(self, "_" + method, None) or checkers.check_for(self, method)
             check(name, src, params, relations, rids, out)
             if result_rows is not None and checkers.result_rows_are_selected_rows(method) \
                     and result_rows != len(rids):

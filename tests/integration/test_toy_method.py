@@ -114,3 +114,41 @@ def test_toy_method_through_the_cli_and_the_report(toy, tmp_path):
     assert any("the smallest class holds" in s for s in rep["summary"])
     html = (tmp_path / "t_toy.html").read_text()
     assert "Every released class counts at least k rows." in html
+
+
+def test_toy_method_through_the_fuzzer(url, tmp_path):
+    """A few fuzz requests of the toy method (its generator and checker parts,
+    tests/fixtures/toy_method/fuzz/), the toy installed as a fifth method is: plausible and
+    hostile requests by the three roles, every success checked, every refusal checked for
+    leaks; no finding."""
+    import importlib
+    import sys
+
+    from tests.fuzz import checkers, generator, runner
+    install = _load("toy_install", TOY / "install.py")
+    sys.modules[f"{checkers.__name__}.toy_counts"] = _load(
+        "toy_checker_part", TOY / "fuzz" / "checker_part.py")
+    parts, methods = generator.PARTS, generator.METHODS
+    generator.PARTS = {"toy_counts": _load("toy_generator_part", TOY / "fuzz" / "generator_part.py")}
+    generator.METHODS = ("toy_counts",)
+    try:
+        with install.installed(tmp_path):
+            runner.setup(url)
+            d = runner.run_worker(url, seed=11, worker=0, n_per_method=24, batch=12)
+    finally:
+        generator.PARTS, generator.METHODS = parts, methods
+        sys.modules.pop(f"{checkers.__name__}.toy_counts", None)
+        importlib.invalidate_caches()
+    toy = d["methods"]["toy_counts"]
+    assert toy["requests"] == 24 and toy["successes"] > 0, d
+    assert d["checked"].get("toy_counts_releases_checked") == toy["successes"], d
+    assert "toy_counts_releases_without_own_checks" not in d["checked"], d
+    assert not d["findings"], d["findings"]
+
+
+def _load(name, path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -16,3 +16,12 @@ def result_rows_are_selected_rows(method):
     """Whether a release's result row counts the rows its selection chose (True unless the
     method's part says otherwise)."""
     return getattr(part(method), "RESULT_ROWS_ARE_SELECTED_ROWS", True)
+
+
+def check_for(checker, method):
+    """The method's own checks of a committed release, as checker(name, src, params, relations,
+    rids, out): its part's ``check``, or none (only the generic checks then)."""
+    fn = getattr(part(method), "check", None)
+    if fn is None:
+        return lambda *a: checker.stats.update([f"{method}_releases_without_own_checks"])
+    return lambda *a: fn(checker, *a)

@@ -30,3 +30,16 @@ def test_the_request_comment_leaves_the_method_list_to_usage():
 def test_the_distributed_help_names_every_method():
     text = usage.usage("register_distributed_source")
     assert [m for m in METHODS if m not in text] == []
+
+
+def test_the_docs_lists_of_methods_are_the_registry_s():
+    """The request page's method row and links to the methods' options, and the sharding
+    page's table of distributions, name exactly the registered methods (a fifth method's
+    docs page is linked from them, and its declared DISTRIBUTION is the table's)."""
+    requests = (ROOT / "docs" / "requests.md").read_text()
+    row = next(line for line in requests.splitlines() if line.startswith("| `method` |"))
+    assert set(re.findall(r"`(\w+)`", row.split("|")[2])) == set(METHODS)
+    assert set(re.findall(r"\(methods/(\w+)\.md#options\)", requests)) == set(METHODS)
+    sharding = (ROOT / "docs" / "sharding.md").read_text()
+    table = dict(re.findall(r"^\| (\w+) \(\d+\) \| `(\w+)` \|", sharding, re.M))
+    assert table == {name: m.plugin.DISTRIBUTION for name, m in METHODS.items()}

@@ -128,3 +128,18 @@ def test_every_method_declares_whether_it_has_an_l():
     assert all(isinstance(v, bool) for v in has.values())
     assert has["anatomy"] is True
     assert not any(v for name, v in has.items() if name != "anatomy")
+
+
+def test_usage_lists_of_methods_come_from_the_registry(monkeypatch):
+    """A fifth method appears in deid.usage's lists of methods by what its plug-in declares
+    (an l, how it runs over shards), and no list is written by hand."""
+    import sys
+    fake = types.ModuleType("deid.methods.fifth_m.plugin")
+    fake.NAME, fake.HAS_L, fake.DISTRIBUTION, fake.OPTIONS = "fifth_m", True, "shard_local", ()
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setitem(registry.METHODS, "fifth_m",
+                        registry.Method(fake.__name__, "deid.verify.fifth_m", "-", "a fifth"))
+    assert "has an l: anatomy, fifth_m;" in usage.usage("allow_requests")
+    text = usage.usage("register_distributed_source")
+    assert "node: anatomy, condensation, disassociation, fifth_m (" in text
+    assert "merged here, which needs SELECT on the source:\n  generalization." in text
