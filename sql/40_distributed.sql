@@ -181,16 +181,13 @@ BEGIN
         $p$deid._dist_ping_on(cluster_name text, part int) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON part;
             SELECT deid._dist_node_ping(); $b$$p$,
-        $p$deid._dist_store(cluster_name text, run text, coord_release bigint, source text, method text, k int, l int, columns text[], selection text,
-            options text, release text) RETURNS SETOF text AS $b$
+        $p$deid._dist_store(cluster_name text, run text, coord_release bigint, source text,
+            request jsonb) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
-            SELECT deid._dist_node_store(run, coord_release, source, method, k, l,
-                                         columns, selection, options, release); $b$$p$,
-        $p$deid._dist_eligible(cluster_name text, source text, method text, k int, l int, columns text[],
-            selection text, options text, release text) RETURNS SETOF text AS $b$
+            SELECT deid._dist_node_store(run, coord_release, source, request); $b$$p$,
+        $p$deid._dist_eligible(cluster_name text, source text, request jsonb) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
-            SELECT deid._dist_node_eligible(source, method, k, l, columns, selection, options,
-                                            release); $b$$p$,
+            SELECT deid._dist_node_eligible(source, request); $b$$p$,
         $p$deid._dist_drop(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_drop(run, current_user); $b$$p$,
@@ -243,11 +240,10 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT 'deid ' || extversion FROM pg_extension WHERE extname = 'deid'
 $$;
 -- As the caller: the single-node request, with this node's grants, policies and RLS.
-CREATE FUNCTION deid._dist_node_store(run text, coord_release bigint, source text, method text, k int, l int, columns text[],
-                                      selection text, options text, release text)
+CREATE FUNCTION deid._dist_node_store(run text, coord_release bigint, source text, request jsonb)
 RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.node.store', run, coord_release, source, method, k, l, columns, selection, options, release)
+return entry('distributed.node.store', run, coord_release, source, request)
 $$;
 CREATE FUNCTION deid._dist_hold(release_id bigint, run text, coord_release bigint, caller name)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -8,11 +8,10 @@
 -- =====================================================================
 
 -- Node, as the caller (SECURITY INVOKER): begin, read (with SELECT: as the caller), check.
-CREATE FUNCTION deid._dist_node_eligible(source text, method text, k int, l int, columns text[],
-                                         selection text, options text, release text)
+CREATE FUNCTION deid._dist_node_eligible(source text, request jsonb)
 RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
-return entry('distributed.eligibility.node_check', source, method, k, l, columns, selection, options, release)
+return entry('distributed.eligibility.node_check', source, request)
 $$;
 -- The single-node request's begin (its access and code checks, as _request_begin's) with the
 -- method's narrowed read; a policy's grantor reads it here.

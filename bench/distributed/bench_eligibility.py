@@ -36,7 +36,9 @@ def main():
                 c.execute("CREATE TABLE bench.ctas AS SELECT * FROM bench.patients")
                 ctas = time.perf_counter() - t
             c.execute("DROP TABLE bench.ctas")
-        pre = ("SELECT * FROM deid._dist_eligible('deid_shards', %s, %s, %s, %s, %s, NULL, %s, %s)")
+        pre = ("SELECT * FROM deid._dist_eligible('deid_shards', %s, jsonb_build_object("
+               "'method', %s::text, 'k', %s::int, 'l', %s::int, 'columns', %s::text[],"
+               " 'options', %s::text, 'name', %s::text))")
         args = [source, method, k, l, columns, json.dumps(options)]
         with w.connect("coord") as c:
             c.execute("SET client_min_messages = warning")

@@ -1,7 +1,7 @@
 """SQL text helpers (pure): identifiers are always double-quoted."""
 
 
-def quote_ident(name):
+def quote_ident(name: str) -> str:
     """Quote an identifier like PostgreSQL's quote_ident, but always: "a""b"."""
     if name is None:
         raise ValueError("identifier is NULL")
@@ -10,10 +10,10 @@ def quote_ident(name):
     return '"' + name.replace('"', '""') + '"'
 
 
-def qualified(schema, name):
+def qualified(schema: str, name: str) -> str:
     return quote_ident(schema) + "." + quote_ident(name)
 
 
-def quote_literal(text):
+def quote_literal(text: str) -> str:
     """A string literal for message text (hints), like PostgreSQL's quote_literal: 'it''s'."""
     return "'" + str(text).replace("'", "''") + "'"

@@ -187,6 +187,11 @@ def test_the_pre_checks_definers_refuse_another_role_and_release_nothing(elig):
     assert releases("node0") == before
 
 
+NODE_CHECK = ("SELECT deid._dist_node_eligible('elig.t', jsonb_build_object('method', 'anatomy',"
+              " 'k', 5, 'l', 2, 'columns', '{age,dx}'::text[], 'selection', %s::text,"
+              " 'options', '{\"row_id\": \"id\"}', 'name', %s::text))")
+
+
 def test_a_policy_requesters_pre_check_is_no_oracle_for_near_duplicate_selections(elig):
     """Called by hand on a node, the pre-check refuses what the single-node request refuses:
     a selection a few rows off an earlier release's is refused (the overlap control) with the
@@ -199,11 +204,8 @@ def test_a_policy_requesters_pre_check_is_no_oracle_for_near_duplicate_selection
     with pytest.raises(psycopg.Error) as one:
         researcher.execute(single, ["age < 99", "el_oracle_near"])
     with pytest.raises(psycopg.Error) as pre:
-        researcher.execute("SELECT deid._dist_node_eligible('elig.t', 'anatomy', 5, 2, '{age,dx}',"
-                           " 'age < 99', '{\"row_id\": \"id\"}', 'el_oracle_pre')")
+        researcher.execute(NODE_CHECK, ["age < 99", "el_oracle_pre"])
     assert pre.value.diag.sqlstate == one.value.diag.sqlstate == "DE001"
     assert one.value.diag.message_primary == REFUSAL     # (called by hand: PL/Python's prefix)
     assert pre.value.diag.message_primary.endswith(REFUSAL) and not pre.value.diag.message_detail
-    assert researcher.execute("SELECT deid._dist_node_eligible('elig.t', 'anatomy', 5, 2,"
-                              " '{age,dx}', 'age < 100', '{\"row_id\": \"id\"}', 'el_oracle_same')"
-                              ).fetchone()[0] == "eligible"
+    assert researcher.execute(NODE_CHECK, ["age < 100", "el_oracle_same"]).fetchone()[0] == "eligible"

@@ -19,6 +19,7 @@ every part stored at the chosen levels and held, k checked over every node's sto
 (distributed/generalization_sql.py), and the result row's groups and discernibility those of
 the classes over all the nodes. It needs SELECT on the source on the nodes.
 """
+import dataclasses
 import json
 import time
 
@@ -91,11 +92,10 @@ def _store(db, run, args, clock):
         clock.phase("classes")
         return generalization_sql.store_parts(db, run, args, chosen), chosen
     return [json.loads(t) for t in protocol.call(
-        db, "SELECT deid._dist_store($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r",
-        [run["cluster"], run["run"], run["release_id"], run["source_name"], args.method, args.k,
-         args.l, args.column_list, args.selection, args.options, run["name"]],
-        ["text", "text", "bigint", "text", "text", "int", "int", "text[]", "text",
-         "text", "text"])], None
+        db, "SELECT deid._dist_store($1, $2, $3, $4, $5) AS r",
+        [run["cluster"], run["run"], run["release_id"], run["source_name"],
+         dataclasses.replace(args, name=run["name"]).to_json()],
+        ["text", "text", "bigint", "text", "jsonb"])], None
 
 
 class _Phases:

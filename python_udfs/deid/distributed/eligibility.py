@@ -30,6 +30,8 @@ id is drawn from the node's sequence (a gap, as a refused request leaves).
 CHECKS names, per method, its narrowed read and its check (pure plug-in functions); methods
 without one go straight to the store.
 """
+import dataclasses
+
 from ..errors import DeidError, FEATURE_NOT_SUPPORTED
 from .. import pending
 from ..log import overlap
@@ -38,7 +40,7 @@ from ..redaction import redacted
 from ..request import access
 from ..request.args import RequestArgs
 from . import protocol
-from .node import source_relid
+from .node import on_node
 
 
 def _precheck(method):
@@ -51,17 +53,18 @@ def precheck(db, run, args):
     """Coordinator, as the caller: every node's pre-check (RUN ON ALL); a refusal is the node's."""
     if _precheck(args.method) is None:
         return
-    protocol.call(db, "SELECT deid._dist_eligible($1, $2, $3, $4, $5, $6, $7, $8, $9) AS r",
-                  [run["cluster"], run["source_name"], args.method, args.k, args.l,
-                   args.column_list, args.selection, args.options, run["name"]],
-                  ["text", "text", "text", "int", "int", "text[]", "text", "text", "text"])
+    protocol.call(db, "SELECT deid._dist_eligible($1, $2, $3) AS r",
+                  [run["cluster"], run["source_name"],
+                   dataclasses.replace(args, name=run["name"]).to_json()],
+                  ["text", "text", "jsonb"])
 
 
-def node_check(db, source, method, k, l, columns, selection, options, name):
+def node_check(db, source, request):
     """Node, as the caller (deid._dist_node_eligible): begin (SECURITY DEFINER), read as the
-    caller with SELECT, check (SECURITY DEFINER). 'eligible', or the request's own refusal."""
-    relid = source_relid(db, source)
-    args = RequestArgs.of_call(relid, method, k, l, columns, selection, options, name)
+    caller with SELECT, check (SECURITY DEFINER), for the request's arguments (the
+    coordinator's jsonb) on this node's relation named ``source``. 'eligible', or the
+    request's own refusal."""
+    args = on_node(db, source, request)
     token = pending.begin_and_read(db, args, begin_function="deid._dist_eligibility_begin")
     try:
         return db.value("SELECT deid._dist_eligibility_check($1, current_user)", [token])

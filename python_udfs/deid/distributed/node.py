@@ -16,6 +16,7 @@ The rows of a part are read by deid._dist_node_rows (sql/40_distributed.sql), wi
 proof: a keyed hash of the run under the warehouse's key (deid._dist_keyed), which only the
 coordinator gives out, and only for a run it logged.
 """
+import dataclasses
 import json
 
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE, NULL_VALUE_NOT_ALLOWED, UNDEFINED_TABLE
@@ -37,14 +38,20 @@ def source_relid(db, source):
     return relid
 
 
-def store(db, run, coord_release, source, method, k, l, columns, selection, options, name):
-    """As the caller: release this node's rows; return the part's report (JSON text)."""
-    relid = source_relid(db, source)
-    args = RequestArgs.of_call(relid, method, k, l, columns, selection, options, name)
+def store(db, run, coord_release, source, request):
+    """As the caller: release this node's rows of the request's arguments (the coordinator's
+    jsonb, request/args.py; the source is this node's relation of that name); return the
+    part's report (JSON text)."""
+    args = on_node(db, source, request)
     row = db.query("SELECT release_id FROM deid._anonymize_request($1)", [args.to_json()],
                    ["jsonb"])[0]
     return db.value("SELECT deid._dist_hold($1, $2, $3, current_user)",
                     [row["release_id"], run, coord_release], ["bigint", "text", "bigint"])
+
+
+def on_node(db, source, request):
+    """The request's arguments (jsonb text) for this node's relation named ``source``."""
+    return dataclasses.replace(RequestArgs.of_json(request), relid=source_relid(db, source))
 
 
 def hold(db, release_id, run, coord_release, caller):

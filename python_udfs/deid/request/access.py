@@ -13,10 +13,16 @@ The public wrappers pass ``current_user`` to the definers, which accept it only 
 may act as that role (pg_has_role(session_user, caller, 'MEMBER')): passing another name gains
 nothing SET ROLE would not.
 """
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
+
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE
 
+if TYPE_CHECKING:          # the types only: nothing of these is imported when deid runs
+    from ..catalog.relations import Relation
+    from ..pg import Database
 
-def caller_role(db, caller):
+
+def caller_role(db: "Database", caller: Optional[str]) -> str:
     if caller is None or not db.value(
             "SELECT pg_catalog.pg_has_role(session_user, $1, 'MEMBER')", [caller], ["name"]):
         raise DeidError(INSUFFICIENT_PRIVILEGE, "session may not act as the role it named",
@@ -24,11 +30,11 @@ def caller_role(db, caller):
     return caller
 
 
-def current_user(db):
-    return db.value("SELECT current_user::text")
+def current_user(db: "Database") -> str:
+    return str(db.value("SELECT current_user::text"))
 
 
-def can_select(db, role, rel, columns):
+def can_select(db: "Database", role: str, rel: "Relation", columns: Sequence[str]) -> bool:
     """True when `role` may SELECT every one of `columns` of `rel` (table or column privilege)."""
     if db.value("SELECT pg_catalog.has_table_privilege($1, $2, 'SELECT')",
                 [role, rel.oid], ["name", "oid"]):
@@ -38,18 +44,19 @@ def can_select(db, role, rel, columns):
         "  FROM unnest($3::text[]) AS c", [role, rel.oid, list(columns)], ["name", "oid", "text[]"]))
 
 
-def is_admin(db, role):
+def is_admin(db: "Database", role: str) -> bool:
     return bool(db.value("SELECT pg_catalog.pg_has_role($1, 'deid_admin', 'MEMBER')", [role], ["name"]))
 
 
-def require_admin(db, caller):
-    caller_role(db, caller)
+def require_admin(db: "Database", caller: Optional[str]) -> None:
+    caller = caller_role(db, caller)
     if not is_admin(db, caller):
         raise DeidError(INSUFFICIENT_PRIVILEGE, "only a deid administrator may do this",
                         hint=f'A superuser or deid_admin runs: GRANT deid_admin TO "{caller}";')
 
 
-def authorize_request(db, caller, rel, columns, k, l=None, has_l=True):
+def authorize_request(db: "Database", caller: str, rel: "Relation", columns: Sequence[str], k: int,
+                      l: Optional[int] = None, has_l: bool = True) -> Dict[str, Any]:  # noqa: E741
     """Release requests: SELECT on every column read (then the caller reads the snapshot), or
     a deid.policy row for a role the caller belongs to (002: researchers without raw access
     receive only k-anonymous data; the policy's grantor reads). A policy's min_l applies to a
@@ -68,9 +75,12 @@ def authorize_request(db, caller, rel, columns, k, l=None, has_l=True):
         raise DeidError(INSUFFICIENT_PRIVILEGE, f"permission denied for {rel.display}",
                         hint=f"Role \"{caller}\" needs SELECT on the columns it releases, or a policy:"
                              f" SELECT deid.allow_requests('{caller}', '{rel.display}', min_k => ...);")
-    def min_l(r):
+    def min_l(r: Dict[str, Any]) -> Optional[int]:
         return r["min_l"] if has_l else None
-    ok = [r for r in rows if k >= r["min_k"] and (min_l(r) is None or (l or 0) >= min_l(r))]
+    def meets(r: Dict[str, Any]) -> bool:
+        need = min_l(r)
+        return bool(k >= r["min_k"] and (need is None or (l or 0) >= need))
+    ok = [r for r in rows if meets(r)]
     if not ok:
         p = rows[0]
         need = f"k >= {p['min_k']}" + (f" and l >= {min_l(p)}" if min_l(p) else "")
@@ -85,7 +95,7 @@ def authorize_request(db, caller, rel, columns, k, l=None, has_l=True):
             "reader": grant["granted_by"], "reader_function": reader}
 
 
-def grantor_reader(db, grantor, rel, columns):
+def grantor_reader(db: "Database", grantor: str, rel: "Relation", columns: Sequence[str]) -> str:
     """The grantor's reader, re-checked at request time: it still exists exactly as deid made
     it, the grantor is still an owner of the relation, and may still read every column the
     request reads."""
@@ -104,17 +114,17 @@ def grantor_reader(db, grantor, rel, columns):
                         f"the role that granted the policy on {rel.display} may no longer read it",
                         hint="A policy lets deid read the source as its grantor; the grantor needs "
                              "SELECT on every column the request reads.")
-    return fn
+    return str(fn)
 
 
-def owns(db, role, rel):
+def owns(db: "Database", role: str, rel: "Relation") -> bool:
     """`role` is an owner of `rel`: a member of its owning role (a superuser is one of every)."""
     return bool(db.value("SELECT pg_catalog.pg_has_role($1, c.relowner, 'MEMBER')"
                          " FROM pg_catalog.pg_class c WHERE c.oid = $2", [role, rel.oid],
                          ["name", "oid"]))
 
 
-def may_grant_policy(db, caller, rel, columns):
+def may_grant_policy(db: "Database", caller: str, rel: "Relation", columns: Sequence[str]) -> None:
     """allow_requests: only an owner of the relation (a member of its owning role), who may
     read every column. Being a deid_admin is not enough: a policy reads the source with its
     grantor's rights, so only a role that answers for the relation lends them."""
@@ -126,7 +136,8 @@ def may_grant_policy(db, caller, rel, columns):
                              "owner (or a member of the owning role) runs deid.allow_requests.")
 
 
-def translate_read_error(e, rel, role, requester=False):
+def translate_read_error(e: BaseException, rel: "Relation", role: str,
+                         requester: bool = False) -> BaseException:
     """An error PostgreSQL raised while `role` read `rel` (privilege, RLS, a cast) as a
     DeidError with a hint; anything else unchanged. For a policy-based `requester` the message
     names nothing inside the grantor's source (PostgreSQL's names the relation it refused)."""

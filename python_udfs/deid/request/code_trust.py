@@ -20,7 +20,13 @@ set_config, dblink): :data:`BORROWING`.
 A materialized view's query does not run when it is read (only its stored rows are), so only
 its casts count. Nothing here reads a row: it is catalog SQL, run before the read.
 """
+from typing import TYPE_CHECKING, Sequence
+
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE
+
+if TYPE_CHECKING:          # the types only: nothing of these is imported when deid runs
+    from ..catalog.relations import Relation
+    from ..pg import Database
 
 # Built-ins that would run SQL text, or read a relation named by their argument, as the reader.
 BORROWING = ("query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema",
@@ -154,7 +160,8 @@ SELECT f.rank, f.what, pg_catalog.pg_get_userbyid(f.owner)::text AS owner, f.via
 """
 
 
-def check_read(db, reader, rel, columns, requester=False):
+def check_read(db: "Database", reader: str, rel: "Relation", columns: Sequence[str],
+               requester: bool = False) -> None:
     """Refuse, before anything is read, when reading `columns` of `rel` as role `reader`
     would run code `reader` does not trust. `requester`: the caller is a policy-based
     requester, who learns nothing of what is inside the grantor's source (the grantor is told

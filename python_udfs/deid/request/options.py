@@ -2,7 +2,8 @@
 and a help text. The schema produces the errors (SQLSTATE 22023 with a HINT) and the usage
 text; nothing downstream re-checks a type. Pure (no plpy, no SQL)."""
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import DeidError, INVALID_PARAMETER_VALUE
 
@@ -15,12 +16,12 @@ class Option:
     kind: str                 # bool | int | number | string | choice | map_int | map_number |
     #                           object (choices: its required keys, each a non-empty string)
     help: str
-    choices: tuple = ()
-    low: float = None
-    high: float = None
+    choices: Tuple[str, ...] = ()
+    low: Optional[float] = None
+    high: Optional[float] = None
     example: str = ""
 
-    def describe(self):
+    def describe(self) -> str:
         if self.kind == "choice":
             return " | ".join(repr(c) for c in self.choices)
         if self.kind == "object":
@@ -35,8 +36,8 @@ class Option:
                 "code_lists": "an array of arrays of codes (strings)"}[self.kind]
         return what + rng
 
-    def check(self, value):
-        def bad(got=None):
+    def check(self, value: Any) -> Any:
+        def bad(got: Optional[str] = None) -> DeidError:
             hint = f"options.{self.name} is {self.describe()}: {self.help}"
             if self.example:
                 hint += f" e.g. {self.example}"
@@ -75,7 +76,7 @@ class Option:
                 inner._check_number(v, bad)
         return value
 
-    def _check_number(self, value, bad):
+    def _check_number(self, value: Any, bad: Callable[[Optional[str]], DeidError]) -> None:
         whole = self.kind in ("int", "map_int")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad(_json_type(value))
@@ -86,7 +87,7 @@ class Option:
             raise bad("a value out of range")
 
 
-def _json_type(value):
+def _json_type(value: Any) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
             list: "an array", dict: "an object", type(None): "null"}.get(type(value), "that")
 
@@ -107,14 +108,15 @@ COMMON = (
 )
 
 
-def parse(text):
+def parse(text: Any) -> Dict[str, Any]:
     """The options argument (JSON text) as a dict."""
     if text is None:
         return {}
     try:
         out = json.loads(text) if isinstance(text, str) else dict(text)
     except ValueError as e:
-        raise DeidError(INVALID_PARAMETER_VALUE, f"options is not valid JSON: {e.msg}",
+        why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+        raise DeidError(INVALID_PARAMETER_VALUE, f"options is not valid JSON: {why}",
                         hint='options is a JSON object, e.g. \'{"seed": 7}\'.')
     if not isinstance(out, dict):
         raise DeidError(INVALID_PARAMETER_VALUE, "options must be a JSON object",
@@ -122,7 +124,7 @@ def parse(text):
     return out
 
 
-def validate(options, schema, method):
+def validate(options: Dict[str, Any], schema: Tuple[Option, ...], method: str) -> Dict[str, Any]:
     """Check `options` against `schema` (a tuple of Option); unknown names are refused."""
     by_name = {o.name: o for o in schema}
     for name in sorted(options):
@@ -133,5 +135,25 @@ def validate(options, schema, method):
     return options
 
 
-def usage(schema):
+def usage(schema: Tuple[Option, ...]) -> str:
     return "\n".join(f"    {o.name}: {o.describe()} -- {o.help}" for o in schema)
+
+
+# the Python type of an option's value, by its kind
+PY_TYPES: Dict[str, Any] = {
+    "bool": bool, "int": int, "number": float, "string": str, "choice": str,
+    "map_int": Dict[str, int], "map_number": Dict[str, float], "object": Dict[str, str],
+    "code_lists": List[List[str]]}
+
+
+def option_class(name: str, schema: Tuple[Option, ...]) -> type:
+    """A frozen class with one typed attribute per option of ``schema`` (None: not given), the
+    plug-ins' view of a request's options: a misspelt option is an AttributeError, not a
+    silent None. Derived from the schema, so an option is declared once."""
+    return make_dataclass(name, [(o.name, Optional[PY_TYPES[o.kind]], None) for o in schema],
+                          frozen=True)
+
+
+def typed(cls: type, options: Dict[str, Any]) -> Any:
+    """The options (validated against the schema ``cls`` was derived from) as a ``cls``."""
+    return cls(**{f.name: options.get(f.name) for f in fields(cls)})

@@ -7,13 +7,18 @@ deid_reader and to the requester).
 """
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from . import access
 from ..catalog import relations as catalog
 from ..errors import (DeidError, DUPLICATE_TABLE, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER_VALUE,
                       NULL_VALUE_NOT_ALLOWED, UNDEFINED_OBJECT)
 from ..sqltext import qualified
+
+if TYPE_CHECKING:          # the types only: nothing of these is imported when deid runs
+    from ..pg import Database
+
+Row = Dict[str, Any]
 
 STORE_SCHEMA = "deid_release"
 VIEW_SCHEMA = "release"
@@ -24,10 +29,10 @@ NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 class RunState:
     """What a run adds to its request as it goes, apart from the request itself."""
     progress: Optional[Callable[[float], None]] = None   # of the method phase (pipeline._Clock)
-    evidence: object = None      # the plan's evidence for its verifier (verify.<method>.Evidence)
-    part: Optional[dict] = None  # a node's part of a distributed generalization
+    evidence: Any = None         # the plan's evidence for its verifier (verify.<method>.Evidence)
+    part: Optional[Row] = None   # a node's part of a distributed generalization
     #                              (distributed/generalization_sql.finish_part)
-    warnings: list = field(default_factory=list)   # logged in the release's metrics (e.g. the
+    warnings: List[str] = field(default_factory=list)   # logged in the release's metrics (e.g. the
     #                              composition rule overridden by a requester with SELECT)
 
 
@@ -39,39 +44,39 @@ class Request:
     rel: catalog.Relation
     method: str
     k: int
-    l: int                     # noqa: E741  (the papers' name)
-    columns: list              # the projection
-    selection_text: str
-    selection: object          # request.Selection or None
-    options: dict
+    l: Optional[int]           # noqa: E741  (the papers' name)
+    columns: List[str]         # the projection
+    selection_text: Optional[str]
+    selection: Any             # request.Selection or None
+    options: Dict[str, Any]
     name: str
     release_id: int
     seed: int
     caller: str
-    grant: dict                # access.authorize_request: via select | policy, and the reader
-    started: str = None        # clock_timestamp() at the start, as text
-    hierarchies: dict = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
-    option_hierarchy: object = None   # options.hierarchy, loaded (a set-valued method's)
+    grant: Dict[str, Any]      # access.authorize_request: via select | policy, and the reader
+    started: Optional[str] = None   # clock_timestamp() at the start, as text
+    hierarchies: Dict[str, Any] = field(default_factory=dict)   # column -> catalog.Hierarchy (its role's)
+    option_hierarchy: Any = None   # options.hierarchy, loaded (a set-valued method's)
     run: RunState = field(default_factory=RunState, compare=False)
 
     @property
-    def evidence(self):
+    def evidence(self) -> Any:
         return self.run.evidence
 
     @property
-    def progress(self):
+    def progress(self) -> Optional[Callable[[float], None]]:
         return self.run.progress
 
     @property
-    def part(self):
+    def part(self) -> Optional[Row]:
         return self.run.part
 
     @property
-    def warnings(self):
+    def warnings(self) -> List[str]:
         return self.run.warnings
 
 
-def projection(rel, columns):
+def projection(rel: catalog.Relation, columns: Optional[Sequence[str]]) -> List[str]:
     if columns is None:
         cols = [c.name for c in rel.columns.values() if c.role and c.role != "identifier"]
         if not cols:
@@ -97,7 +102,7 @@ def projection(rel, columns):
     return out
 
 
-def release_name(rel, given, release_id):
+def release_name(rel: catalog.Relation, given: Optional[str], release_id: int) -> str:
     name = given if given is not None else f"{rel.name.lower()[:24]}_{release_id}"
     name = re.sub(r"[^a-z0-9_]", "_", name) if given is None else name
     if not NAME_RE.fullmatch(name):
@@ -107,13 +112,13 @@ def release_name(rel, given, release_id):
     return name
 
 
-def existing_release(db, name):
+def existing_release(db: "Database", name: str) -> Optional[Row]:
     rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by"
                     " FROM deid.release WHERE name = $1 AND status = 'committed'", [name])
     return rows[0] if rows else None
 
 
-def check_replace(db, old, name, caller, replace):
+def check_replace(db: "Database", old: Row, name: str, caller: str, replace: Any) -> None:
     """A release of this name exists: replacing it needs options.replace and its owner (the
     role that requested it) or a deid_admin."""
     if not replace:
@@ -126,14 +131,14 @@ def check_replace(db, old, name, caller, replace):
                              "or drop it; choose another name.")
 
 
-def drop_relations(db, relations):
+def drop_relations(db: "Database", relations: Optional[Sequence[str]]) -> None:
     for qualified_name in relations or []:
         schema, _, table = qualified_name.partition(".")
         for s, kind in ((VIEW_SCHEMA, "VIEW"), (STORE_SCHEMA, "TABLE")):
             db.execute(f"DROP {kind} IF EXISTS {qualified(s, table.strip(chr(34)))} CASCADE")
 
 
-def drop_release_relations(db, r):
+def drop_release_relations(db: "Database", r: Row) -> None:
     """Drop a release's relations and the reconstructions drawn from it (003 Fig. 5: a D' of
     a release that is dropped or replaced describes nothing that exists any more)."""
     drop_relations(db, r["relations"])
@@ -142,7 +147,7 @@ def drop_release_relations(db, r):
         ["bigint"])])
 
 
-def committed(db, name):
+def committed(db: "Database", name: Optional[str]) -> Row:
     """The log row of the committed release `name` (a NULL or unknown name: a clean error)."""
     if name is None:
         raise DeidError(NULL_VALUE_NOT_ALLOWED, "release name must not be NULL",
@@ -155,10 +160,11 @@ def committed(db, name):
         raise DeidError(UNDEFINED_OBJECT, f'release "{name[:60]}" does not exist',
                         hint="Name a committed release: SELECT name FROM deid.release"
                              " WHERE status = 'committed';")
-    return rows[0]
+    row: Row = rows[0]
+    return row
 
 
-def drop_release(db, name, caller):
+def drop_release(db: "Database", name: Optional[str], caller: str) -> str:
     access.caller_role(db, caller)
     r = committed(db, name)
     if r["requested_by"] != caller and not access.is_admin(db, caller):

@@ -48,16 +48,18 @@ Decisions beyond the paper (documented deviations / choices):
 from __future__ import annotations
 
 import re
+from typing import AbstractSet, Any, Dict, List, NoReturn, Optional, Set, Tuple, Type
 
 from sqlglot import errors as sg_errors
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from ..errors import (FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE, SYNTAX_ERROR,
                       UNDEFINED_COLUMN, DeidError)
 from .selection_tree import (_And, _Between, _BoolColumn, _Cmp, _CMP_NODES, _FLIP, _InList,  # noqa: F401
-                             _IsNull, _Not, _NUMBER_RE, _Or, Selection, cast_type, quote_ident)
+                             _IsNull, _Not, _NUMBER_RE, _Or, Node, Selection, cast_type,
+                             quote_ident)
 
 __all__ = ["quote_ident", "parse_selection", "Selection", "MAX_SELECTION_LENGTH"]
 
@@ -78,15 +80,15 @@ def _fold(name: str) -> str:
 _FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _snippet(node) -> str:
+def _snippet(node: Any) -> str:
     try:
-        text = node.sql(dialect="postgres")
+        text: str = node.sql(dialect="postgres")
     except Exception:  # pragma: no cover - best effort for messages
         text = type(node).__name__
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _refuse(node):
+def _refuse(node: Any) -> NoReturn:
     """Raise the DeidError naming a node outside the whitelist."""
     s = _snippet(node)
     if isinstance(node, (exp.Query, exp.Exists, exp.Any, exp.All)):
@@ -112,12 +114,12 @@ def _refuse(node):
 
 
 class _Parser:
-    def __init__(self, columns: dict):
+    def __init__(self, columns: Dict[str, str]) -> None:
         self.columns = columns
         self.types: dict[str, str] = {}
 
     # -- leaves ----------------------------------------------------------------------------
-    def column(self, node):
+    def column(self, node: Any) -> Optional[str]:
         """Resolve a Column node to an allowed column name, or None if it is not a column."""
         if not isinstance(node, exp.Column):
             return None
@@ -130,7 +132,7 @@ class _Parser:
         if not isinstance(ident, exp.Identifier) or any(
                 v for k, v in ident.args.items() if k not in ("this", "quoted")):
             _refuse(ident)
-        raw = ident.this
+        raw: str = ident.this
         name = raw if ident.args.get("quoted") else _fold(raw)
         if name not in self.columns:
             similar = [c for c in self.columns if c.lower() == raw.lower()]
@@ -143,7 +145,7 @@ class _Parser:
         return name
 
     @staticmethod
-    def literal(node):
+    def literal(node: Any) -> Optional[Tuple[str, Optional[str]]]:
         """(kind, text) of a whitelisted literal node, or None.  kind: string|number|boolean|null."""
         while isinstance(node, exp.Paren):
             node = node.this
@@ -165,12 +167,12 @@ class _Parser:
             return ("null", None)
         return None
 
-    def operand(self, node):
+    def operand(self, node: Any) -> Any:
         while isinstance(node, exp.Paren):
             node = node.this
         return node
 
-    def value(self, node, context):
+    def value(self, node: Any, context: str) -> str:
         """A non-NULL literal value as str; refuse anything else."""
         lit = self.literal(node)
         if lit is None:
@@ -185,10 +187,10 @@ class _Parser:
             raise DeidError(FEATURE_NOT_SUPPORTED,
                             f"comparison with NULL is never true: {context}",
                             hint="Use IS NULL or IS NOT NULL.")
-        return lit[1]
+        return str(lit[1])
 
     # -- predicates ------------------------------------------------------------------------
-    def predicate(self, node, depth=0):
+    def predicate(self, node: Any, depth: int = 0) -> Node:
         """The whitelisted tree of a condition node; anything else is refused."""
         if depth > _MAX_DEPTH:
             raise DeidError(FEATURE_NOT_SUPPORTED, "selection is nested too deeply",
@@ -216,9 +218,9 @@ class _Parser:
                             hint=_GRAMMAR_HINT)
         _refuse(node)
 
-    def _chain(self, node, t, depth):
+    def _chain(self, node: Any, t: Type[exp.Expression], depth: int) -> Node:
         """A chain of one operator (AND or OR), flattened left to right."""
-        items = []
+        items: List[Node] = []
         stack = [node]
         while stack:
             n = stack.pop()
@@ -230,7 +232,7 @@ class _Parser:
         return (_And if t is exp.And else _Or)(tuple(items))
 
     @staticmethod
-    def _negated(inner):
+    def _negated(inner: Node) -> Node:
         if isinstance(inner, _InList):
             return _InList(inner.column, inner.values, not inner.negated)
         if isinstance(inner, _Between):
@@ -239,7 +241,7 @@ class _Parser:
             return _IsNull(inner.column, not inner.negated)
         return _Not(inner)
 
-    def _comparison(self, node, op):
+    def _comparison(self, node: Any, op: str) -> Node:
         """A column compared with a literal (either side); column to column is refused."""
         left, right = self.operand(node.this), self.operand(node.expression)
         ctx = _snippet(node)
@@ -258,7 +260,7 @@ class _Parser:
         raise DeidError(FEATURE_NOT_SUPPORTED,
                         f"a comparison must involve a column: {ctx}", hint=_GRAMMAR_HINT)
 
-    def _in_list(self, node):
+    def _in_list(self, node: Any) -> Node:
         self._only_args(node, {"this", "expressions"})
         col = self.column(self.operand(node.this))
         if col is None:
@@ -270,7 +272,7 @@ class _Parser:
         ctx = _snippet(node)
         return _InList(col, tuple(self.value(i, ctx) for i in items), False)
 
-    def _between(self, node):
+    def _between(self, node: Any) -> Node:
         self._only_args(node, {"this", "low", "high"})
         col = self.column(self.operand(node.this))
         if col is None:
@@ -278,7 +280,7 @@ class _Parser:
         ctx = _snippet(node)
         return _Between(col, self.value(node.args["low"], ctx), self.value(node.args["high"], ctx), False)
 
-    def _is_null(self, node):
+    def _is_null(self, node: Any) -> Node:
         self._only_args(node, {"this", "expression", "negate"})
         col = self.column(self.operand(node.this))
         if col is None:
@@ -289,8 +291,10 @@ class _Parser:
                             hint=_GRAMMAR_HINT)
         return _IsNull(col, bool(node.args.get("negate")))
 
-    def _bool_column(self, node):
+    def _bool_column(self, node: Any) -> Node:
         col = self.column(node)
+        if col is None:
+            _refuse(node)
         if self.types[col] != "boolean":
             raise DeidError(FEATURE_NOT_SUPPORTED,
                             f"column {col!r} is not boolean and cannot stand alone as a condition",
@@ -298,7 +302,7 @@ class _Parser:
         return _BoolColumn(col)
 
     @staticmethod
-    def _only_args(node, allowed):
+    def _only_args(node: Any, allowed: Set[str]) -> None:
         extra = sorted(k for k, v in node.args.items() if k not in allowed and v)
         if extra:
             if "query" in extra:
@@ -310,7 +314,8 @@ class _Parser:
                             f"{_snippet(node)}", hint=_GRAMMAR_HINT)
 
 
-def parse_selection(text: str, columns: dict[str, str], as_text=frozenset()) -> Selection:
+def parse_selection(text: str, columns: Dict[str, str],
+                    as_text: AbstractSet[str] = frozenset()) -> Selection:
     """Parse and validate a selection (002 sec. 4.4) against the allowed ``columns``.
 
     ``columns`` maps each column the requester may reference to its PostgreSQL type name as
@@ -374,13 +379,13 @@ def parse_selection(text: str, columns: dict[str, str], as_text=frozenset()) -> 
     return Selection(root, p.types, text, frozenset(as_text) & frozenset(p.types))
 
 
-def _plain(description) -> str:
+def _plain(description: Any) -> str:
     """sqlglot's description of a parse error without its Python internals (class names)."""
     if "Required keyword" in description or "<class" in description:
         return "the condition is incomplete"
-    return description
+    return str(description)
 
 
-def _first_line(e) -> str:
+def _first_line(e: BaseException) -> str:
     msg = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
     return _plain(msg.strip().splitlines()[0][:200]) if msg.strip() else "the selection is malformed"

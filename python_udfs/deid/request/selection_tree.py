@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from sqlglot import exp
 
@@ -33,7 +34,7 @@ class _Cmp:
 @dataclass(frozen=True)
 class _InList:
     column: str
-    values: tuple
+    values: Tuple[str, ...]
     negated: bool
 
 
@@ -58,18 +59,23 @@ class _BoolColumn:
 
 @dataclass(frozen=True)
 class _And:
-    items: tuple
+    items: Tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class _Or:
-    items: tuple
+    items: Tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class _Not:
-    item: object
+    item: Node
 
+
+# a node of the predicate's tree
+Node = Union[_Cmp, _InList, _Between, _IsNull, _BoolColumn, _And, _Or, _Not]
+# expand(column, value) -> the values it stands for, or None (render)
+Expand = Callable[[str, str], Optional[Sequence[Any]]]
 
 _FLIP = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 _CMP_NODES = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.GT: ">", exp.LTE: "<=", exp.GTE: ">="}
@@ -81,17 +87,19 @@ class Selection:
 
     __slots__ = ("_root", "_types", "_as_text", "columns", "text")
 
-    def __init__(self, root, types: dict, text: str, as_text=frozenset()):
+    def __init__(self, root: Node, types: Dict[str, str], text: str,
+                 as_text: AbstractSet[str] = frozenset()) -> None:
         self._root, self._as_text = root, as_text     # as_text: compared as their text
         self._types = types  # referenced column -> cast type (typmod removed)
         self.columns = frozenset(types)
         self.text = text
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Selection({self.text!r})"
 
     # -- rendering -------------------------------------------------------------------------
-    def render(self, expand=None, start: int = 1) -> tuple[str, list]:
+    def render(self, expand: Optional[Expand] = None,
+               start: int = 1) -> Tuple[str, List[Optional[str]]]:
         """SQL boolean expression + parameter values (str, or None for SQL NULL).
 
         Identifiers are :func:`quote_ident`-ed; each literal is ``$n::<column type>`` with n
@@ -101,13 +109,13 @@ class Selection:
         An empty expansion renders ``FALSE`` (for = / IN) or ``col IS NOT NULL`` (for <> / NOT IN).
         Ordering comparisons and BETWEEN are never expanded.
         """
-        params: list = []
+        params: List[Optional[str]] = []
 
-        def bind(column, value):
+        def bind(column: str, value: Optional[str]) -> str:
             params.append(value)
             return f"${start + len(params) - 1}::{self._types[column]}"
 
-        def ref(column, ordered=False):
+        def ref(column: str, ordered: bool = False) -> str:
             if column not in self._as_text:
                 return quote_ident(column)
             if ordered:
@@ -115,10 +123,11 @@ class Selection:
                                 "it has no order in a selection", hint="Use =, <>, IN or IS NULL.")
             return f"({quote_ident(column)})::text"
 
-        def expanded(column, values):
+        def expanded(column: str, values: Sequence[str]) -> List[str]:
             if expand is None:
                 return list(values)
-            out, seen = [], set()
+            out: List[str] = []
+            seen: set[str] = set()
             for v in values:
                 repl = expand(column, v)
                 for item in ([v] if repl is None else repl):
@@ -131,7 +140,7 @@ class Selection:
                         out.append(item)
             return out
 
-        def in_list(column, values, negated):
+        def in_list(column: str, values: Sequence[str], negated: bool) -> str:
             col = ref(column)
             if not values:
                 return f"({col} IS NOT NULL)" if negated else "FALSE"
@@ -140,7 +149,7 @@ class Selection:
             items = ", ".join(bind(column, v) for v in values)
             return f"{col} {'NOT IN' if negated else 'IN'} ({items})"
 
-        def walk(node):
+        def walk(node: Node) -> str:
             if isinstance(node, _Cmp):
                 if node.op in ("=", "<>") and expand is not None:
                     return in_list(node.column, expanded(node.column, [node.value]), node.op == "<>")
@@ -176,7 +185,7 @@ class Selection:
         """
         out: dict[str, set[str]] = {}
 
-        def conjuncts(node):
+        def conjuncts(node: Node) -> Iterator[Node]:
             if isinstance(node, _And):
                 for i in node.items:
                     yield from conjuncts(i)
@@ -193,10 +202,10 @@ class Selection:
             out[node.column] = out[node.column] & vals if node.column in out else vals
         return out
 
-    def literals(self):
+    def literals(self) -> List[Tuple[str, str]]:
         """Every (column, literal text) the selection compares, in order (each becomes a bound
         parameter cast to the column's type)."""
-        def walk(node):
+        def walk(node: Node) -> Iterator[Tuple[str, str]]:
             if isinstance(node, _Cmp):
                 yield node.column, node.value
             elif isinstance(node, _InList):
@@ -222,22 +231,23 @@ _TYPE_TOKEN_RE = re.compile(
 )
 
 
-def cast_type(column: str, pg_type) -> str:
+def cast_type(column: str, pg_type: Any) -> str:
     """The type to cast a bound literal to: ``pg_type`` (format_type output) without typmods."""
     if not isinstance(pg_type, str) or not pg_type.strip():
         raise DeidError(FEATURE_NOT_SUPPORTED, f"column {column!r} has no usable type: {pg_type!r}")
-    parts, pos, s = [], 0, pg_type.strip()
+    parts: List[Tuple[str, str]] = []
+    pos, s = 0, pg_type.strip()
     while pos < len(s):
         m = _TYPE_TOKEN_RE.match(s, pos)
         if m is None or m.end() == pos:
             raise DeidError(FEATURE_NOT_SUPPORTED,
                             f"column {column!r} has a type deid cannot bind values to: {pg_type!r}")
         pos = m.end()
-        kind = m.lastgroup
+        kind = m.lastgroup or ""
         if kind == "typmod":
             continue
         parts.append((kind, m.group(kind)))
-    typ, prev = "", None
+    typ, prev = "", ""
     for kind, text in parts:
         if kind in ("dot", "array") or prev == "dot":
             typ += text

@@ -13,7 +13,7 @@ import numpy as np
 from .. import support as ms, metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE
 from ...read.frame import EncodedColumn, value_dictionary
-from ...request.options import Option
+from ...request.options import COMMON, Option, option_class, typed
 from . import report
 from ...plan import (Classes, EstimateView, Fixed, Labels, ReadSpec, ReleasePlan, RidSets,
                      SourceCodes, SourceValues, Table)
@@ -37,6 +37,13 @@ OPTIONS = (
     Option("output", "choice", "'anatomy' (QIT + one count table per sensitive attribute) or "
            "'generalized' (one table, QIs as group ranges).", choices=("anatomy", "generalized")),
 )
+# the options as typed attributes, derived from OPTIONS (request/options.py): what this
+# plug-in reads; the dict itself is what the release log keeps
+Options = option_class("AnatomyOptions", COMMON + OPTIONS)
+
+
+def _opts(options):
+    return typed(Options, options)
 
 
 def validate(k, l, opts):
@@ -46,13 +53,13 @@ def validate(k, l, opts):
     if l is not None and l < 1:
         raise DeidError(INVALID_PARAMETER_VALUE, f"L must be at least 1, got {l}",
                         hint="L is the number of sensitive values an attacker must rule out.")
-    if opts.get("model", "kl") not in ("kl", "exponential_l"):
-        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown model {opts['model']!r}",
+    if (_opts(opts).model or "kl") not in ("kl", "exponential_l"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown model {_opts(opts).model!r}",
                         hint="options.model is 'kl' (001 Def. 6) or 'exponential_l' (the baseline).")
-    if opts.get("output", "anatomy") not in ("anatomy", "generalized"):
-        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown output {opts['output']!r}",
+    if (_opts(opts).output or "anatomy") not in ("anatomy", "generalized"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown output {_opts(opts).output!r}",
                         hint="options.output is 'anatomy' or 'generalized'.")
-    cl = opts.get("column_l")
+    cl = _opts(opts).column_l
     if cl is not None:
         if not isinstance(cl, dict) or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in cl.values()):
@@ -77,7 +84,7 @@ def plan_read(req, rid):
     if req.l is not None and not sas:
         raise DeidError(INVALID_PARAMETER_VALUE, "L needs at least one sensitive attribute",
                         hint="Project a column whose role is sensitive, or leave l NULL.")
-    column_l = req.options.get("column_l") or {}
+    column_l = _opts(req.options).column_l or {}
     for a in column_l:
         if a not in sas:
             raise DeidError(INVALID_PARAMETER_VALUE,
@@ -90,7 +97,7 @@ def plan_read(req, rid):
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f'column "{clash[0]}" clashes with a column of the anatomy tables',
                         hint="Release it under another name: a view over the source that renames it.")
-    named = sorted({"qit", "estimate"} & set(sas)) if req.options.get("output", "anatomy") == "anatomy" else []
+    named = sorted({"qit", "estimate"} & set(sas)) if (_opts(req.options).output or "anatomy") == "anatomy" else []
     if named:       # its count table would be named like the QIT or the estimate view
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f'sensitive column "{named[0]}" clashes with a relation of the anatomy release',
@@ -112,7 +119,7 @@ def check_eligibility(frame, req):
     anatomy.check_eligible(_sensitive_codes(frame, sas, [value_dictionary(frame.columns[s])
                                                          for s in sas]),
                            req.k, req.l, column_l=_column_l(req, sas),
-                           model=req.options.get("model", "kl"))
+                           model=(_opts(req.options).model or "kl"))
 
 
 # over shards: every node's pre-check before any node writes (distributed/eligibility.py)
@@ -125,7 +132,7 @@ def _sensitive_codes(frame, sas, sa_dicts):
 
 
 def _column_l(req, sas):
-    column_l = req.options.get("column_l") or {}
+    column_l = _opts(req.options).column_l or {}
     return {sas.index(a): v for a, v in column_l.items()} or None
 
 
@@ -133,13 +140,13 @@ def run(frame, req):
     """001 Fig. 5 on the snapshot (rows ordered by row id) -> the release as a ReleasePlan."""
     from . import partition as anatomy
     qis, sas, others = _columns(req)
-    column_l = req.options.get("column_l") or {}
+    column_l = _opts(req.options).column_l or {}
     ms.refuse_null_qis(frame, qis, req.options)
     sa_dicts = [value_dictionary(frame.columns[s]) for s in sas]
     qi = ms.qi_matrix(req, frame, qis)
     sa = _sensitive_codes(frame, sas, sa_dicts)
     result = anatomy.anatomize(qi, sa, req.k, req.l, column_l=_column_l(req, sas),
-                               model=req.options.get("model", "kl"))
+                               model=(_opts(req.options).model or "kl"))
     del qi, sa
     group = result.group_id.astype(np.int64, copy=False)
     order = by_group(group, result.n_groups)         # rows by group, then row id (frame is by rid)
@@ -151,7 +158,7 @@ def run(frame, req):
     del sa_dicts
     group_col = Fixed("group_id", in_order.astype(np.int32))
     estimate = None
-    if req.options.get("output", "anatomy") == "anatomy":
+    if (_opts(req.options).output or "anatomy") == "anatomy":
         tables = [Table(f"{req.name}_qit", [group_col] + [
             SourceValues(c, frame.columns[c], req.rel.columns[c], order) for c in qis + others])]
         for i, (s, (col, codes, dictionary)) in enumerate(zip(sas, distinct)):
@@ -184,7 +191,7 @@ def run(frame, req):
         # are they (verify/rid_set_digest.py)
         evidence=Evidence(rid_sets=flat.evidence(sas, [d for _, _, d in distinct]),
                           rids=frame.rid, sensitive=sas, column_l=column_l,
-                          l=req.l if req.options.get("model", "kl") == "kl" else None))
+                          l=req.l if (_opts(req.options).model or "kl") == "kl" else None))
 
 
 def by_group(group, n_groups):

@@ -29,7 +29,7 @@ from ...catalog import hierarchies
 from .. import support as ms
 from ...errors import (DeidError, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                        NULL_VALUE_NOT_ALLOWED)
-from ...request.options import Option
+from ...request.options import COMMON, Option, option_class, typed
 from . import report
 from ...read.frame import value_dictionary
 from ...plan import Clusters, Labels, ReleasePlan, SourceCodes, Synthetic, Table
@@ -73,6 +73,13 @@ OPTIONS = (
            "Aggarwal's condensation: random seeds, equal weights).",
            choices=("improved", "original")),
 )
+# the options as typed attributes, derived from OPTIONS (request/options.py): what this
+# plug-in reads; the dict itself is what the release log keeps
+Options = option_class("CondensationOptions", COMMON + OPTIONS)
+
+
+def _opts(options):
+    return typed(Options, options)
 MIN_K = 3
 DEFAULT_SURVIVAL_TIMES = "recode"
 NUMERIC = {"int2", "int4", "int8", "float4", "float8", "numeric", "date"}
@@ -89,16 +96,16 @@ def validate(k, l, opts):
     if l is not None:
         raise DeidError(INVALID_PARAMETER_VALUE, "method condensation has no l",
                         hint="Leave l NULL; k is the least number of rows per cluster.")
-    if "weights" in opts and opts.get("algorithm") == "original":
+    if _opts(opts).weights is not None and _opts(opts).algorithm == "original":
         raise DeidError(INVALID_PARAMETER_VALUE, "options.weights do not apply to algorithm "
                         "'original'", hint="004 Alg. 1 weighs every attribute equally; drop "
                                            "options.weights.")
-    if opts.get("auto_k") and ("survival" not in opts or opts.get("algorithm") == "original"):
+    if _opts(opts).auto_k and (_opts(opts).survival is None or _opts(opts).algorithm == "original"):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.auto_k needs options.survival and "
                         "algorithm 'improved'",
                         hint="The k rule measures the Cox model of the survival time: give "
                              '{"survival": {"time": "t", "status": "s"}, "auto_k": true}.')
-    if "survival_times" in opts and ("survival" not in opts or opts.get("algorithm") == "original"):
+    if _opts(opts).survival_times is not None and (_opts(opts).survival is None or _opts(opts).algorithm == "original"):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.survival_times needs options.survival "
                         "and algorithm 'improved'",
                         hint='e.g. {"survival": {"time": "t", "status": "s"}, '
@@ -123,7 +130,7 @@ def plan_read(req, rid):
                             hint="Project int, numeric, float, date, text or boolean columns, or "
                                  "give the column a hierarchy (it is then a category); a view "
                                  "over the source can cast it.")
-    survival = req.options.get("survival")
+    survival = _opts(req.options).survival
     if survival:
         for key in ("time", "status"):
             if survival[key] not in req.columns:
@@ -137,7 +144,7 @@ def plan_read(req, rid):
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'the survival time "{survival["time"]}" must be a number',
                             hint="Use an int, numeric, float or date column without a hierarchy.")
-        if req.options.get("survival_times") == "ranked" and \
+        if _opts(req.options).survival_times == "ranked" and \
                 req.rel.columns[survival["time"]].base_type == "date":
             raise DeidError(INVALID_PARAMETER_VALUE, "survival_times 'ranked' needs a numeric "
                             "survival time, not a date",
@@ -147,7 +154,7 @@ def plan_read(req, rid):
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'the vital status "{survival["status"]}" must be an integer or '
                             "boolean column", hint="Code the status 0/1 (or false/true).")
-    for c in req.options.get("weights", {}):
+    for c in (_opts(req.options).weights or {}):
         if c not in req.columns:
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'options.weights names "{c}", which is not a projected column',
@@ -161,26 +168,26 @@ def plan_read(req, rid):
 
 def survival_times_of(req):
     """The survival-time mode: the option, else "recode"."""
-    return req.options.get("survival_times") or DEFAULT_SURVIVAL_TIMES
+    return _opts(req.options).survival_times or DEFAULT_SURVIVAL_TIMES
 
 
 def record_defaults(req):
     """The survival-time mode goes into the request's options, so the release log's
     parameters name the mode used like any option given (a default can change)."""
-    if req.options.get("survival") and req.options.get("algorithm", "improved") == "improved":
+    if _opts(req.options).survival and (_opts(req.options).algorithm or "improved") == "improved":
         req.options.setdefault("survival_times", DEFAULT_SURVIVAL_TIMES)
 
 
 def _refuse_nulls(req, frame):
     """NULLs: a categorical (text/boolean) column may treat NULL as a category of its own with
     options.nulls = 'value'; a number, the status or a hierarchy column never holds NULL."""
-    survival = req.options.get("survival") or {}
+    survival = _opts(req.options).survival or {}
     for c in req.columns:
         col = frame.columns[c]
         n = int(col.null.sum())
         if not n:
             continue
-        as_value = (req.options.get("nulls", "error") == "value" and col.kind == "category"
+        as_value = ((_opts(req.options).nulls or "error") == "value" and col.kind == "category"
                     and c != survival.get("status"))
         if not as_value:
             raise DeidError(NULL_VALUE_NOT_ALLOWED, f'column "{c}" is NULL in some selected rows',
@@ -212,12 +219,12 @@ def run(frame, req):
     _refuse_nulls(req, frame)
     X, kinds = source_matrix(req, frame)
     index = {c: j for j, c in enumerate(req.columns)}
-    survival = req.options.get("survival")
-    algorithm = req.options.get("algorithm", "improved")
+    survival = _opts(req.options).survival
+    algorithm = (_opts(req.options).algorithm or "improved")
     split = survival is not None and algorithm == "improved"
     survival_columns = (index[survival["status"]], index[survival["time"]]) if split else ()
     generalized = generalize_categories(req, frame, X, kinds, survival_columns)
-    weights = {index[c]: w for c, w in req.options.get("weights", {}).items()} or None
+    weights = {index[c]: w for c, w in (_opts(req.options).weights or {}).items()} or None
 
     def release(k, trial=0, progress=None):
         # the k rule's trial i > 0 is another seed of the same request (derived, reproducible)
@@ -226,7 +233,7 @@ def run(frame, req):
                         time_col=index[survival["time"]] if survival else None, weights=weights,
                         survival_times=survival_times_of(req) if split else None,
                         algorithm=algorithm, seed=seed,
-                        distance_guard=req.options.get("distance_guard", 0), progress=progress)
+                        distance_guard=(_opts(req.options).distance_guard or 0), progress=progress)
 
     def released(k, trial=0, progress=None):
         # what is released: rounded to the grains and moved off rare source rows (the k rule
@@ -238,7 +245,7 @@ def run(frame, req):
         return res
 
     k_rule = None
-    if req.options.get("auto_k"):
+    if _opts(req.options).auto_k:
         from .choose_k import choose_k
         status_col, time_col = survival_columns
         k_used, res, trials = choose_k(released, X, kinds, time_col, status_col, req.k, frame.n)
@@ -264,7 +271,7 @@ def run(frame, req):
     if k_rule:
         metrics["k_rule"] = k_rule
     if res.close_rows is not None:
-        metrics["distance_guard"] = {"rounds": req.options["distance_guard"],
+        metrics["distance_guard"] = {"rounds": _opts(req.options).distance_guard,
                                      "close_rows_before": res.close_rows[0],
                                      "close_rows_after": res.close_rows[1]}
     if generalized:

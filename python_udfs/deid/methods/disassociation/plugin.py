@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
-from ...request.options import Option
+from ...request.options import COMMON, Option, option_class, typed
 from . import report
 from . import aa_generalization, itemsets
 from ...plan import (Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadSpec, Table,
@@ -59,6 +59,13 @@ OPTIONS = (
     Option("hierarchy", "string", "with model 'generalization': the codes' member hierarchy "
            "(deid.load_hierarchy).", example='{"model": "generalization", "hierarchy": "icd9"}'),
 )
+# the options as typed attributes, derived from OPTIONS (request/options.py): what this
+# plug-in reads; the dict itself is what the release log keeps
+Options = option_class("DisassociationOptions", COMMON + OPTIONS)
+
+
+def _opts(options):
+    return typed(Options, options)
 
 
 def validate(k, l, opts):
@@ -70,15 +77,15 @@ def validate(k, l, opts):
         raise DeidError(INVALID_PARAMETER_VALUE, "disassociation takes no l",
                         hint="Leave l NULL; k^m-anonymity has k and options.m.")
     aa_generalization.validate(k, opts)
-    if ("record" in opts) != ("item" in opts):
+    if (_opts(opts).record is not None) != (_opts(opts).item is not None):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.record and options.item go together",
                         hint='A long table needs both: {"record": "patient_id", "item": "icd9"}.')
-    if opts.get("max_cluster_size", k) < k:
+    if (_opts(opts).max_cluster_size or k) < k:
         raise DeidError(INVALID_PARAMETER_VALUE, "options.max_cluster_size must be at least k",
                         hint="HORPART's maxClusterSize bounds clusters of at least k records "
                              "(003 fn. 3); default 2k.")
     seen = set()
-    for group in opts.get("utility") or []:
+    for group in _opts(opts).utility or []:
         if seen & set(group):
             raise DeidError(INVALID_PARAMETER_VALUE, "utility constraints overlap",
                             hint=DISJOINT_HINT)
@@ -87,12 +94,12 @@ def validate(k, l, opts):
 
 def read_columns(rel, columns, opts):
     """(columns read besides the record id, the record column or None for the row id)."""
-    if "record" in opts:
+    if _opts(opts).record is not None:
         if columns is not None:
             raise DeidError(INVALID_PARAMETER_VALUE, "pass either columns or options.record/item",
                             hint="A long table is named by options.record and options.item; "
                                  "leave columns NULL.")
-        record, item = rel.column(opts["record"]), rel.column(opts["item"])
+        record, item = rel.column(_opts(opts).record), rel.column(_opts(opts).item)
         if record.base_type not in ("int2", "int4", "int8"):
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f'record column "{record.name}" must be an integer',
@@ -121,7 +128,7 @@ def _not_identifier(col):
 
 def plan_read(req, rid):
     selection = req.selection.render() if req.selection is not None else None
-    return SetReadSpec(req.rel, rid, req.columns[0], "record" in req.options, selection)
+    return SetReadSpec(req.rel, rid, req.columns[0], _opts(req.options).record is not None, selection)
 
 
 def constraints(utility, dictionary):
@@ -135,17 +142,17 @@ def constraints(utility, dictionary):
 
 def run(frame, req):
     """003 Fig. 6 on the snapshot (records ascending by record id) -> the release."""
-    if req.options.get("model") == "generalization":
+    if _opts(req.options).model == "generalization":
         return aa_generalization.run(frame, req)
     from .disassociate import disassociate
     if len(frame.codes) == 0:
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "no selected record holds a code",
                         hint="NULL and empty sets hold no code: select records that hold codes.",
                         data_dependent=True)
-    m = req.options.get("m", 2)
+    m = (_opts(req.options).m or 2)
     r = disassociate(frame.offsets, frame.codes, len(frame.dictionary), req.k, m,
-                     max_cluster_size=req.options.get("max_cluster_size"),
-                     constraints=constraints(req.options.get("utility"), frame.dictionary),
+                     max_cluster_size=_opts(req.options).max_cluster_size,
+                     constraints=constraints(_opts(req.options).utility, frame.dictionary),
                      seed=int(req.seed), record_ids=frame.rid)
     labels = list(frame.dictionary)
     sizes = np.asarray(r.cluster_size, np.int64)
@@ -192,7 +199,7 @@ def run(frame, req):
         tables=[cluster, record_chunk, item_chunk, shared_chunk], rows=frame.n,
         groups=int(sizes.size), discernibility=float(metrics.discernibility(sizes)),
         membership=Membership(frame.rid, np.asarray(r.cluster_of_record, np.int64) + 1),
-        metrics={"m": m, "max_cluster_size": req.options.get("max_cluster_size", 2 * req.k),
+        metrics={"m": m, "max_cluster_size": (_opts(req.options).max_cluster_size or 2 * req.k),
                  "clusters": int(sizes.size), "min_cluster": int(sizes.min()),
                  "record_chunks": int(chunk_cluster.size), "shared_chunks": int(r.n_shared),
                  "item_chunk_codes": int(len(r.item_codes)), "codes": len(labels),

@@ -20,7 +20,7 @@ from ...catalog import hierarchies
 from .. import support as ms
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ...read.frame import value_dictionary
-from ...request.options import Option
+from ...request.options import COMMON, Option, option_class, typed
 from . import report
 from ...plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
 
@@ -43,6 +43,13 @@ OPTIONS = (
     Option("search", "choice", "'greedy' (002 sec. 4.5) or 'optimal' (the whole lattice).",
            choices=("greedy", "optimal")),
 )
+# the options as typed attributes, derived from OPTIONS (request/options.py): what this
+# plug-in reads; the dict itself is what the release log keeps
+Options = option_class("GeneralizationOptions", COMMON + OPTIONS)
+
+
+def _opts(options):
+    return typed(Options, options)
 
 
 def validate(k, l, opts):
@@ -52,15 +59,15 @@ def validate(k, l, opts):
     if l is not None:
         raise DeidError(INVALID_PARAMETER_VALUE, "method generalization has no l",
                         hint="Leave l NULL, or use method => 'anatomy' for (K,L)-anonymity.")
-    if opts.get("search", "greedy") not in ("greedy", "optimal"):
-        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown search {opts['search']!r}",
+    if (_opts(opts).search or "greedy") not in ("greedy", "optimal"):
+        raise DeidError(INVALID_PARAMETER_VALUE, f"unknown search {_opts(opts).search!r}",
                         hint="options.search is 'greedy' (002 sec. 4.5) or 'optimal'.")
-    pr = opts.get("priorities", {})
+    pr = (_opts(opts).priorities or {})
     if not isinstance(pr, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in pr.values()):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.priorities must map attributes to numbers in [0,1]",
                         hint='e.g. {"priorities": {"pt": 0.8, "r": 0.2}}')
-    lim = opts.get("limits", {})
+    lim = (_opts(opts).limits or {})
     if not isinstance(lim, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lim.values()):
         raise DeidError(INVALID_PARAMETER_VALUE, "options.limits must map attributes to levels >= 0",
@@ -140,13 +147,14 @@ def plan_read(req, rid):
         raise DeidError(INVALID_PARAMETER_VALUE, "generalization needs at least one quasi-identifier",
                         hint="Project a column whose role is quasi_identifier.")
     hier = hierarchies_of(req, qis)
-    for opt in ("priorities", "limits"):
-        for a in req.options.get(opt, {}):
+    opts = _opts(req.options)
+    for opt, named in (("priorities", opts.priorities), ("limits", opts.limits)):
+        for a in named or {}:
             if a not in qis:
                 raise DeidError(INVALID_PARAMETER_VALUE,
                                 f"options.{opt} names {a!r}, which is not a projected quasi-identifier",
                                 hint="Quasi-identifiers: " + ", ".join(qis) + ".")
-    for a, level in req.options.get("limits", {}).items():
+    for a, level in (_opts(req.options).limits or {}).items():
         if level > hier[a].levels - 1:
             raise DeidError(INVALID_PARAMETER_VALUE,
                             f"options.limits of {a!r} is above the top level of its hierarchy",
@@ -199,7 +207,7 @@ def attributes(frame, req, part=False):
 
 def attribute_settings(req, q):
     """(priority, user limit, source system) of quasi-identifier ``q`` (002 sec. 2, 4.3)."""
-    return (req.options.get("priorities", {}).get(q, 1.0), req.options.get("limits", {}).get(q),
+    return ((_opts(req.options).priorities or {}).get(q, 1.0), (_opts(req.options).limits or {}).get(q),
             req.rel.columns[q].source or req.rel.display)
 
 
@@ -218,7 +226,7 @@ def search(req, attrs, codes, n=None, counts=None):
     ``counts``, ``codes`` is already a class table: a (classes, attributes) matrix), then the
     greedy loop or the optimal search. Returns generalize.GeneralizationResult."""
     from . import generalize
-    search_kind = req.options.get("search", "greedy")
+    search_kind = (_opts(req.options).search or "greedy")
     if counts is not None:
         classes = codes
     elif search_kind == "greedy" and len({a.source for a in attrs}) > 1:
@@ -254,7 +262,7 @@ def release_plan(frame, req, qis, others, attrs, codes, levels, sizes, found):
 def metrics(req, attrs, levels, sizes, found):
     """The release log's metrics of a generalization at ``levels`` whose classes over all
     quasi-identifiers jointly have the cardinalities ``sizes``."""
-    return {"search": req.options.get("search", "greedy"), "steps": found["steps"],
+    return {"search": (_opts(req.options).search or "greedy"), "steps": found["steps"],
             "levels": {a.name: int(lv) for a, lv in zip(attrs, levels)},
             "level_labels": {a.name: level_name(a, lv) for a, lv in zip(attrs, levels)},
             "limits": {a.name: a.limit for a in attrs},
