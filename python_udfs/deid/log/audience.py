@@ -96,5 +96,8 @@ def meeting(db, req, earlier: list) -> list:
 
 
 def record(db, release_id: int, role: str, by: str):
-    db.execute("INSERT INTO deid.release_audience (release_id, audience, granted_by)"
-               " VALUES ($1, $2, $3)", [release_id, role, by], ["bigint", "name", "name"])
+    """`role` reads the release from now on (granted again after a revoke: no longer revoked)."""
+    db.execute("INSERT INTO deid.release_audience AS a (release_id, audience, granted_by)"
+               " VALUES ($1, $2, $3) ON CONFLICT (release_id, audience) DO UPDATE SET"
+               " granted_by = $3, granted_at = now(), revoked_by = NULL, revoked_at = NULL",
+               [release_id, role, by], ["bigint", "name", "name"])
