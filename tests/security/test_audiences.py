@@ -127,12 +127,14 @@ def test_only_a_deid_admin_grants_or_revokes(source, connect, admin):
     assert not reads(connect(READER), second)
 
 
-def test_a_grant_that_joins_the_audiences_is_refused(source, connect, admin):
-    """deid_reader's members read release 1; granting them release 2 would let them subtract
-    the two (patient 7's diagnosis): refused uniformly, nothing granted, nothing logged."""
+@pytest.mark.parametrize("widened", ["deid_reader", "PUBLIC", READER])
+def test_a_grant_that_joins_the_audiences_is_refused(source, connect, admin, widened):
+    """deid_reader's members read release 1; granting release 2 to them (or to everyone, or
+    to one of them) would let them subtract the two (patient 7's diagnosis): refused
+    uniformly, nothing granted, nothing logged."""
     _, second = two_studies(source, connect)
     with pytest.raises(psycopg.Error) as e:
-        connect(ADMIN).execute("SELECT deid.grant_release(%s, 'deid_reader')", [second])
+        connect(ADMIN).execute("SELECT deid.grant_release(%s, %s)", [second, widened])
     d = e.value.diag
     assert d.sqlstate == REFUSED and d.message_hint and d.message_detail is None
     assert not re.search(r"\d", d.message_primary + " " + d.message_hint)
@@ -161,6 +163,22 @@ def test_a_grant_that_keeps_the_rule_goes_through_and_a_revoke_keeps_the_audienc
     with pytest.raises(psycopg.Error) as e:
         anatomy(connect(RESEARCHER), rel, f"{table}_near", selection="zip <> 10133")
     assert sqlstate_of(e) == REFUSED
+
+
+def test_a_membership_that_joins_the_audiences_counts(source, connect, admin):
+    """Memberships are followed: once a deid_reader is also made a member of study A, the two
+    audiences meet through that role, and study A's near copy of release 1 is refused."""
+    rel, table = source
+    assert anatomy(connect(RESEARCHER), rel, f"{table}_1")[5]
+    admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(STUDY), sql.Identifier(READER)))
+    try:
+        with pytest.raises(psycopg.Error) as e:
+            anatomy(connect(STUDY_RESEARCHER), rel, f"{table}_2", selection="zip <> 10133",
+                    audience=STUDY)
+        assert sqlstate_of(e) == REFUSED
+    finally:
+        admin.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(STUDY),
+                                                         sql.Identifier(READER)))
 
 
 def test_an_audience_the_requester_does_not_belong_to_is_refused(source, connect, admin):

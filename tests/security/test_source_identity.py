@@ -190,6 +190,26 @@ def test_a_recreated_table_keeps_its_history(source, connect, admin):
     assert anatomy(researcher, rel, f"{table}_3", selection="zip <> 10133")[5]
 
 
+def test_tracker_across_drop_and_recreate_is_refused(source, connect, admin):
+    """Each of the three requests of the tracker on a table dropped and re-created (the same
+    patients) since the one before: each was a fresh history. One of them is refused
+    uniformly: the tracker cannot be completed."""
+    rel, table = source
+    researcher = connect(RESEARCHER)
+    names = [f"{table}_{i}" for i in (1, 2, 3)]
+    got = []
+    for name, selection in zip(names, TRACKER):
+        if got:
+            admin.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier("public", table)))
+            _fill(admin, table)
+        got.append(attempt(researcher, rel, name, selection=selection))
+    assert not isinstance(got[0], psycopg.Error), got[0]
+    refusals = [e for e in got if isinstance(e, psycopg.Error)]
+    assert refusals, "the tracker went through the re-created table"
+    for e in refusals:
+        assert_uniform(e)
+
+
 def test_a_view_and_its_table_wait_for_each_other(source, connect, admin, url):
     """A request of the table holds the source's lock until it commits; a request of a view
     over it waits for that lock (here: gives up after the wait with 55P03)."""
