@@ -263,7 +263,8 @@ CREATE TABLE deid.equivalence_class (
 -- rows; python_udfs/deid/log/composition.py): per release, the ids of the source rows it
 -- selected -- the values of its row_id column (disassociation: the record column), sorted,
 -- distinct, packed as deid.rid_set's rids (int8 big-endian, back to back). A new release is
--- checked against every earlier one of the same source (deid.release.source) -- committed,
+-- checked against every earlier one of the same source (deid.release_identity: a view's base
+-- table, a re-created table's name) whose audience meets its own -- committed,
 -- replaced or dropped: each was readable -- since the last deid.composition_reset. A set
 -- operation on what is stored, never a re-read of the source. The update to 1.1.0 rebuilds
 -- the rows of earlier releases from their RID sets and membership, except generalization
