@@ -226,3 +226,23 @@ def test_a_view_and_its_table_wait_for_each_other(source, connect, admin, url):
     finally:
         holder.rollback()
         holder.close()
+
+
+@pytest.mark.parametrize("level", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_a_view_request_on_a_snapshot_older_than_the_tables_release_gets_40001(
+        source, connect, admin, url, level):
+    """The snapshot of a request of the view is taken before a request of the table commits:
+    it must not decide the composition rule on a snapshot that misses that release."""
+    rel, table = source
+    v = view(admin, f"{table}_rr", f"SELECT * FROM public.{table}")
+    late = psycopg.connect(url, user=RESEARCHER)
+    try:
+        late.execute(f"BEGIN ISOLATION LEVEL {level}")
+        late.execute("SELECT 1")                                      # the snapshot is taken
+        assert anatomy(connect(RESEARCHER), rel, f"{table}_t")[5]
+        e = attempt(late, v, f"{table}_v", selection="zip <> 10133", row_id="id")
+        assert isinstance(e, psycopg.Error), "decided on a snapshot that misses the release"
+        assert e.diag.sqlstate == "40001" and "new transaction" in e.diag.message_hint
+    finally:
+        late.rollback()
+        late.close()
