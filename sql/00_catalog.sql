@@ -263,7 +263,8 @@ CREATE TABLE deid.equivalence_class (
 -- rows; python_udfs/deid/log/composition.py): per release, the ids of the source rows it
 -- selected -- the values of its row_id column (disassociation: the record column), sorted,
 -- distinct, packed as deid.rid_set's rids (int8 big-endian, back to back). A new release is
--- checked against every earlier one of the same source (deid.release.source) -- committed,
+-- checked against every earlier one of the same source (deid.release_identity: a view's base
+-- table, a re-created table's name) whose audience meets its own -- committed,
 -- replaced or dropped: each was readable -- since the last deid.composition_reset. A set
 -- operation on what is stored, never a re-read of the source. The update to 1.1.0 rebuilds
 -- the rows of earlier releases from their RID sets and membership, except generalization
@@ -290,16 +291,47 @@ BEGIN
 END $storage$;
 
 -- The composition rule's history resets: releases up to after_release (of the source, or of
--- every source when source IS NULL) no longer bear on later requests (log/composition.py).
--- Written by a superuser only (no grant; logged here with who and when); deid_admin reads it.
+-- every source when source and relation are NULL) no longer bear on later requests
+-- (log/composition.py). Written by a superuser, or by a deid_admin through
+-- deid.clear_source_history (relation: the source's name, which outlives a DROP); logged here
+-- with who and when; deid_admin reads it.
 CREATE TABLE deid.composition_reset (
-    source         oid,                    -- NULL: every source
+    source         oid,                    -- NULL (and relation NULL): every source
     after_release  bigint NOT NULL,        -- releases with release_id <= this are forgotten
     reset_by       name NOT NULL DEFAULT session_user,
-    reset_at       timestamptz NOT NULL DEFAULT now()
+    reset_at       timestamptz NOT NULL DEFAULT now(),
+    relation       text                    -- the source identity, format('%I.%I')
 );
 COMMENT ON TABLE deid.composition_reset IS
-  'Resets of the composition rule''s history (releases up to after_release no longer bear on later ones); written by a superuser only';
+  'Resets of the composition rule''s history (releases up to after_release no longer bear on later ones); written by a superuser or deid.clear_source_history';
+
+-- Which source each release counts as a release of (python_udfs/deid/log/source_identity.py):
+-- the base table its row ids come from (a view's, followed through its rule), by name, so a
+-- re-created table keeps the history of its name; row_id is that table's column.
+CREATE TABLE deid.release_identity (
+    release_id  bigint NOT NULL,           -- deid.release (append-only; no FK)
+    relation    text   NOT NULL,           -- format('%I.%I', schema, table)
+    row_id      name   NOT NULL,
+    PRIMARY KEY (release_id, relation)
+);
+CREATE INDEX ON deid.release_identity (relation);
+COMMENT ON TABLE deid.release_identity IS
+  'The base table (by name) and row-id column each release counts as a release of, for the composition rule; deid_admin reads it';
+
+-- Who reads each release besides its requester (python_udfs/deid/log/audience.py): deid_reader
+-- or options.audience at the request, and the roles of deid.grant_release. Only deid's
+-- functions write it; a revoke keeps the row (revoked_by, revoked_at): what was read stays read.
+CREATE TABLE deid.release_audience (
+    release_id  bigint NOT NULL,           -- deid.release (append-only; no FK)
+    audience    name   NOT NULL,           -- a role, or public
+    granted_by  name   NOT NULL,
+    granted_at  timestamptz NOT NULL DEFAULT now(),
+    revoked_by  name,
+    revoked_at  timestamptz,
+    PRIMARY KEY (release_id, audience)
+);
+COMMENT ON TABLE deid.release_audience IS
+  'The roles each release was granted to (revoked ones stay, marked); written only by deid''s functions; deid_admin reads it';
 
 -- ---------------------------------------------------------------------
 -- Request locks (python_udfs/deid/locks.py)
@@ -351,6 +383,8 @@ REVOKE ALL ON deid.release_selection FROM PUBLIC;
 GRANT SELECT ON deid.release_selection TO deid_admin;
 REVOKE ALL ON deid.composition_reset FROM PUBLIC;
 GRANT SELECT ON deid.composition_reset TO deid_admin;
+REVOKE ALL ON deid.release_identity, deid.release_audience FROM PUBLIC;
+GRANT SELECT ON deid.release_identity, deid.release_audience TO deid_admin;
 
 -- The catalog is part of pg_dump output of the database.
 SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy', '');
@@ -363,6 +397,8 @@ SELECT pg_catalog.pg_extension_config_dump('deid.rid_set', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.equivalence_class', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release_selection', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.composition_reset', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.release_identity', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.release_audience', '');
 -- ... and so is the release-id sequence: a restored database continues after the last id.
 SELECT pg_catalog.pg_extension_config_dump(
     pg_catalog.pg_get_serial_sequence('deid.release', 'release_id'), '');

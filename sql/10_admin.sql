@@ -114,3 +114,32 @@ $$;
 #@WRAP deid.revoke_requests(role name, relation regclass) RETURNS text => deid._revoke_requests(role, relation::oid, current_user)
 COMMENT ON FUNCTION deid.revoke_requests(name, regclass) IS
   'Remove the policy that lets a role request releases of a relation. See deid.usage(''revoke_requests'').';
+
+-- Audiences and source histories of the composition rule (python_udfs/deid/log/grants.py):
+-- a deid_admin's only; each change is a row of deid.release_audience / deid.composition_reset.
+CREATE FUNCTION deid._grant_release(release text, grantee name, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('log.grants.grant_release', release, grantee, caller)
+$$;
+#@WRAP deid.grant_release(release text, role name) RETURNS text => deid._grant_release(release, role, current_user)
+COMMENT ON FUNCTION deid.grant_release(text, name) IS
+  'Let a role read a release (GRANT SELECT on its views); refused when the role''s members would then read releases of the same source that single out fewer than k rows together. deid_admin only.';
+
+CREATE FUNCTION deid._revoke_release(release text, grantee name, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('log.grants.revoke_release', release, grantee, caller)
+$$;
+#@WRAP deid.revoke_release(release text, role name) RETURNS text => deid._revoke_release(release, role, current_user)
+COMMENT ON FUNCTION deid.revoke_release(text, name) IS
+  'Take a release from a role (REVOKE SELECT); the role stays in the audience the composition rule compares. deid_admin only.';
+
+CREATE FUNCTION deid._clear_source_history(source text, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('log.grants.clear_source_history', source, caller)
+$$;
+#@WRAP deid.clear_source_history(source text) RETURNS text => deid._clear_source_history(source, current_user)
+COMMENT ON FUNCTION deid.clear_source_history(text) IS
+  'Forget the earlier releases of a source (by schema.table, also once dropped) for the composition rule: a re-created table that holds other rows. Logged in deid.composition_reset. deid_admin only.';

@@ -147,6 +147,9 @@ def gather(conn, name):
         report["utility"]["measures"] = derived["measures"]
     if derived.get("source"):
         report["source"] = derived["source"]
+    if derived.get("audience"):       # who reads it besides its requester (revoked: marked)
+        rel["audience"] = ", ".join(a["role"] + (" (revoked)" if a.get("revoked") else "")
+                                    for a in derived["audience"])
     if derived.get("risk"):
         report["risk"] = derived["risk"]
     report["summary"] = summary(report, metrics)
@@ -161,7 +164,8 @@ def summary(report, metrics):
     model = f"k = {p.get('k')}" + (f", l = {p['l']}" if p.get("l") else "")
     out = [f"Release {req['name']}: {metrics.get('rows', '?')} rows of {req['source']} released by "
            f"{req['method']} with {model}, requested by {req['requested_by']}, finished {when}"
-           f" ({req['status']})."]
+           f" ({req['status']})."
+           + (f" Readable by {req['audience']} and its requester." if req.get("audience") else "")]
     ver = report["verification"]
     fresh = (ver.get("fresh") or {}).get("verified")
     out.append("The independent verifier passed it before it was committed"

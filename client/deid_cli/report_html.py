@@ -157,6 +157,7 @@ def _request(req):
     rows = [("method", req["method"]), ("source", req["source"]), ("k", p.get("k")), ("l", p.get("l")),
             ("columns", p.get("columns")), ("selection", p.get("selection") or "(all rows)"),
             ("options", p.get("options")), ("seed", req["seed"]), ("requested by", req["requested_by"]),
+            ("audience", req.get("audience") or "deid_reader"),
             ("authorized via", p.get("authorized_via")), ("started", req["started_at"]),
             ("finished", req["finished_at"]), ("status", req["status"]),
             ("relations", req["relations"]), ("release id", req["release_id"])]

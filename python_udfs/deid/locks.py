@@ -11,6 +11,8 @@ The API (call it inside a SECURITY DEFINER function, after the caller is authori
 that may not request must not be able to hold a lock):
 
 - ``lock_source(db, oid)``: the request's source; held until the transaction ends;
+- ``lock_source_identity(db, relation)``: the base table a release counts as a release of
+  (a view's requests and its table's take the same row);
 - ``lock_release_name(db, name)``: a release name; held until the transaction ends.
 
 Both are reentrant within a transaction and never released early. The order that cannot
@@ -38,6 +40,12 @@ _TAKE = ("INSERT INTO deid.request_lock AS l (kind, key) VALUES ($1, $2)"
 def lock_source(db, oid):
     """Serialize with every other request of the source `oid` until this transaction ends."""
     _lock(db, "source", str(int(oid)), "this source")
+
+
+def lock_source_identity(db, relation):
+    """Serialize with every other request of the source identity `relation` (a base table's
+    qualified name, log/source_identity.py: its views' requests take the same row)."""
+    _lock(db, "source", "identity:" + str(relation), "this source")
 
 
 def lock_release_name(db, name):

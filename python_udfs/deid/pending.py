@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .catalog import relations as catalog
+from .log import audience, source_identity
 from .errors import DeidError, INSUFFICIENT_PRIVILEGE, INVALID_TEXT_REPRESENTATION
 from .methods import registry
 from .read import snapshot
@@ -160,6 +161,10 @@ def _begin(db, args, caller, narrow=None):
         spec = r.entry.plugin.plan_read(req, r.rid)
         if narrow is not None:
             spec = narrow(req, spec)
+    # before anything is read: a view whose row ids lead to no table's, an audience the
+    # requester may not address (log/source_identity.py, log/audience.py)
+    source_identity.of_request(db, req, getattr(spec, "record", None) or spec.rid)
+    audience.initial_grantee(db, req)
     token = secrets.token_hex(16)
     _PENDING[token] = Pending(req, r.entry, spec, grant["reader"], old,
                               purpose="release" if narrow is None else "check")

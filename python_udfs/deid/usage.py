@@ -60,6 +60,18 @@ TEXTS = {
     "revoke_requests": """deid.revoke_requests(role name, relation regclass) -> text
   Remove the policy of `role` on `relation`. Its grantor, an owner of the relation or a
   deid_admin may. e.g. SELECT deid.revoke_requests('research', 'registry.patients');""",
+    "grant_release": """deid.grant_release(release text, role name) -> text
+  Let `role` (or PUBLIC) read a committed release: GRANT SELECT on its views, and `role` joins
+  its audience (deid.release_audience). Refused, uniformly, when the role's members would then
+  read releases of the same source that single out fewer than k rows together (the
+  composition rule). deid_admin only. e.g. SELECT deid.grant_release('dx_2026', 'study_a');""",
+    "revoke_release": """deid.revoke_release(release text, role name) -> text
+  REVOKE SELECT on a release's views from `role`; the role stays in the release's audience for
+  the composition rule (what it read stays read). deid_admin only.""",
+    "clear_source_history": """deid.clear_source_history(source text) -> text
+  The earlier releases of `source` (schema.table, also after a DROP) no longer bear on later
+  ones in the composition rule: for a table re-created with other rows. Logged in
+  deid.composition_reset (who, when). deid_admin only.""",
     "k_anonymity": """deid.k_anonymity(relation regclass, quasi_identifiers text[] DEFAULT NULL) -> bigint
   The smallest equivalence-class size over the quasi-identifiers (NULL: the columns whose
   role is quasi_identifier). NULL for an empty relation. Caller needs SELECT on the columns.""",

@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(69);
+SELECT plan(76);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -114,6 +114,15 @@ SELECT isnt_definer('deid', '_anonymize_request', ARRAY['jsonb']);
 SELECT is_definer('deid', '_request_begin', ARRAY['jsonb', 'name']);
 SELECT hasnt_function('deid', '_request_begin',
                       ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text', 'name']);
+-- who reads a release, and a source's history (the composition rule): deid_admin's only
+SELECT has_function('deid', 'grant_release', ARRAY['text', 'name']);
+SELECT has_function('deid', 'revoke_release', ARRAY['text', 'name']);
+SELECT has_function('deid', 'clear_source_history', ARRAY['text']);
+SELECT has_table('deid', 'release_identity', 'the source identity of each release');
+SELECT has_table('deid', 'release_audience', 'the audience of each release');
+SELECT ok(NOT has_table_privilege('deid_admin', 'deid.release_audience', 'INSERT'),
+          'audiences change only through deid''s functions');
+SELECT throws_ok($$SELECT deid.grant_release('pgtap_nope', 'deid_reader')$$, '42704');
 SELECT is_definer('deid', '_request_finish', ARRAY['text', 'name']);
 -- the report's source-derived figures: read as the caller, never as deid_owner
 SELECT has_function('deid', 'report_source', ARRAY['text']);

@@ -147,6 +147,10 @@ def begin(db, request, caller):
                         hint="SELECT deid.register_distributed_source(source, cluster, key_column);")
     entry, opts = registry.validate_request(method, k, l, options)
     plugin = entry.plugin
+    if opts.get("audience"):     # the coordinator's views go to deid_reader (log/audience.py)
+        raise DeidError(FEATURE_NOT_SUPPORTED,
+                        "options.audience is not supported for a distributed source",
+                        hint="Leave the option out: a distributed release is read by deid_reader.")
     if STRATEGIES.get(plugin.DISTRIBUTION) is None:
         raise DeidError(FEATURE_NOT_SUPPORTED,
                         f"method {method} cannot yet run over a distributed source",

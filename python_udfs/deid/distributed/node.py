@@ -141,6 +141,8 @@ def abort(db, run, caller):
     # never readable: its rows constrain no later release (log/overlap.py)
     db.execute("DELETE FROM deid.release_selection WHERE release_id = $1", [p["release_id"]],
                ["bigint"])
+    db.execute("DELETE FROM deid.release_identity WHERE release_id = $1", [p["release_id"]],
+               ["bigint"])
     db.execute("DELETE FROM deid.distributed_part WHERE run = $1", [run])
     return "removed"
 

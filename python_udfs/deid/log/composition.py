@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from ..methods import registry
-from . import partition
+from . import audience, partition, source_identity
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -88,15 +88,26 @@ def check_groupings(db, req, ids, earlier):
 
 
 def _earlier(db, req):
-    return db.query(
-        "SELECT s.release_id, r.method, (r.parameters->>'k')::int AS k,"
-        " (r.parameters->>'l')::int AS l, r.parameters->'options'->'column_l' AS column_l,"
-        " s.row_id, s.rids"
+    """The other releases of the request's source identity (log/source_identity.py: a view's
+    base table, a re-created table's name) that some role reads together with it
+    (log/audience.py); row_id is the identity's row-id column."""
+    idents = source_identity.of_release(db, req)
+    names = [i.relation for i in idents]
+    oids = [i.oid for i in idents if i.oid is not None] or [req.rel.oid]
+    rows = db.query(
+        "SELECT DISTINCT ON (s.release_id) s.release_id, r.method,"
+        " (r.parameters->>'k')::int AS k, (r.parameters->>'l')::int AS l,"
+        " r.parameters->'options'->'column_l' AS column_l,"
+        " coalesce(i.row_id, s.row_id) AS row_id, s.rids"
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
-        " WHERE r.source = $1 AND s.release_id <> $2 AND s.release_id > coalesce(("
-        "   SELECT max(after_release) FROM deid.composition_reset"
-        "    WHERE source IS NULL OR source = $1), 0) ORDER BY s.release_id",
-        [req.rel.oid, req.release_id], ["oid", "bigint"])
+        " LEFT JOIN deid.release_identity i ON i.release_id = s.release_id"
+        "  AND i.relation = ANY($2)"
+        " WHERE (r.source = ANY($3) OR i.relation IS NOT NULL) AND s.release_id <> $1"
+        " AND s.release_id > coalesce((SELECT max(after_release) FROM deid.composition_reset"
+        "    WHERE (source IS NULL AND relation IS NULL) OR source = ANY($3)"
+        "       OR relation = ANY($2)), 0) ORDER BY s.release_id",
+        [req.release_id, names, oids], ["bigint", "text[]", "oid[]"])
+    return audience.meeting(db, req, rows)
 
 
 def _unpack(data):

@@ -11,11 +11,12 @@ distinct, int8 big-endian); the check is a set operation on them (numpy), never 
 the source. Ids of another column are another id space: a release whose row-id column
 differs from an earlier release's of the source cannot be compared, and is refused.
 
-What it does not stop: releases of different sources (a copy of the table, a view over it);
-generalization releases logged before deid 1.1.0 (no row ids stored); a source dropped and
-re-created (a new relation); two requests racing in REPEATABLE READ transactions (the later
-one's snapshot predates the earlier one's commit; READ COMMITTED, the default, waits for the
-lock and sees it, SERIALIZABLE fails one of them); groupings of different methods crossed
+The source is the release's identity (log/source_identity.py): a view's releases count as
+releases of the base table its row ids come from, and a table dropped and re-created keeps
+the history of its name. Only releases whose audiences meet are compared (log/audience.py).
+
+What it does not stop: releases of different sources (a copy of the table); generalization
+releases logged before deid 1.1.0 (no row ids stored); groupings of different methods crossed
 with each other. It is not differential privacy.
 
 A requester with SELECT on the source may pass options.allow_overlap (recorded in the log
@@ -26,7 +27,7 @@ import numpy as np
 
 from .. import locks
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE
-from . import composition
+from . import composition, source_identity
 
 OPTION = "allow_overlap"
 REFUSAL, REFUSAL_HINT = composition.REFUSAL, composition.REFUSAL_HINT
@@ -72,11 +73,17 @@ def control(db, req, spec, rid):
     source, its selection (the row ids `rid` of the read `spec`) or its groups (written in this
     transaction) would single out fewer than k rows (log/composition.py); then store it. Runs under a lock per source until the request's transaction ends, so two concurrent
     requests of one source are compared with each other."""
-    locks.lock_source(db, req.rel.oid)
+    ident = source_identity.of_request(db, req, _row_id(spec))
+    locks.lock_source_identity(db, ident.relation)     # a view and its table wait for each other
     row_id, ids, packed = check(db, req, spec, rid, groupings=True)
     db.execute("INSERT INTO deid.release_selection (release_id, row_id, n, rids)"
                " VALUES ($1, $2, $3, $4)", [req.release_id, row_id, int(ids.size), packed],
                ["bigint", "name", "bigint", "bytea"])
+    source_identity.store(db, req.release_id, ident)
+
+
+def _row_id(spec):
+    return getattr(spec, "record", None) or spec.rid
 
 
 def check(db, req, spec, rid, groupings=False):
@@ -89,13 +96,14 @@ def check(db, req, spec, rid, groupings=False):
                         f"a policy-based request may not pass options.{OPTION}",
                         hint="Only a requester with SELECT on the source may override the overlap "
                              "control; leave the option out.")
-    row_id = getattr(spec, "record", None) or spec.rid
+    row_id = _row_id(spec)
+    ident = source_identity.of_request(db, req, row_id)    # or refused: unmapped row ids
     ids = selected(rid)
     packed = pack(ids)
     if allow:
         req.warnings.append(composition.WARNING)
     else:
-        earlier = composition.check_selections(db, req, row_id, ids)
+        earlier = composition.check_selections(db, req, ident.row_id, ids)
         if groupings:
             composition.check_groupings(db, req, ids, earlier)
     return row_id, ids, packed

@@ -13,20 +13,22 @@ from ..request.release import STORE_SCHEMA, VIEW_SCHEMA
 from ..plan import SourceClasses
 from ..sqltext import qualified, quote_ident
 from ..verify.shared import table_digest
-from . import estimate_view
+from . import audience, estimate_view
 
 RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an entry boundary)
 
 
 def publish(db, req, tables, estimate=None):
-    """Views in schema release over the stored tables, readable by deid_reader
-    and by the requester; and an anatomy release's estimate view (plan.EstimateView), with the
-    same grants, which is not one of the relations returned (log/estimate_view.py)."""
+    """Views in schema release over the stored tables, readable by the release's audience
+    (deid_reader, or options.audience: log/audience.py) and by the requester; and an anatomy
+    release's estimate view (plan.EstimateView), with the same grants, which is not one of the
+    relations returned (log/estimate_view.py)."""
     relations = []
+    readers = audience.initial_grantee(db, req)
     for t in tables:
         view = qualified(VIEW_SCHEMA, t)
         db.execute(f"CREATE VIEW {view} AS SELECT * FROM {qualified(STORE_SCHEMA, t)}")
-        db.execute(f"GRANT SELECT ON {view} TO deid_reader, {quote_ident(req.caller)}")
+        db.execute(f"GRANT SELECT ON {view} TO {readers}, {quote_ident(req.caller)}")
         db.execute(f"COMMENT ON VIEW {view} IS " + db.quote_literal(
             f"deid release {req.name} (#{req.release_id}, {req.method}, k={req.k}"
             + (f", l={req.l}" if req.l else "") + f") of {req.rel.display}"))
@@ -35,7 +37,8 @@ def publish(db, req, tables, estimate=None):
         estimate_view.create(
             db, qualified(VIEW_SCHEMA, estimate.name), qualified(VIEW_SCHEMA, estimate.qit),
             [(a, qualified(VIEW_SCHEMA, t)) for a, t in estimate.counts],
-            ["deid_reader", req.caller], estimate_view.describe(req.name))
+            [audience.initial(req), req.caller], estimate_view.describe(req.name))
+    audience.record(db, req.release_id, audience.initial(req), req.caller)
     return relations
 
 

@@ -25,6 +25,15 @@ RELEASE = """SELECT release_id, name, method, source::oid AS source, source_name
               ORDER BY (status = 'committed') DESC, release_id DESC LIMIT 1"""
 
 
+def audience(db, release_id):
+    """Who reads the release besides its requester (log/audience.py), revoked roles marked."""
+    rows = db.query("SELECT audience::text AS role, granted_by::text AS granted_by,"
+                    " revoked_at IS NOT NULL AS revoked FROM deid.release_audience"
+                    " WHERE release_id = $1 ORDER BY granted_at, audience", [release_id], ["bigint"])
+    return [dict(r) for r in rows] or [{"role": "deid_reader", "granted_by": None,
+                                        "revoked": False}]
+
+
 def report_source(db, name):
     """The report's source section and method measures of release `name`, as JSON."""
     if name is None:
@@ -43,7 +52,8 @@ def report_source(db, name):
                metrics=json.loads(r["metrics"] or "null") or {}, seed=r["seed"] or 0,
                relations=[x for x in (r["relations"] or []) if report_measures.is_release_relation(x)])
     source, why = readable_source(db, caller, rel)
-    out = {"source": {"relation": rel["source_name"]}, "method": method_report(rel["method"])}
+    out = {"source": {"relation": rel["source_name"]}, "method": method_report(rel["method"]),
+           "audience": audience(db, r["release_id"])}
     if source is None:
         if why is not None:
             out["source"]["why"] = why

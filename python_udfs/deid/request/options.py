@@ -105,6 +105,10 @@ COMMON = (
            "releases of the source, it would single out fewer than k rows (composition rule); "
            "only with SELECT on the source; recorded in the release log with a warning.",
            example='{"allow_overlap": true}'),
+    Option("audience", "string", "the role that may read the release besides you (default "
+           "deid_reader, or a role you are a member of); the composition rule compares "
+           "it only with releases some role reads together with it.",
+           example='{"audience": "study_a"}'),
 )
 
 
