@@ -39,7 +39,8 @@ DECLARE
                                'dist_eligibility_begin', 'dist_eligibility_check',
                                'drop_release_any', 'verify_release_any', 'dist_release_of',
                                'dist_drop', 'dist_verify', 'dist_node_drop', 'dist_node_verify',
-                               'dist_drop_finish'];
+                               'dist_drop_finish', 'drop_release_forced', 'dist_drop_forced',
+                               'dist_drop_on'];
     admin_fns  text[] := ARRAY['store_role'];
 BEGIN
     FOR f IN

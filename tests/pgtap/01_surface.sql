@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(67);
+SELECT plan(69);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -109,6 +109,8 @@ SELECT is((SELECT sum(size)::int FROM deid.equivalence_classes('t_pgtap', '{a}')
 SELECT has_function('deid', 'anonymize_request',
                     ARRAY['regclass', 'text', 'integer', 'integer', 'text[]', 'text', 'jsonb', 'text']);
 SELECT has_function('deid', 'drop_release', ARRAY['text']);
+SELECT has_function('deid', 'drop_release', ARRAY['text', 'boolean']);
+SELECT has_table('deid', 'distributed_forced_drop', 'the log of forced drops of distributed releases');
 SELECT isnt_definer('deid', '_anonymize_request',
                     ARRAY['oid', 'text', 'integer', 'integer', 'text[]', 'text', 'text', 'text']);
 SELECT is_definer('deid', '_request_finish', ARRAY['text', 'name']);
