@@ -7,6 +7,7 @@ import psycopg
 import pytest
 
 from .conftest import NODES, member_url, orphan_runs
+from .test_cluster_generalization import GEN, GEN_REQUEST, gen_warehouse  # noqa: F401 (fixture)
 
 REQUEST = ("SELECT * FROM deid.anonymize_request('registry.patients', 'anatomy', k => %s, l => 2,"
            " columns => '{age,sex,race,zip,diagnosis}', options => %s, release => %s)")
@@ -84,4 +85,28 @@ def test_a_replacement_refused_on_a_node_leaves_the_old_release(wh):
         analyst.execute(REQUEST, [100000, REPLACE, "rp_keep"])   # no node reaches K
     assert logged("rp_keep") == before
     assert wh_rows("deid_t_reader", "rp_keep") == seen
+    assert orphan_runs() == {n: [] for n in NODES}
+
+
+@pytest.fixture(scope="module")
+def gen_ready(warehouse, request):
+    """The distributed generalization source of test_cluster_generalization.py."""
+    with superuser("coord") as c:
+        ready = c.execute("SELECT 1 FROM deid.distributed_source"
+                          " WHERE source = to_regclass(%s)", [GEN]).fetchone()
+    return warehouse if ready else request.getfixturevalue("gen_warehouse")
+
+
+def test_a_distributed_generalization_is_replaced_with_its_merged_check(gen_ready):
+    analyst = gen_ready.connect("coord", "deid_t_analyst")
+    analyst.execute(GEN_REQUEST, [GEN, 5, '{"seed": 1}', "rp_gen"])
+    [(old_id, old_run, relations)] = logged("rp_gen")
+    with psycopg.connect(member_url("coord"), user="deid_t_reader", autocommit=True) as c:
+        before = sorted(c.execute("SELECT age, sex, race, pt FROM release.rp_gen").fetchall())
+    analyst.execute(GEN_REQUEST, [GEN, 5, '{"seed": 1, "replace": true}', "rp_gen"])
+    [(new_id, new_run, new_relations)] = logged("rp_gen")
+    assert new_id != old_id and new_relations == relations
+    with psycopg.connect(member_url("coord"), user="deid_t_reader", autocommit=True) as c:
+        assert sorted(c.execute("SELECT age, sex, race, pt FROM release.rp_gen").fetchall()) == before
+    assert node_statuses(old_run) == {m: [] for m in NODES}
     assert orphan_runs() == {n: [] for n in NODES}
