@@ -191,6 +191,10 @@ BEGIN
         $p$deid._dist_drop(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_drop(run, current_user); $b$$p$,
+        $p$deid._dist_drop_on(cluster_name text, part int, run text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON part;
+            SELECT pg_catalog.current_database() || ':' || pg_catalog.current_setting('port')
+                   || ' ' || deid._dist_node_drop(run, current_user); $b$$p$,
         $p$deid._dist_verify(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_verify(run, current_user); $b$$p$,

@@ -14,6 +14,37 @@ RETURNS jsonb LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
 #@BOOT
 return entry('distributed.releases.verify', release, caller)
 $$;
+-- A deid_admin's drop of a release with a part on a node lost for good
+-- (python_udfs/deid/distributed/forced_drop.py): the parts every other node holds, the
+-- coordinator's views and log row, and this row, naming the parts left on the lost nodes.
+CREATE TABLE deid.distributed_forced_drop (
+    release_id    bigint PRIMARY KEY,      -- the coordinator's release id of the dropped release
+    name          text NOT NULL,
+    run           text NOT NULL,
+    cluster       name NOT NULL,
+    requested_by  name NOT NULL,
+    lost          jsonb NOT NULL,          -- [{node, release_id}] of the parts not dropped
+    dropped_by    name NOT NULL,
+    dropped_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+COMMENT ON TABLE deid.distributed_forced_drop IS
+  'Distributed releases a deid_admin dropped with force while a node was unreachable: the parts left on it.';
+SELECT pg_catalog.pg_extension_config_dump('deid.distributed_forced_drop', '');
+REVOKE ALL ON deid.distributed_forced_drop FROM PUBLIC;
+GRANT SELECT ON deid.distributed_forced_drop TO deid_admin;
+CREATE FUNCTION deid._drop_release_forced(release text, force boolean, caller name)
+RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.forced_drop.drop', release, force, caller)
+$$;
+#@WRAP deid.drop_release(release text, force boolean) RETURNS text => deid._drop_release_forced(release, force, current_user)
+COMMENT ON FUNCTION deid.drop_release(text, boolean) IS
+  'Drop a release; force (a deid_admin): a distributed release with a part on a node lost for good, logged in deid.distributed_forced_drop.';
+CREATE FUNCTION deid._dist_drop_forced(release text, caller name, lost text)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.forced_drop.forced_finish', release, caller, lost)
+$$;
 -- Coordinator: the distributed release of a name and the caller's right (as on one node).
 CREATE FUNCTION deid._dist_release_of(release text, caller name, action text)
 RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

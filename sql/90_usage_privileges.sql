@@ -29,7 +29,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA deid FROM PUBLIC;
 #@GRANT PUBLIC deid._dist_node_ping deid._dist_node_store deid._dist_node_check deid._dist_node_abort
 #@GRANT PUBLIC deid._dist_node_pending deid._dist_node_rows deid._dist_node_eligible
 #@GRANT PUBLIC deid._dist_node_gen_classes deid._dist_node_store_part deid._dist_node_gen_stored
-#@GRANT PUBLIC deid._dist_node_drop deid._dist_node_verify
+#@GRANT PUBLIC deid._dist_node_drop deid._dist_node_verify deid._dist_drop_forced
 -- deid.rid_sets (audit view for deid_admin) expands chunks with this pure helper; the policy
 -- roles' store (checks deid_admin itself).
 #@GRANT deid_admin deid._store_role deid._rid_set_entries

@@ -4,7 +4,10 @@ the nodes' class tables, merging them (methods/generalization/class_merge.py) an
 search on the merged table, against the number of nodes and of classes per node. Pure numpy,
 no server. Each node's table is a random draw of `classes` distinct classes out of one pool of
 2 x `classes` classes over 5 quasi-identifiers (hash-sharded rows of one distribution: the
-nodes share most of their classes), counts 1..19.
+nodes share most of their classes), counts 1..19; "unique" rows draw each node's classes from
+a pool of nodes x `classes` (nearly unique joint classes: the merged table holds about all
+of them). Wall seconds and this process's CPU seconds (the machine is shared: CPU is the
+figure to compare).
 
     .venv/bin/python bench/distributed/bench_class_merge.py      (holds the benchmark lock, DEID_BENCH_LOCK, while timing)
 Writes bench/results/class_merge.{json,txt}.
@@ -26,7 +29,8 @@ from deid.methods.generalization.class_merge import (NodeClasses, merge_classes,
                                                      unpack)
 from deid.methods.generalization.generalize import AttributeHierarchy, greedy  # noqa: E402
 
-SIZES = [100, 2, 8, 60, 8]       # age, sex, race, zip, pt: 7.68M possible classes
+SIZES = [100, 2, 8, 60, 8]       # age, sex, race, zip, pt: 768k possible classes
+UNIQUE = [100, 2, 8, 6000, 8]    # a finer zip: 76.8M possible classes (nearly unique)
 
 
 def hierarchy(name, n):
@@ -34,52 +38,59 @@ def hierarchy(name, n):
     return AttributeHierarchy.from_paths(name, paths, [0, 0.3, 0.6, 1.0])
 
 
-def pool(rng, classes):
-    codes = np.stack([rng.integers(0, s, classes * 3) for s in SIZES], axis=1)
-    return np.unique(codes, axis=0)[:2 * classes]
+def pool(rng, size, sizes=SIZES):
+    codes = np.stack([rng.integers(0, s, int(size * 1.5) + 10) for s in sizes], axis=1)
+    codes = np.unique(codes, axis=0)
+    return codes[rng.permutation(len(codes))[:size]]
 
 
-def node_table(rng, pooled, classes):
+def node_table(rng, pooled, classes, sizes=SIZES):
     codes = pooled[np.sort(rng.choice(len(pooled), classes, replace=False))]
-    leaves = [[f"{'abcde'[j]}{i}" for i in range(s)] for j, s in enumerate(SIZES)]
+    leaves = [[f"{'abcde'[j]}{i}" for i in range(s)] for j, s in enumerate(sizes)]
     return NodeClasses(leaves, codes, rng.integers(1, 20, len(codes)))
 
 
-def measure(nodes, classes, seed=0):
+def measure(nodes, classes, seed=0, unique=False):
     rng = np.random.default_rng(seed)
-    pooled = pool(rng, classes)
-    blobs = [pack(node_table(rng, pooled, classes)) for _ in range(nodes)]
+    sizes = UNIQUE if unique else SIZES
+    pooled = pool(rng, (nodes if unique else 2) * classes, sizes)
+    blobs = [pack(node_table(rng, pooled, classes, sizes)) for _ in range(nodes)]
     with bench_lock():
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         tables = [unpack(b) for b in blobs]
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         merged = merge_classes(tables)
-        t2 = time.perf_counter()
-        attrs = [hierarchy("abcde"[j], s) for j, s in enumerate(SIZES)]
+        c2, t2 = time.process_time(), time.perf_counter()
+        attrs = [hierarchy("abcde"[j], s) for j, s in enumerate(sizes)]
         # the merged leaves are a subset of every hierarchy's leaves, in sorted order
         index = [{v: i for i, v in enumerate(a.labels[0])} for a in attrs]
         codes = np.stack([np.array([index[j][v] for v in merged.leaves[j]])[merged.codes[:, j]]
-                          for j in range(len(SIZES))], axis=1)
+                          for j in range(len(sizes))], axis=1)
         t3 = time.perf_counter()
         greedy(codes, merged.counts, attrs, 10)
         t4 = time.perf_counter()
-    return {"nodes": nodes, "classes_per_node": classes, "merged_classes": int(len(merged.counts)),
+    return {"nodes": nodes, "classes_per_node": classes, "unique": unique,
+            "merged_classes": int(len(merged.counts)),
             "bytes_per_node": int(np.mean([len(b) for b in blobs])),
-            "unpack_s": t1 - t0, "merge_s": t2 - t1, "search_s": t4 - t3}
+            "unpack_s": t1 - t0, "merge_s": t2 - t1, "search_s": t4 - t3,
+            "unpack_cpu_s": c1 - c0, "merge_cpu_s": c2 - c1}
 
 
 def main():
     rows = [measure(n, c) for n in (2, 16, 64) for c in (10_000, 100_000)]
     rows.append(measure(16, 400_000))
+    rows += [measure(n, 100_000, unique=True) for n in (2, 16, 64)]
     out = ROOT / "bench" / "results"
     (out / "class_merge.json").write_text(json.dumps(rows, indent=2) + "\n")
-    head = (f"{'nodes':>5} {'classes/node':>12} {'merged':>9} {'KB/node':>8} {'unpack s':>9}"
-            f" {'merge s':>8} {'greedy s':>9}")
+    head = (f"{'nodes':>5} {'classes/node':>12} {'shape':>7} {'merged':>9} {'KB/node':>8}"
+            f" {'unpack s':>9} {'merge s':>8} {'greedy s':>9} {'unpack cpu':>10} {'merge cpu':>9}")
     lines = ["The coordinator's merge of the nodes' class tables (5 QIs; greedy k=10)", "",
              head, "-" * len(head)]
-    lines += [f"{r['nodes']:5d} {r['classes_per_node']:12,d} {r['merged_classes']:9,d}"
+    lines += [f"{r['nodes']:5d} {r['classes_per_node']:12,d}"
+              f" {'unique' if r['unique'] else 'shared':>7} {r['merged_classes']:9,d}"
               f" {r['bytes_per_node'] / 1024:8.0f} {r['unpack_s']:9.3f} {r['merge_s']:8.3f}"
-              f" {r['search_s']:9.3f}" for r in rows]
+              f" {r['search_s']:9.3f} {r['unpack_cpu_s']:10.3f} {r['merge_cpu_s']:9.3f}"
+              for r in rows]
     (out / "class_merge.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

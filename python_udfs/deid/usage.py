@@ -129,10 +129,13 @@ TEXTS = {
   "metrics": {...}, "rows", "groups", "discernibility"}: the release every node then stores at
   these levels. Needs SELECT on the source (docs/sharding.md).""",
     "drop_release": """deid.drop_release(release text) -> text
+deid.drop_release(release text, force boolean) -> text
   Drop a release's relations; its log row is kept with status 'dropped'. Needs deid_admin
   or the role that requested it (the same holds for options => '{"replace": true}'). On the
   coordinator of a sharded warehouse, for a distributed release: every node's part (every node
-  must be up), then the coordinator's views and log row (docs/sharding.md).""",
+  must be up), then the coordinator's views and log row (docs/sharding.md). force => true
+  (deid_admin only): a node lost for good; the parts of the other nodes are dropped and the
+  lost ones logged in deid.distributed_forced_drop.""",
     "reconstruct": """deid.reconstruct(release text, target text, seed int DEFAULT 0,
                  colocate double precision DEFAULT 0) -> bigint
   Draw one data set of a disassociated release (003 Fig. 5) from its stored chunks into

@@ -32,7 +32,7 @@ from ..catalog import relations as relations_catalog
 from ..sqltext import qualified, quote_ident
 from ..log import estimate_view
 from .. import locks
-from . import catalog, eligibility, protocol
+from . import catalog, eligibility, protocol, replace
 
 _RUNS = {}          # run token -> the run (this backend's memory, as pending.py's store)
 
@@ -73,7 +73,10 @@ def anonymize_request(db, args):
         clock.phase("check")
         _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
         _RUNS[run["run"]]["seconds"] = clock.times
-        return db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
+        old = _RUNS[run["run"]].get("old")
+        result = db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
+        replace.drop_old_parts(db, old)      # a replaced release's parts, once the new is logged
+        return result
     except Exception as e:
         protocol.abort(db, cluster, n, run["run"])
         if protocol.sqlstate(e) == VERIFICATION_FAILED and any(
@@ -157,9 +160,6 @@ def begin(db, request, caller):
                         hint=f"{method} needs counts merged over every node "
                              f"({plugin.DISTRIBUTION}); release the nodes' source on one server, "
                              "or use anatomy, condensation or disassociation.")
-    if opts.get("replace"):
-        raise DeidError(FEATURE_NOT_SUPPORTED, "a distributed release cannot be replaced",
-                        hint="Choose another release name.")
     record = opts.get("record")
     if record is not None and record != src["key_column"]:
         raise DeidError(INVALID_PARAMETER_VALUE,
@@ -171,8 +171,8 @@ def begin(db, request, caller):
     rel = relations_catalog.relation(db, relid)
     name = release.release_name(rel, name, release_id)
     locks.lock_release_name(db, name)
-    if db.value("SELECT 1 FROM deid.distributed_release WHERE name = $1", [name]) or \
-            release.existing_release(db, name):
+    old = replace.old_of(db, name, caller, bool(opts.get("replace")))
+    if old is None and release.existing_release(db, name):
         raise DeidError(DUPLICATE_TABLE, f'release "{name}" already exists',
                         hint="Choose another release name.")
     if db.value("SELECT count(*) FROM deid.distributed_key") == 0:
@@ -182,8 +182,9 @@ def begin(db, request, caller):
     _RUNS[token] = {"release_id": release_id, "name": name, "caller": caller,
                     "relid": relid, "source_name": src["source_name"], "cluster": src["cluster"],
                     "method": method, "k": k, "l": l, "columns": columns, "selection": selection,
-                    "options": opts, "partitions": n}
-    return json.dumps({"run": token, "release_id": release_id, "name": name,
+                    "options": opts, "partitions": n, "old": old,
+                    "part_name": replace.part_name(name, release_id) if old else name}
+    return json.dumps({"run": token, "release_id": release_id, "name": _RUNS[token]["part_name"],
                        "cluster": src["cluster"], "partitions": n,
                        "source_name": src["source_name"],
                        "strategy": STRATEGIES[plugin.DISTRIBUTION]})
@@ -206,15 +207,18 @@ def finish(db, token, caller):
     if any(p["columns"] != columns for p in parts):
         raise DeidError(VERIFICATION_FAILED, "the nodes' parts differ in their tables",
                         hint="Every node must hold the source with the same columns and types.")
-    relations, t0 = sorted(columns), time.perf_counter()
-    for view in relations:
+    replace.switch(db, r.get("old"))     # the replaced release's views and log row go first
+    relations, t0 = [], time.perf_counter()
+    for view in sorted(columns):
         schema, _, table = view.partition(".")
+        shown = replace.shown(table, r)   # a replacement's parts carry a name of their own
+        relations.append(f"{schema}.{shown}")
         coldefs = columns[view] + ", node text"      # ids of groups are per node
-        db.execute(f"CREATE VIEW {qualified(schema, table)} AS SELECT * FROM deid._dist_read("
+        db.execute(f"CREATE VIEW {qualified(schema, shown)} AS SELECT * FROM deid._dist_read("
                    f"{int(r['release_id'])}, {db.quote_literal(table)},"
                    f" {db.quote_literal(coldefs)}) AS t({coldefs})")
-        db.execute(f"GRANT SELECT ON {qualified(schema, table)} TO deid_reader, {quote_ident(caller)}")
-        db.execute(f"COMMENT ON VIEW {qualified(schema, table)} IS " + db.quote_literal(
+        db.execute(f"GRANT SELECT ON {qualified(schema, shown)} TO deid_reader, {quote_ident(caller)}")
+        db.execute(f"COMMENT ON VIEW {qualified(schema, shown)} IS " + db.quote_literal(
             f"deid distributed release {r['name']} (#{r['release_id']}, {r['method']}, k={r['k']}"
             + (f", l={r['l']}" if r["l"] else "") + f") of {r['source_name']}, "
             f"{len(parts)} parts"))

@@ -150,6 +150,32 @@ def abort(db, cluster, n, run):
     return removed
 
 
+LOST_HINT = ("Start the node and drop the release again. If the node is lost for good, a "
+             "deid_admin drops the parts on the other nodes with deid.drop_release(name, "
+             "force => true); the lost parts are logged in deid.distributed_forced_drop.")
+
+
+def reached(db, cluster, n):
+    """{partition: whether its node answers a ping}."""
+    out = {}
+    for part in range(n):
+        try:
+            with db.subtransaction():
+                call(db, "SELECT deid._dist_ping_on($1, $2) AS r", [cluster, part], ["text", "int"])
+            out[part] = True
+        except DeidError as e:
+            if e.sqlstate != UNREACHABLE:
+                raise
+            out[part] = False
+    return out
+
+
+def ping_or_refuse(db, cluster, n, hint):
+    """Every node answers, or the request is refused (08006) with ``hint`` before anything."""
+    if not all(reached(db, cluster, n).values()):
+        raise DeidError(UNREACHABLE, "a node of the cluster cannot be reached", hint=hint)
+
+
 def call(db, sql, params, types=None):
     """Rows (column "r") of a PL/Proxy call, a node's error raised as the node's own."""
     try:

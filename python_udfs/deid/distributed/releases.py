@@ -35,7 +35,8 @@ def drop(db, name, caller):
     d = _lookup(db, name, caller, "drop")
     if d is None:
         return db.value("SELECT deid._drop_release($1, $2)", [name, caller], ["text", "name"])
-    _ping(db, d)
+    # a node down: nothing dropped; the hint names a deid_admin's force (forced_drop.py)
+    protocol.ping_or_refuse(db, d["cluster"], d["partitions"], protocol.LOST_HINT)
     protocol.call(db, "SELECT deid._dist_drop($1, $2) AS r", [d["cluster"], d["run"]])
     return db.value("SELECT deid._dist_drop_finish($1, $2)", [name, caller], ["text", "name"])
 

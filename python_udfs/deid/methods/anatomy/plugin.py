@@ -107,15 +107,22 @@ def plan_read(req, rid):
 
 def eligibility_read(req, spec):
     """What a sharded request's pre-check reads on each node (distributed/eligibility.py): of
-    the rows `spec` reads, only the sensitive attributes and the row id (their order)."""
-    return ReadSpec(spec.rel, _columns(req)[1], spec.rid, spec.selection)
+    the rows `spec` reads, the sensitive attributes and the row id (their order), and, unless
+    NULL is a value of its own (options.nulls), the quasi-identifiers that may hold a NULL
+    (declared NOT NULL: none can), so that a node refuses a NULL quasi-identifier before any
+    node stores a part, as its store would."""
+    qis, sas, _ = _columns(req)
+    nullable = [] if req.options.get("nulls", "error") != "error" else [
+        q for q in qis if not getattr(spec.rel.columns.get(q), "not_null", False)]
+    return ReadSpec(spec.rel, nullable + sas, spec.rid, spec.selection)
 
 
 def check_eligibility(frame, req):
     """Refuse, with the request's own error, rows that cannot satisfy (K,L) as one group (001
     Fig. 5's root: partition.check_eligible); `frame` holds eligibility_read's columns."""
     from . import partition as anatomy
-    sas = _columns(req)[1]
+    qis, sas, _ = _columns(req)
+    ms.refuse_null_qis(frame, [q for q in qis if q in frame.columns], req.options)  # as run's first step
     anatomy.check_eligible(_sensitive_codes(frame, sas, [value_dictionary(frame.columns[s])
                                                          for s in sas]),
                            req.k, req.l, column_l=_column_l(req, sas),
