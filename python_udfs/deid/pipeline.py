@@ -33,7 +33,7 @@ neither its reason nor the order of a method's checks tells the data apart.
 import time
 
 from .request import access, release
-from .log import release_log as catalog_log, overlap
+from .log import release_log as catalog_log, overlap, composition
 from .write import writer
 from . import heap, pending
 from .errors import DeidError, DUPLICATE_TABLE
@@ -69,6 +69,8 @@ def finish(db, token, caller, plan=None):
     with redacted(req, after_read=True):
         clock.phase("read")
         req.run.progress = clock.fraction("method")
+        if p.method.plugin.KEEPS_GROUPS:      # a re-release keeps the earlier groups
+            req.run.kept = composition.kept_groups(db, req, overlap.row_id_of(p.spec))
         plan = (plan or p.method.plugin.run)(p.frame, req)
         clock.phase("method")
         if not p.method.verifier.READS_SNAPSHOT_VALUES:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from . import partition
+from ..methods.kept_groups import KeptGroups
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -78,15 +79,37 @@ def check_groupings(db, req, ids, earlier):
         _refined_groups_hold(db, req, same)
 
 
+def kept_groups(db, req, row_id):
+    """The groups a re-release keeps (methods/kept_groups.py): those of the latest earlier
+    release of the source by the same method, over the same columns and row id column (any
+    status: each was readable while it lived); None when there is none or the request asks
+    for a fresh grouping (options.regroup: rule (b) then judges it)."""
+    if req.options.get("regroup"):
+        return None
+    latest = db.value(
+        "SELECT max(r.release_id) FROM deid.release r JOIN deid.release_selection s"
+        " ON s.release_id = r.release_id WHERE r.source = $1 AND r.method = $2"
+        " AND r.parameters->'columns' = $3::jsonb AND s.row_id = $4 AND r.release_id > " +
+        _AFTER_RESET, [req.rel.oid, req.method, json.dumps(req.columns), row_id],
+        ["oid", "text", "text", "name"])
+    if latest is None:
+        return None
+    ids, labels = _groups(db, req.method, latest)
+    return KeptGroups(int(latest), ids, labels)
+
+
+_AFTER_RESET = ("coalesce((SELECT max(after_release) FROM deid.composition_reset"
+                " WHERE source IS NULL OR source = $1), 0)")
+
+
 def _earlier(db, req):
     return db.query(
         "SELECT s.release_id, r.method, (r.parameters->>'k')::int AS k,"
         " (r.parameters->>'l')::int AS l, r.parameters->'options'->'column_l' AS column_l,"
         " s.row_id, s.rids"
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
-        " WHERE r.source = $1 AND s.release_id <> $2 AND s.release_id > coalesce(("
-        "   SELECT max(after_release) FROM deid.composition_reset"
-        "    WHERE source IS NULL OR source = $1), 0) ORDER BY s.release_id",
+        " WHERE r.source = $1 AND s.release_id <> $2 AND s.release_id > " + _AFTER_RESET +
+        " ORDER BY s.release_id",
         [req.rel.oid, req.release_id], ["oid", "bigint"])
 
 
@@ -150,6 +173,7 @@ def _values_hold(db, req, pairs, new, c):
     layers = [x for _, x in pairs] + [new]
     _, pos = partition.positions(layers)
     for attribute in _attributes(db, req.release_id):
+        _unchanged_values(db, req, pairs, attribute)
         bar = np.zeros(c.sizes.size, np.int64)
         for (e, _), p in zip(pairs, pos):
             np.maximum.at(bar, c.rows[p], _l_of(e["l"], e["column_l"], attribute))
@@ -162,6 +186,17 @@ def _values_hold(db, req, pairs, new, c):
         if partition.too_few_values(c, values[at >= 0], at[at >= 0], bar):
             raise refusal(req, "a cell of the groupings' common refinement would hold "
                                "fewer than l sensitive values")
+
+
+def _unchanged_values(db, req, pairs, attribute):
+    """A row's sensitive value is the same in every release holding it: a value updated since
+    an earlier release changes its group's counts by that one row (its old and new value)."""
+    codes = {}                      # one code space: codes compare across the releases
+    rid, values = _values(db, attribute, [req.release_id], codes)
+    for e, _ in pairs:
+        if partition.changed_values(rid, values,
+                                    *_values(db, attribute, [e["release_id"]], codes)):
+            raise refusal(req, "a row's sensitive value changed since an earlier release")
 
 
 def _l_of(l, column_l, attribute):
@@ -202,13 +237,14 @@ def _attributes(db, release_id):
         ["bigint"])]
 
 
-def _values(db, attribute, releases):
+def _values(db, attribute, releases, codes=None):
     """(row ids, value codes) of `attribute` over the releases' RID sets (a row's value is the
-    source's, the same in every release that holds it)."""
+    source's, the same in every release that holds it: _values_hold refuses a change);
+    `codes`: value -> code, to share a code space between calls."""
     rows = db.query(
         "SELECT value_list, rid_counts, rids FROM deid.rid_set WHERE attribute = $1"
         " AND release_id = ANY($2)", [attribute, releases], ["text", "bigint[]"])
-    codes = {}
+    codes = {} if codes is None else codes
     rid, val = [], []
     for r in rows:
         per_entry = [codes.setdefault(v, len(codes)) for v in r["value_list"]]

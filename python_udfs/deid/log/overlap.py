@@ -79,6 +79,11 @@ def control(db, req, spec, rid):
                ["bigint", "name", "bigint", "bytea"])
 
 
+def row_id_of(spec):
+    """The column whose values identify the rows of a read (003: the record column)."""
+    return getattr(spec, "record", None) or spec.rid
+
+
 def check(db, req, spec, rid, groupings=False):
     """The refusal of control(), storing nothing (a sharded request's pre-check on each node,
     distributed/eligibility.py, refuses before any node stores a part: its selections only,
@@ -89,7 +94,7 @@ def check(db, req, spec, rid, groupings=False):
                         f"a policy-based request may not pass options.{OPTION}",
                         hint="Only a requester with SELECT on the source may override the overlap "
                              "control; leave the option out.")
-    row_id = getattr(spec, "record", None) or spec.rid
+    row_id = row_id_of(spec)
     ids = selected(rid)
     packed = pack(ids)
     if allow:

@@ -44,6 +44,8 @@ class Plugin(Protocol):
     DISTRIBUTION: str                  # over a sharded source (distributed/): one of DISTRIBUTIONS
     HAS_L: bool                        # takes an l (diversity of the sensitive values): a
                                        # policy's min_l applies to its requests, and only then
+    KEEPS_GROUPS: bool                 # a re-release of a growing source keeps the earlier
+                                       # release's groups (req.run.kept, methods/kept_groups.py)
 
     def validate(self, k, l, opts): ...
 
@@ -62,7 +64,7 @@ class Verifier(Protocol):
 def conforms(plugin, verifier):
     """The members of the contract a method's modules lack ([] when it conforms)."""
     missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
-                                       "DISTRIBUTION", "HAS_L", "validate", "plan_read", "run")
+                                       "DISTRIBUTION", "HAS_L", "KEEPS_GROUPS", "validate", "plan_read", "run")
                if not hasattr(plugin, m)]
     if hasattr(plugin, "DISTRIBUTION") and plugin.DISTRIBUTION not in DISTRIBUTIONS:
         missing.append(f"plugin.DISTRIBUTION in {DISTRIBUTIONS}")

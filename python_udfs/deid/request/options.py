@@ -104,6 +104,9 @@ COMMON = (
            "releases of the source, it would single out fewer than k rows (composition rule); "
            "only with SELECT on the source; recorded in the release log with a warning.",
            example='{"allow_overlap": true}'),
+    Option("regroup", "bool", "group the rows afresh instead of keeping the groups of the "
+           "latest earlier release of the source by the same method and columns (the "
+           "composition rule judges the new grouping).", example='{"regroup": true}'),
 )
 
 

@@ -27,6 +27,8 @@ class RunState:
     evidence: object = None      # the plan's evidence for its verifier (verify.<method>.Evidence)
     part: Optional[dict] = None  # a node's part of a distributed generalization
     #                              (distributed/generalization_sql.finish_part)
+    kept: object = None          # methods.kept_groups.KeptGroups: the earlier release's groups a
+    #                              re-release keeps (a plug-in with KEEPS_GROUPS; None: none)
     warnings: list = field(default_factory=list)   # logged in the release's metrics (e.g. the
     #                              composition rule overridden by a requester with SELECT)
 

@@ -32,6 +32,7 @@ NAME = "disassociation"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
 DISTRIBUTION = "shard_local"    # sharded: each node releases its rows (methods/contract.py)
 HAS_L = False                   # no l: a policy's min_l does not apply (methods/contract.py)
+KEEPS_GROUPS = False            # a re-release regroups; the composition rule judges it
 DISJOINT_HINT = ("The constraints of a utility policy must be disjoint (003 Sec. 3.1): put "
                  "each code in at most one constraint.")
 OPTIONS = (

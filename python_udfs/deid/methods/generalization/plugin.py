@@ -27,6 +27,7 @@ NAME = "generalization"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
 DISTRIBUTION = "global_merge"   # sharded: class counts merged globally (methods/contract.py)
 HAS_L = False                   # no l: a policy's min_l does not apply (methods/contract.py)
+KEEPS_GROUPS = False            # a re-release regroups; the composition rule judges it
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "
