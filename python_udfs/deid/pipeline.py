@@ -36,7 +36,7 @@ from .request import access, release
 from .log import release_log as catalog_log, overlap, composition
 from .write import writer
 from . import heap, pending
-from .errors import DeidError, DUPLICATE_TABLE
+from .errors import DeidError, DUPLICATE_TABLE, PRIVACY_MODEL_UNSATISFIABLE
 from .read.frame import Frame
 from .plan import Table
 from .redaction import redacted
@@ -69,9 +69,10 @@ def finish(db, token, caller, plan=None):
     with redacted(req, after_read=True):
         clock.phase("read")
         req.run.progress = clock.fraction("method")
-        if p.method.plugin.KEEPS_GROUPS:      # a re-release keeps the earlier groups
-            req.run.kept = composition.kept_groups(db, req, overlap.row_id_of(p.spec))
-        plan = (plan or p.method.plugin.run)(p.frame, req)
+        if p.method.plugin.KEEPS_GROUPS and plan is None:
+            plan = _run_keeping(db, p, req)
+        else:
+            plan = (plan or p.method.plugin.run)(p.frame, req)
         clock.phase("method")
         if not p.method.verifier.READS_SNAPSHOT_VALUES:
             # the verifier reads only the row ids: each column's values now live only as
@@ -95,6 +96,23 @@ def finish(db, token, caller, plan=None):
         catalog_log.log(db, req, relations, plan, verification, clock.seconds())
         clock.flush()
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
+
+
+def _run_keeping(db, p, req):
+    """The method, keeping the groups of the latest earlier release of the source by the same
+    method and columns (methods/kept_groups.py). When the rows left to group cannot meet
+    the model by themselves, the method groups every row afresh instead: the composition
+    rule then judges that grouping (a requester with SELECT may override it)."""
+    req.run.kept = composition.kept_groups(db, req, overlap.row_id_of(p.spec))
+    if req.run.kept is None:
+        return p.method.plugin.run(p.frame, req)
+    try:
+        return p.method.plugin.run(p.frame, req)
+    except DeidError as e:
+        if e.sqlstate != PRIVACY_MODEL_UNSATISFIABLE:
+            raise
+    req.run.kept = None
+    return p.method.plugin.run(p.frame, req)
 
 
 def _no_trim():

@@ -36,6 +36,8 @@ import numpy as np
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from . import partition
 from ..methods.kept_groups import KeptGroups
+from ..request.release import STORE_SCHEMA
+from ..sqltext import qualified
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -94,8 +96,28 @@ def kept_groups(db, req, row_id):
         ["oid", "text", "text", "name"])
     if latest is None:
         return None
+    if req.method == "generalization":
+        return _kept_levels(db, latest)
     ids, labels = _groups(db, req.method, latest)
     return KeptGroups(int(latest), ids, labels)
+
+
+def _kept_levels(db, release_id):
+    """A generalization release's levels per row: its batches of rows (deid.cluster_member)
+    and each batch's levels (metrics 'level_batches'); a release of one batch stores no
+    members: its selection, at its levels."""
+    row = db.query("SELECT s.rids, r.metrics->'levels' AS levels, r.metrics->'level_batches'"
+                   " AS batches FROM deid.release r JOIN deid.release_selection s"
+                   " ON s.release_id = r.release_id WHERE r.release_id = $1",
+                   [release_id], ["bigint"])[0]
+    load = (lambda v: json.loads(v) if isinstance(v, str) else v)
+    if row["batches"] is None:
+        ids = _unpack(bytes(row["rids"]))
+        return KeptGroups(int(release_id), ids, np.zeros(ids.size, np.int64),
+                          {0: load(row["levels"]) or {}})
+    ids, labels = _groups(db, "generalization", release_id)
+    return KeptGroups(int(release_id), ids, labels,
+                      {int(b): lv for b, lv in load(row["batches"]).items()})
 
 
 _AFTER_RESET = ("coalesce((SELECT max(after_release) FROM deid.composition_reset"
@@ -122,9 +144,50 @@ def _same_classes_or_disjoint(db, req, ids, same):
     for e in same:
         if not _shares_rows(ids, e["ids"]):
             continue
-        if e["ids"].size != ids.size or not np.array_equal(e["ids"], ids) or \
-                not _same_classes(db, req.release_id, e["release_id"]):
+        if e["ids"].size == ids.size and np.array_equal(e["ids"], ids) and \
+                _same_classes(db, req.release_id, e["release_id"]):
+            continue
+        if not (_contains(ids, e["ids"]) and _grown_by_k(db, req, e["release_id"]) and
+                _records_kept(db, req, e["release_id"])):
             raise refusal(req, "an earlier generalization release grouped these rows otherwise")
+
+
+def _contains(a, b):
+    """Whether the sorted ids `a` hold every id of `b`."""
+    if b.size == 0:
+        return True
+    if a.size == 0:
+        return False
+    return bool(np.all(a[np.minimum(np.searchsorted(a, b), a.size - 1)] == b))
+
+
+def _grown_by_k(db, req, earlier):
+    """A re-release of a grown source: every class of the earlier release holds, in this one,
+    as many rows as it did or at least k more (the difference of the two class counts is the
+    new rows in the class: none, or a crowd of k); no class shrank."""
+    return not db.value(
+        "SELECT EXISTS (SELECT FROM (SELECT generalized, source, sum(cardinality) AS n"
+        " FROM deid.equivalence_class WHERE release_id = $1 GROUP BY 1, 2) a"
+        " FULL JOIN (SELECT generalized, source, sum(cardinality) AS n"
+        " FROM deid.equivalence_class WHERE release_id = $2 GROUP BY 1, 2) b"
+        " ON a.generalized = b.generalized AND a.source IS NOT DISTINCT FROM b.source"
+        " WHERE coalesce(a.n, 0) - coalesce(b.n, 0) NOT IN (0) AND"
+        " coalesce(a.n, 0) - coalesce(b.n, 0) < $3)",
+        [req.release_id, earlier, req.k], ["bigint", "bigint", "bigint"])
+
+
+def _records_kept(db, req, earlier):
+    """Every record the earlier release published is published again as it was (a row
+    deleted or changed since would be the difference): checked on the stored tables while
+    the earlier one's still exists (a dropped release's class counts alone)."""
+    old = db.value("SELECT to_regclass(quote_ident($1) || '.' || quote_ident(name))::text"
+                   " FROM deid.release WHERE release_id = $2", [STORE_SCHEMA, earlier],
+                   ["text", "bigint"])
+    if old is None:
+        return True
+    return not db.value(
+        f"SELECT EXISTS (SELECT * FROM {old} EXCEPT ALL"
+        f" SELECT * FROM {qualified(STORE_SCHEMA, req.name)})")
 
 
 def _shares_rows(a, b):

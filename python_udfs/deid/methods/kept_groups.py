@@ -11,9 +11,14 @@ Smith, KDD 2008). Keeping every old group as it was (m-invariance, Xiao and Tao,
 the two groupings' common refinement either an old group, unchanged, or a new group that
 meets the method's model by itself. A remainder of new rows too small for a group of its own
 is never merged into an old group: the method refuses it like any table too small, and the
-rows wait for the next release. Rows an earlier group loses (deleted, or left out by the
-selection) are judged by the composition rule (log/composition.py): a group that lost fewer
-than k rows is refused there.
+rows wait for the next release. A group the snapshot holds only in part (rows deleted since,
+or another selection) is not kept: its rows are grouped afresh and the composition rule
+(log/composition.py) judges that regrouping (a group that lost fewer than k rows is refused).
+
+Generalization logs no class per row: its old rows keep the earlier release's levels (so
+each is published as it was), and the new rows are generalized at levels searched over the
+new rows alone (every class of new rows holds k of them; a class the two share holds k old
+and k new rows).
 
 The pipeline hands a plug-in that declares KEEPS_GROUPS the earlier release's assignment
 (req.run.kept, loaded by log/composition.kept_groups); pure numpy, no SQL.
@@ -29,6 +34,8 @@ class KeptGroups:
     release_id: int
     ids: np.ndarray         # sorted distinct int64 row ids
     labels: np.ndarray      # int64 per id: its group (any numbering)
+    levels: dict = None     # generalization: {label: {quasi-identifier: level}}, the levels
+    #                         each label's rows were published at
 
 
 @dataclass(frozen=True)
@@ -44,18 +51,36 @@ class Split:
 
 
 def split(rid, kept):
-    """The rows `rid` (any order) against the earlier assignment `kept` (None: every row new)."""
+    """The rows `rid` (any order) against the earlier assignment `kept` (None: every row new).
+    Only a group all of whose rows are present is kept; the rows of a group the snapshot
+    holds only in part (rows deleted, or another selection) are grouped afresh, which the
+    composition rule judges (it refuses the regrouping unless it isolates no one)."""
     rid = np.asarray(rid, np.int64)
     group = np.full(rid.size, -1, np.int64)
     if kept is None or kept.ids.size == 0 or rid.size == 0:
         return Split(group, 0)
     at = np.minimum(np.searchsorted(kept.ids, rid), kept.ids.size - 1)
     hit = kept.ids[at] == rid
-    if not hit.any():
+    labels, of_id = np.unique(kept.labels, return_inverse=True)
+    of_id = of_id.reshape(-1)
+    whole = np.bincount(of_id[at[hit]], minlength=labels.size) == \
+        np.bincount(of_id, minlength=labels.size)
+    keep = np.zeros(rid.size, bool)
+    keep[hit] = whole[of_id[at[hit]]]
+    if not keep.any():
         return Split(group, 0)
-    present, dense = np.unique(kept.labels[at[hit]], return_inverse=True)
-    group[hit] = dense.reshape(-1)
+    present, dense = np.unique(of_id[at[keep]], return_inverse=True)
+    group[keep] = dense.reshape(-1)
     return Split(group, int(present.size))
+
+
+def labels_of(rid, kept):
+    """The earlier label of each row of `rid` (-1: a new row), as the earlier release had it."""
+    rid = np.asarray(rid, np.int64)
+    if kept is None or kept.ids.size == 0:
+        return np.full(rid.size, -1, np.int64)
+    at = np.minimum(np.searchsorted(kept.ids, rid), kept.ids.size - 1)
+    return np.where(kept.ids[at] == rid, kept.labels[at], -1)
 
 
 def combine(s, new_group):

@@ -20,6 +20,13 @@ def test_split_numbers_the_present_groups_densely():
         combine(s, np.array([0]))
 
 
+def test_a_group_present_only_in_part_is_not_kept():
+    """Row 4 deleted (or not selected): its group's other rows are grouped afresh."""
+    kept = KeptGroups(1, np.array([2, 4, 6, 8]), np.array([70, 70, 90, 90]))
+    s = split(np.array([2, 6, 8, 9]), kept)
+    assert s.group.tolist() == [-1, 0, 0, -1] and s.n_kept == 1
+
+
 def test_nothing_kept():
     s = split(np.array([3, 1]), None)
     assert s.n_kept == 0 and s.new.all()

@@ -109,8 +109,8 @@ def anatomize_kept(qi, sensitive, K, L=None, column_l=None, model="kl", *, kept)
     """:func:`anatomize` of a re-release: the rows of ``kept`` (methods/kept_groups.Split)
     keep their earlier groups; the new rows are partitioned among themselves only (never
     merged into an old group: a group's count minus its earlier count would isolate them).
-    A kept group that no longer satisfies the model (it lost rows, or a row's value changed
-    since) is refused, as new rows too few for a group of their own are."""
+    A kept group that no longer satisfies the model (a row's value changed since) is refused,
+    as new rows too few for a group of their own are."""
     from ..kept_groups import combine
     codes = diversity.as_codes(sensitive)
     new = kept.new
@@ -128,9 +128,9 @@ def anatomize_kept(qi, sensitive, K, L=None, column_l=None, model="kl", *, kept)
     if sizes_g.min() < K or (L is not None and cert.min() < L):
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         "a group of the earlier release no longer satisfies the model",
-                        hint="Rows of an earlier group were deleted, left out or changed since "
-                             "the earlier release: select them as it did, or ask for a fresh "
-                             "grouping (options.regroup), which the composition rule judges.",
+                        hint="A row's value changed since the earlier release (each group is "
+                             "published again as it was); ask for a fresh grouping "
+                             "(options.regroup), which the composition rule judges.",
                         data_dependent=True)
     return AnatomyResult(group_id=group_id, n_groups=n_groups, certified_l=cert, model=model)
 
