@@ -201,3 +201,33 @@ def test_monthly_rerelease_of_regrouping_methods(registry, connect, method, reco
     record_property("months_through", through)
     print(method, "months through:", through)
     assert through >= 1
+
+
+def test_disassociation_monthly_increments_go_through(registry, connect):
+    """Disassociation keeps no clusters: each month's new records released on their own (a
+    selection on the row id: a requester with SELECT; a policy may select only on released
+    quasi-identifiers)."""
+    source, grow = registry
+    researcher = connect(ANALYST)
+    m, k, _, columns, _ = REQUESTS["disassociation"]
+    tag = f"{zlib.crc32(source.encode()):x}"
+    for month in range(MONTHS):
+        if month:
+            grow(FIRST + month * MONTHLY)
+        low = 0 if month == 0 else FIRST + (month - 1) * MONTHLY
+        assert researcher.execute(
+            "SELECT * FROM deid.anonymize_request(%s, %s, k => %s, columns => %s,"
+            " selection => %s, release => %s)",
+            [source, m, k, columns, f"id > {low}", f"rr_di_{month}_{tag}"]).fetchone()[5]
+
+
+@pytest.mark.parametrize("method", ["anatomy", "condensation", "generalization"])
+def test_several_studies_and_a_second_method(registry, connect, method):
+    """Three studies of one cohort by the same method and columns (the first one's groups,
+    kept), then a study by another method, all by the policy requester."""
+    source, _ = registry
+    researcher = connect(RESEARCHER)
+    for study in range(3):
+        assert release(researcher, source, f"rr_st{study}_{method[:4]}", method)[5]
+    other = "anatomy" if method != "anatomy" else "condensation"
+    assert release(researcher, source, f"rr_st_other_{method[:4]}", other)[5]

@@ -21,7 +21,12 @@ readable while it lived):
     release is refused. Keeping the earlier groups (or unions of
     them) creates no cell; new rows in groups of their own create cells of those groups.
     Generalization logs no class per row: a later generalization release that shares
-    rows with an earlier one must publish the very same classes over the very same rows.
+    rows with an earlier one must publish the very same classes over the very same rows,
+    or (a re-release of a grown source) publish every earlier record again, each class
+    grown by none or at least k rows. Anatomy: a row's sensitive value is the same in every
+    release that holds it (a change would be its group's counts' difference).
+    A re-release keeps the earlier groups by itself (kept_groups below,
+    methods/kept_groups.py), which these rules then accept.
 
 A superuser may reset a source's history (a row in deid.composition_reset, who and when):
 releases up to its after_release no longer bear on later ones. The cells are
