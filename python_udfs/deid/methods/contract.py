@@ -64,7 +64,8 @@ class Verifier(Protocol):
 def conforms(plugin, verifier):
     """The members of the contract a method's modules lack ([] when it conforms)."""
     missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
-                                       "DISTRIBUTION", "HAS_L", "KEEPS_GROUPS", "validate", "plan_read", "run")
+                                       "DISTRIBUTION", "HAS_L", "KEEPS_GROUPS", "validate", "plan_read",
+                                       "run")
                if not hasattr(plugin, m)]
     if hasattr(plugin, "DISTRIBUTION") and plugin.DISTRIBUTION not in DISTRIBUTIONS:
         missing.append(f"plugin.DISTRIBUTION in {DISTRIBUTIONS}")

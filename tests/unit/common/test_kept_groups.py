@@ -107,3 +107,10 @@ def test_condensation_keeps_its_clusters_and_clusters_new_rows_apart():
     same = condense(X[:200], ["float"] * 3, 10, seed=3,
                     kept=split(np.arange(200), KeptGroups(1, np.arange(200), first))).cluster_id
     assert np.array_equal(same, s.group[:200])
+
+
+def test_changed_values_between_two_releases():
+    rid, values = np.array([5, 1, 3]), np.array([0, 1, 2])
+    assert not cells.changed_values(rid, values, np.array([3, 9, 5]), np.array([2, 7, 0]))
+    assert cells.changed_values(rid, values, np.array([1]), np.array([2]))
+    assert not cells.changed_values(rid, values, np.zeros(0, np.int64), np.zeros(0, np.int64))

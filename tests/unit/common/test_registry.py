@@ -72,7 +72,8 @@ def test_the_contract_check_names_what_is_missing():
     assert not isinstance(verifier, contract.Verifier)
     assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.read_columns",
                                                    "plugin.DISTRIBUTION", "plugin.HAS_L",
-                                                   "plugin.KEEPS_GROUPS", "verifier.READS_SNAPSHOT_VALUES"]
+                                                   "plugin.KEEPS_GROUPS",
+                                                   "verifier.READS_SNAPSHOT_VALUES"]
     plugin.DISTRIBUTION, plugin.HAS_L, plugin.KEEPS_GROUPS = "everywhere", False, False
     plugin.RELEASE_HEAP, plugin.read_columns = False, None
     assert contract.conforms(plugin, types.SimpleNamespace(verify=nothing, READS_SNAPSHOT_VALUES=True)) \
