@@ -192,6 +192,18 @@ def test_generalization_rerelease_adds_classes_of_new_rows(registry, connect):
         a=a, b=b)).fetchall()
 
 
+@pytest.mark.parametrize("method", ["anatomy", "condensation", "generalization"])
+def test_a_rerelease_verifies_afterwards(registry, connect, admin, method):
+    """deid.verify_release checks a re-release from what is stored, as any release."""
+    source, grow = registry
+    researcher = connect(RESEARCHER)
+    release(researcher, source, f"rr_v0_{method[:4]}", method)
+    grow(FIRST + MONTHLY)
+    release(researcher, source, f"rr_v1_{method[:4]}", method)
+    name = f"rr_v1_{method[:4]}_{zlib.crc32(source.encode()):x}"
+    assert admin.execute("SELECT deid.verify_release(%s)", [name]).fetchone()[0]
+
+
 @pytest.mark.parametrize("method", ["disassociation"])
 def test_monthly_rerelease_of_regrouping_methods(registry, connect, method, record_property):
     """Methods that regroup (KEEPS_GROUPS false): the rule refuses what would regroup;
