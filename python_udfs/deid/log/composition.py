@@ -88,17 +88,20 @@ def check_groupings(db, req, ids, earlier):
 
 def kept_groups(db, req, row_id):
     """The groups a re-release keeps (methods/kept_groups.py): those of the latest earlier
-    release of the source by the same method, over the same columns and row id column (any
-    status: each was readable while it lived); None when there is none or the request asks
-    for a fresh grouping (options.regroup: rule (b) then judges it)."""
+    release of the source by the same method, k and l, over the same columns and row id
+    column (any status: each was readable while it lived; another k or l is another study,
+    whose groups would not meet this one's model); None when there is none or the request
+    asks for a fresh grouping (options.regroup: rule (b) then judges it)."""
     if req.options.get("regroup"):
         return None
     latest = db.value(
         "SELECT max(r.release_id) FROM deid.release r JOIN deid.release_selection s"
         " ON s.release_id = r.release_id WHERE r.source = $1 AND r.method = $2"
-        " AND r.parameters->'columns' = $3::jsonb AND s.row_id = $4 AND r.release_id > " +
-        _AFTER_RESET, [req.rel.oid, req.method, json.dumps(req.columns), row_id],
-        ["oid", "text", "text", "name"])
+        " AND r.parameters->'columns' = $3::jsonb AND s.row_id = $4"
+        " AND (r.parameters->>'k')::int = $5"
+        " AND (r.parameters->>'l')::int IS NOT DISTINCT FROM $6 AND r.release_id > " +
+        _AFTER_RESET, [req.rel.oid, req.method, json.dumps(req.columns), row_id, req.k, req.l],
+        ["oid", "text", "text", "name", "int4", "int4"])
     if latest is None:
         return None
     if req.method == "generalization":

@@ -224,7 +224,7 @@ def condense(X, kinds, k, options=None, **chosen):
         for job in jobs:
             report(run(job))
     cluster_id, status_of_cluster, block_of_cluster = _kept_clusters(
-        X, status if split else None, o.kept)
+        X, status if split else None, o.kept, k)
     next_cluster = len(status_of_cluster)
     for b, (job, labels) in enumerate(zip(jobs, block_labels)):
         count = int(labels.max()) + 1
@@ -479,13 +479,16 @@ def _new_subsets(X, status, k, kept):
     return [(value, new[rows]) for value, rows in _subsets(X[new], status, k)]
 
 
-def _kept_clusters(X, status, kept):
+def _kept_clusters(X, status, kept, k):
     """(cluster per row, -1 where still to cluster; status per kept cluster; block per kept
     cluster, -1): the clusters a re-release keeps, numbered first."""
     n = X.shape[0]
     if kept is None or kept.n_kept == 0:
         return np.full(n, -1, np.int64), [], []
     cluster_id = kept.group.astype(np.int64, copy=True)
+    if np.bincount(cluster_id[cluster_id >= 0], minlength=kept.n_kept).min() < k:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "an earlier cluster holds fewer than k rows",
+                        hint="Ask for a fresh grouping (options.regroup).", data_dependent=True)
     of = np.full(kept.n_kept, -1, np.int64)
     if status is not None:
         rows = np.flatnonzero(cluster_id >= 0)

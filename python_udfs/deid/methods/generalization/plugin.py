@@ -206,6 +206,13 @@ def _kept_levels(frame, req, qis, others, attrs, codes, kept):
         keys.append(code.reshape(-1))
     _, sizes = np.unique(np.stack(keys, axis=1), axis=0, return_counts=True) if keys else \
         (None, np.asarray([frame.n]))
+    keys_of_source = {}
+    for a, key in zip(attrs, keys):
+        keys_of_source.setdefault(a.source, []).append(key)
+    if _below_k(req, sizes, keys_of_source):
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "the earlier levels do not meet this "
+                        "request's k", hint="Ask for a fresh grouping (options.regroup).",
+                        data_dependent=True)
     table = Table(req.name, columns + [SourceValues(o, frame.columns[o], req.rel.columns[o])
                                        for o in others])
     by_source = {}
@@ -220,6 +227,15 @@ def _kept_levels(frame, req, qis, others, attrs, codes, kept):
                        discernibility=float((sizes.astype(float) ** 2).sum() / max(frame.n, 1)),
                        classes=SourceClasses(by_source), metrics=out,
                        membership=Membership(frame.rid, batch.reshape(-1).astype(np.int64)))
+
+
+def _below_k(req, joint, by_source):
+    """Whether a class holds fewer than k rows: over each source's quasi-identifiers (002
+    sec. 2), and over all of them jointly where the request requires it."""
+    if joint_k_required(req.grant) and joint.size and joint.min() < req.k:
+        return True
+    return any(np.unique(np.stack(keys, axis=1), axis=0, return_counts=True)[1].min() < req.k
+               for keys in by_source.values())
 
 
 def attributes(frame, req, part=False):
