@@ -178,32 +178,9 @@ def run(frame, req):
 def _kept_levels(frame, req, qis, others, attrs, codes, kept):
     """A re-release: the old rows at the earlier release's levels (each record as it was
     published), the new rows at levels searched over the new rows alone."""
-    label = kept_groups.labels_of(frame.rid, req.run.kept)
-    new = label < 0
-    levels_of_row = [np.zeros(frame.n, np.int64) for _ in qis]
-    for b, levels in req.run.kept.levels.items():
-        for per_row, q in zip(levels_of_row, qis):
-            per_row[label == b] = int(levels.get(q, 0))
-    found = {"steps": 0, "loss": 0.0}
-    if new.any():
-        if int(new.sum()) < req.k:
-            raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "too few rows are new since the "
-                            "earlier release to be released in classes of their own",
-                            hint="Release again when at least k rows were added.",
-                            data_dependent=True)
-        result = search(req, attrs, [c[new] for c in codes], int(new.sum()))
-        for per_row, lv in zip(levels_of_row, result.levels):
-            per_row[new] = int(lv)
-        found = {"steps": result.steps, "loss": float(result.loss)}
-    columns, keys = [], []
-    for q, a, per_row, c in zip(qis, attrs, levels_of_row, codes):
-        text = np.empty(frame.n, object)
-        for lv in np.unique(per_row).tolist():
-            at = per_row == lv
-            text[at] = np.asarray(a.labels[lv], object)[a.level_map(lv)[c[at]]]
-        dictionary, code = np.unique(text.astype(str), return_inverse=True)
-        columns.append(Labels(q, code.reshape(-1).astype(np.int64), list(dictionary)))
-        keys.append(code.reshape(-1))
+    levels_of_row, found = _row_levels(req, qis, attrs, codes,
+                                       kept_groups.labels_of(frame.rid, req.run.kept))
+    columns, keys = _labelled(qis, attrs, levels_of_row, codes, frame.n)
     _, sizes = np.unique(np.stack(keys, axis=1), axis=0, return_counts=True) if keys else \
         (None, np.asarray([frame.n]))
     keys_of_source = {}
@@ -227,6 +204,43 @@ def _kept_levels(frame, req, qis, others, attrs, codes, kept):
                        discernibility=float((sizes.astype(float) ** 2).sum() / max(frame.n, 1)),
                        classes=SourceClasses(by_source), metrics=out,
                        membership=Membership(frame.rid, batch.reshape(-1).astype(np.int64)))
+
+
+def _row_levels(req, qis, attrs, codes, label):
+    """(per quasi-identifier, each row's level; the search's steps and loss): a kept row
+    (`label`: its batch in the earlier release) at its batch's levels, the new rows (-1) at
+    the levels searched over them alone."""
+    new = label < 0
+    levels_of_row = [np.zeros(label.size, np.int64) for _ in qis]
+    for b, levels in req.run.kept.levels.items():
+        for per_row, q in zip(levels_of_row, qis):
+            per_row[label == b] = int(levels.get(q, 0))
+    if not new.any():
+        return levels_of_row, {"steps": 0, "loss": 0.0}
+    if int(new.sum()) < req.k:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "too few rows are new since the earlier "
+                        "release to be released in classes of their own",
+                        hint="Release again when at least k rows were added.",
+                        data_dependent=True)
+    result = search(req, attrs, [c[new] for c in codes], int(new.sum()))
+    for per_row, lv in zip(levels_of_row, result.levels):
+        per_row[new] = int(lv)
+    return levels_of_row, {"steps": result.steps, "loss": float(result.loss)}
+
+
+def _labelled(qis, attrs, levels_of_row, codes, n):
+    """(the Labels column of each quasi-identifier, each row's code in it): each row's value
+    at its own level."""
+    columns, keys = [], []
+    for q, a, per_row, c in zip(qis, attrs, levels_of_row, codes):
+        text = np.empty(n, object)
+        for lv in np.unique(per_row).tolist():
+            at = per_row == lv
+            text[at] = np.asarray(a.labels[lv], object)[a.level_map(lv)[c[at]]]
+        dictionary, code = np.unique(text.astype(str), return_inverse=True)
+        columns.append(Labels(q, code.reshape(-1).astype(np.int64), list(dictionary)))
+        keys.append(code.reshape(-1))
+    return columns, keys
 
 
 def _below_k(req, joint, by_source):
