@@ -34,10 +34,10 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .request import access, release
-from .log import release_log as catalog_log, overlap
+from .log import release_log as catalog_log, overlap, composition
 from .write import writer
 from . import heap, pending
-from .errors import DeidError, DUPLICATE_TABLE
+from .errors import DeidError, DUPLICATE_TABLE, PRIVACY_MODEL_UNSATISFIABLE
 from .read.frame import Frame
 from .plan import Table
 from .redaction import redacted
@@ -83,7 +83,10 @@ def finish(db: "Database", token: str, caller: str,
     with redacted(req, after_read=True):
         clock.phase("read")
         req.run.progress = clock.fraction("method")
-        made = (plan or p.method.plugin.run)(p.frame, req)
+        if p.method.plugin.KEEPS_GROUPS and plan is None:
+            made = _run_keeping(db, p, req)
+        else:
+            made = (plan or p.method.plugin.run)(p.frame, req)
         clock.phase("method")
         if not p.method.verifier.READS_SNAPSHOT_VALUES:
             # the verifier reads only the row ids: each column's values now live only as
@@ -107,6 +110,24 @@ def finish(db: "Database", token: str, caller: str,
         catalog_log.log(db, req, relations, made, verification, clock.seconds())
         clock.flush()
     return [(req.release_id, relations, made.rows, made.groups, made.discernibility, True)]
+
+
+def _run_keeping(db: "Database", p: Any, req: "Request") -> "ReleasePlan":
+    """The method, keeping the groups of the latest earlier release of the source by the same
+    method and columns (methods/kept_groups.py). When the rows left to group cannot meet
+    the model by themselves, the method groups every row afresh instead: the composition
+    rule then judges that grouping (a requester with SELECT may override it)."""
+    req.run.kept = composition.kept_groups(db, req, overlap.row_id_of(p.spec))
+    run: Callable[[Frame, "Request"], "ReleasePlan"] = p.method.plugin.run
+    if req.run.kept is None:
+        return run(p.frame, req)
+    try:
+        return run(p.frame, req)
+    except DeidError as e:
+        if e.sqlstate != PRIVACY_MODEL_UNSATISFIABLE:
+            raise
+    req.run.kept = None
+    return run(p.frame, req)
 
 
 def _no_trim() -> bool:

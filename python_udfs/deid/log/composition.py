@@ -21,7 +21,12 @@ readable while it lived):
     release is refused. Keeping the earlier groups (or unions of
     them) creates no cell; new rows in groups of their own create cells of those groups.
     Generalization logs no class per row: a later generalization release that shares
-    rows with an earlier one must publish the very same classes over the very same rows.
+    rows with an earlier one must publish the very same classes over the very same rows,
+    or (a re-release of a grown source) publish every earlier record again, each class
+    grown by none or at least k rows. Anatomy: a row's sensitive value is the same in every
+    release that holds it (a change would be its group's counts' difference).
+    A re-release keeps the earlier groups by itself (kept_groups below,
+    methods/kept_groups.py), which these rules then accept.
 
 A superuser may reset a source's history (a row in deid.composition_reset, who and when):
 releases up to its after_release no longer bear on later ones. The cells are
@@ -35,6 +40,9 @@ import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from ..methods import registry
+from ..methods.kept_groups import KeptGroups
+from ..request.release import STORE_SCHEMA
+from ..sqltext import qualified
 from . import audience, partition, source_identity
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
@@ -87,6 +95,52 @@ def check_groupings(db, req, ids, earlier):
         _refined_groups_hold(db, req, same)
 
 
+def kept_groups(db, req, row_id):
+    """The groups a re-release keeps (methods/kept_groups.py): those of the latest earlier
+    release of the source by the same method, k and l, over the same columns and row id
+    column (any status: each was readable while it lived; another k or l is another study,
+    whose groups would not meet this one's model); None when there is none or the request
+    asks for a fresh grouping (options.regroup: rule (b) then judges it)."""
+    if req.options.get("regroup"):
+        return None
+    latest = db.value(
+        "SELECT max(r.release_id) FROM deid.release r JOIN deid.release_selection s"
+        " ON s.release_id = r.release_id WHERE r.source = $1 AND r.method = $2"
+        " AND r.parameters->'columns' = $3::jsonb AND s.row_id = $4"
+        " AND (r.parameters->>'k')::int = $5"
+        " AND (r.parameters->>'l')::int IS NOT DISTINCT FROM $6 AND r.release_id > " +
+        _AFTER_RESET, [req.rel.oid, req.method, json.dumps(req.columns), row_id, req.k, req.l],
+        ["oid", "text", "text", "name", "int4", "int4"])
+    if latest is None:
+        return None
+    if grouping(req.method) == "classes":
+        return _kept_levels(db, req.method, latest)
+    ids, labels = _groups(db, req.method, latest)
+    return KeptGroups(int(latest), ids, labels)
+
+
+def _kept_levels(db, method, release_id):
+    """A generalization release's levels per row: its batches of rows (deid.cluster_member)
+    and each batch's levels (metrics 'level_batches'); a release of one batch stores no
+    members: its selection, at its levels."""
+    row = db.query("SELECT s.rids, r.metrics->'levels' AS levels, r.metrics->'level_batches'"
+                   " AS batches FROM deid.release r JOIN deid.release_selection s"
+                   " ON s.release_id = r.release_id WHERE r.release_id = $1",
+                   [release_id], ["bigint"])[0]
+    load = (lambda v: json.loads(v) if isinstance(v, str) else v)
+    if row["batches"] is None:
+        ids = _unpack(bytes(row["rids"]))
+        return KeptGroups(int(release_id), ids, np.zeros(ids.size, np.int64),
+                          {0: load(row["levels"]) or {}})
+    ids, labels = _groups(db, method, release_id)
+    return KeptGroups(int(release_id), ids, labels,
+                      {int(b): lv for b, lv in load(row["batches"]).items()})
+
+
+_AFTER_RESET = ("coalesce((SELECT max(after_release) FROM deid.composition_reset"
+                " WHERE source IS NULL OR source = $1), 0)")
+
+
 def _earlier(db, req):
     """The other releases of the request's source identity (log/source_identity.py: a view's
     base table, a re-created table's name) that some role reads together with it
@@ -119,9 +173,50 @@ def _same_classes_or_disjoint(db, req, ids, same):
     for e in same:
         if not _shares_rows(ids, e["ids"]):
             continue
-        if e["ids"].size != ids.size or not np.array_equal(e["ids"], ids) or \
-                not _same_classes(db, req.release_id, e["release_id"]):
+        if e["ids"].size == ids.size and np.array_equal(e["ids"], ids) and \
+                _same_classes(db, req.release_id, e["release_id"]):
+            continue
+        if not (_contains(ids, e["ids"]) and _grown_by_k(db, req, e["release_id"]) and
+                _records_kept(db, req, e["release_id"])):
             raise refusal(req, "an earlier generalization release grouped these rows otherwise")
+
+
+def _contains(a, b):
+    """Whether the sorted ids `a` hold every id of `b`."""
+    if b.size == 0:
+        return True
+    if a.size == 0:
+        return False
+    return bool(np.all(a[np.minimum(np.searchsorted(a, b), a.size - 1)] == b))
+
+
+def _grown_by_k(db, req, earlier):
+    """A re-release of a grown source: every class of the earlier release holds, in this one,
+    as many rows as it did or at least k more (the difference of the two class counts is the
+    new rows in the class: none, or a crowd of k); no class shrank."""
+    return not db.value(
+        "SELECT EXISTS (SELECT FROM (SELECT generalized, source, sum(cardinality) AS n"
+        " FROM deid.equivalence_class WHERE release_id = $1 GROUP BY 1, 2) a"
+        " FULL JOIN (SELECT generalized, source, sum(cardinality) AS n"
+        " FROM deid.equivalence_class WHERE release_id = $2 GROUP BY 1, 2) b"
+        " ON a.generalized = b.generalized AND a.source IS NOT DISTINCT FROM b.source"
+        " WHERE coalesce(a.n, 0) - coalesce(b.n, 0) NOT IN (0) AND"
+        " coalesce(a.n, 0) - coalesce(b.n, 0) < $3)",
+        [req.release_id, earlier, req.k], ["bigint", "bigint", "bigint"])
+
+
+def _records_kept(db, req, earlier):
+    """Every record the earlier release published is published again as it was (a row
+    deleted or changed since would be the difference): checked on the stored tables while
+    the earlier one's still exists (a dropped release's class counts alone)."""
+    old = db.value("SELECT to_regclass(quote_ident($1) || '.' || quote_ident(name))::text"
+                   " FROM deid.release WHERE release_id = $2", [STORE_SCHEMA, earlier],
+                   ["text", "bigint"])
+    if old is None:
+        return True
+    return not db.value(
+        f"SELECT EXISTS (SELECT * FROM {old} EXCEPT ALL"
+        f" SELECT * FROM {qualified(STORE_SCHEMA, req.name)})")
 
 
 def _shares_rows(a, b):
@@ -170,6 +265,7 @@ def _values_hold(db, req, pairs, new, c):
     layers = [x for _, x in pairs] + [new]
     _, pos = partition.positions(layers)
     for attribute in _attributes(db, req.release_id):
+        _unchanged_values(db, req, pairs, attribute)
         bar = np.zeros(c.sizes.size, np.int64)
         for (e, _), p in zip(pairs, pos):
             np.maximum.at(bar, c.rows[p], _l_of(e["l"], e["column_l"], attribute))
@@ -182,6 +278,17 @@ def _values_hold(db, req, pairs, new, c):
         if partition.too_few_values(c, values[at >= 0], at[at >= 0], bar):
             raise refusal(req, "a cell of the groupings' common refinement would hold "
                                "fewer than l sensitive values")
+
+
+def _unchanged_values(db, req, pairs, attribute):
+    """A row's sensitive value is the same in every release holding it: a value updated since
+    an earlier release changes its group's counts by that one row (its old and new value)."""
+    codes = {}                      # one code space: codes compare across the releases
+    rid, values = _values(db, attribute, [req.release_id], codes)
+    for e, _ in pairs:
+        if partition.changed_values(rid, values,
+                                    *_values(db, attribute, [e["release_id"]], codes)):
+            raise refusal(req, "a row's sensitive value changed since an earlier release")
 
 
 def _l_of(l, column_l, attribute):
@@ -222,13 +329,14 @@ def _attributes(db, release_id):
         ["bigint"])]
 
 
-def _values(db, attribute, releases):
+def _values(db, attribute, releases, codes=None):
     """(row ids, value codes) of `attribute` over the releases' RID sets (a row's value is the
-    source's, the same in every release that holds it)."""
+    source's, the same in every release that holds it: _values_hold refuses a change);
+    `codes`: value -> code, to share a code space between calls."""
     rows = db.query(
         "SELECT value_list, rid_counts, rids FROM deid.rid_set WHERE attribute = $1"
         " AND release_id = ANY($2)", [attribute, releases], ["text", "bigint[]"])
-    codes = {}
+    codes = {} if codes is None else codes
     rid, val = [], []
     for r in rows:
         per_entry = [codes.setdefault(v, len(codes)) for v in r["value_list"]]

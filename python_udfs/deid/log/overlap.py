@@ -73,7 +73,7 @@ def control(db, req, spec, rid):
     source, its selection (the row ids `rid` of the read `spec`) or its groups (written in this
     transaction) would single out fewer than k rows (log/composition.py); then store it. Runs under a lock per source until the request's transaction ends, so two concurrent
     requests of one source are compared with each other."""
-    ident = source_identity.of_request(db, req, _row_id(spec))
+    ident = source_identity.of_request(db, req, row_id_of(spec))
     locks.lock_source_identity(db, ident.relation)     # a view and its table wait for each other
     row_id, ids, packed = check(db, req, spec, rid, groupings=True)
     db.execute("INSERT INTO deid.release_selection (release_id, row_id, n, rids)"
@@ -82,7 +82,8 @@ def control(db, req, spec, rid):
     source_identity.store(db, req.release_id, ident)
 
 
-def _row_id(spec):
+def row_id_of(spec):
+    """The column whose values identify the rows of a read (003: the record column)."""
     return getattr(spec, "record", None) or spec.rid
 
 
@@ -96,7 +97,7 @@ def check(db, req, spec, rid, groupings=False):
                         f"a policy-based request may not pass options.{OPTION}",
                         hint="Only a requester with SELECT on the source may override the overlap "
                              "control; leave the option out.")
-    row_id = _row_id(spec)
+    row_id = row_id_of(spec)
     ident = source_identity.of_request(db, req, row_id)    # or refused: unmapped row ids
     ids = selected(rid)
     packed = pack(ids)

@@ -174,3 +174,15 @@ def too_few_values(c, values, pos_of_values, l):
     pairs = np.unique(np.stack([cell[keep], np.asarray(values, np.int64)[keep]]), axis=1)
     distinct = np.bincount(pairs[0], minlength=c.sizes.size)
     return bool(np.any((c.changed | c.held) & (distinct < l)))
+
+
+def changed_values(rid, values, rid_before, values_before):
+    """Whether a row both arrays hold carries another value now than before (value codes of
+    one code space; rows unsorted). Its group's counts would differ by that change alone."""
+    if rid.size == 0 or rid_before.size == 0:
+        return False
+    order = np.argsort(rid_before, kind="stable")
+    ids, vals = rid_before[order], np.asarray(values_before, np.int64)[order]
+    at = np.minimum(np.searchsorted(ids, rid), ids.size - 1)
+    both = ids[at] == rid
+    return bool(np.any(vals[at[both]] != np.asarray(values, np.int64)[both]))

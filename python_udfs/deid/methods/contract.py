@@ -103,6 +103,8 @@ class Plugin(Protocol):
     # node writes, or None
     SHARD_PRECHECK: Optional[Tuple[Any, ...]]
     REPORT: Report                     # what the report says of its releases
+    KEEPS_GROUPS: bool                 # a re-release of a growing source keeps the earlier
+                                       # release's groups (req.run.kept, methods/kept_groups.py)
 
     def validate(self, k: int, l: Optional[int], opts: Options) -> None:  # noqa: E741
         """Refuse a request the method cannot take (22023 with a HINT)."""
@@ -128,7 +130,7 @@ def conforms(plugin: object, verifier: object) -> List[str]:
     """The members of the contract a method's modules lack ([] when it conforms)."""
     missing = [f"plugin.{m}" for m in ("NAME", "OPTIONS", "RELEASE_HEAP", "read_columns",
                                        "DISTRIBUTION", "HAS_L", "COMPOSITION", "ESTIMATE_VIEW",
-                                       "SHARD_PRECHECK", "REPORT",
+                                       "SHARD_PRECHECK", "REPORT", "KEEPS_GROUPS",
                                        "validate", "plan_read", "run")
                if not hasattr(plugin, m)]
     if getattr(plugin, "DISTRIBUTION", DISTRIBUTIONS[0]) not in DISTRIBUTIONS:

@@ -109,6 +109,9 @@ COMMON = (
            "deid_reader, or a role you are a member of); the composition rule compares "
            "it only with releases some role reads together with it.",
            example='{"audience": "study_a"}'),
+    Option("regroup", "bool", "group the rows afresh instead of keeping the groups of the "
+           "latest earlier release of the source by the same method and columns (the "
+           "composition rule judges the new grouping).", example='{"regroup": true}'),
 )
 
 

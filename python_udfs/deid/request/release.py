@@ -32,6 +32,8 @@ class RunState:
     evidence: Any = None         # the plan's evidence for its verifier (verify.<method>.Evidence)
     part: Optional[Row] = None   # a node's part of a distributed generalization
     #                              (distributed/generalization_sql.finish_part)
+    kept: Any = None             # methods.kept_groups.KeptGroups: the earlier release's groups a
+    #                              re-release keeps (a plug-in with KEEPS_GROUPS; None: none)
     warnings: List[str] = field(default_factory=list)   # logged in the release's metrics (e.g. the
     #                              composition rule overridden by a requester with SELECT)
 

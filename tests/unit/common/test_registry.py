@@ -73,9 +73,10 @@ def test_the_contract_check_names_what_is_missing():
     assert contract.conforms(plugin, verifier) == ["plugin.RELEASE_HEAP", "plugin.read_columns",
                                                    "plugin.DISTRIBUTION", "plugin.HAS_L",
                                                    "plugin.COMPOSITION", "plugin.ESTIMATE_VIEW",
-                                                   "plugin.SHARD_PRECHECK", "plugin.REPORT",
+                                                   "plugin.SHARD_PRECHECK", "plugin.REPORT", "plugin.KEEPS_GROUPS",
                                                    "verifier.READS_SNAPSHOT_VALUES"]
     plugin.DISTRIBUTION, plugin.HAS_L, plugin.COMPOSITION = "everywhere", False, "by name"
+    plugin.KEEPS_GROUPS = False
     plugin.RELEASE_HEAP, plugin.read_columns = False, None
     plugin.ESTIMATE_VIEW, plugin.SHARD_PRECHECK, plugin.REPORT = False, None, {}
     assert contract.conforms(plugin, types.SimpleNamespace(verify=nothing, READS_SNAPSHOT_VALUES=True)) \

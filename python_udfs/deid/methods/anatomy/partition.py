@@ -105,6 +105,36 @@ def anatomize(qi, sensitive, K, L=None, column_l=None, model="kl", *, full_certi
     return AnatomyResult(group_id=group_id, n_groups=n_groups, certified_l=cert, model=model)
 
 
+def anatomize_kept(qi, sensitive, K, L=None, column_l=None, model="kl", *, kept):
+    """:func:`anatomize` of a re-release: the rows of ``kept`` (methods/kept_groups.Split)
+    keep their earlier groups; the new rows are partitioned among themselves only (never
+    merged into an old group: a group's count minus its earlier count would isolate them).
+    A kept group that no longer satisfies the model (a row's value changed since) is refused,
+    as new rows too few for a group of their own are."""
+    from ..kept_groups import combine
+    codes = diversity.as_codes(sensitive)
+    new = kept.new
+    if new.any():
+        fresh = anatomize(np.asarray(qi)[new], codes[new], K, L, column_l, model)
+        group_id, n_groups = combine(kept, fresh.group_id)
+    else:
+        group_id, n_groups = combine(kept, np.zeros(0, np.int64))
+    caps = _check_column_l(column_l, L, codes.shape[1], model)
+    dense, sizes = diversity.dense_columns(codes)
+    max_l = L if model == "kl" else None
+    cert = (_level(group_id, dense, sizes, n_groups, caps, model, max_l) if L is not None
+            else np.ones(n_groups, np.int64))
+    sizes_g = np.bincount(group_id, minlength=n_groups)
+    if sizes_g.min() < K or (L is not None and cert.min() < L):
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
+                        "a group of the earlier release no longer satisfies the model",
+                        hint="A row's value changed since the earlier release (each group is "
+                             "published again as it was); ask for a fresh grouping "
+                             "(options.regroup), which the composition rule judges.",
+                        data_dependent=True)
+    return AnatomyResult(group_id=group_id, n_groups=n_groups, certified_l=cert, model=model)
+
+
 def check_eligible(sensitive, K, L=None, column_l=None, model="kl"):
     """001 Fig. 5's root: whether the rows, as one group, satisfy the model (Satisfy-Model(T, K,
     L): |T| >= K and the Fig. 6 / Figs. 7-8 certificate of T reaches L) -- the condition every

@@ -10,7 +10,7 @@ The independent check of what was stored is verify/anatomy.py.
 """
 import numpy as np
 
-from .. import support as ms, metrics
+from .. import kept_groups, support as ms, metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE
 from ...read.frame import EncodedColumn, value_dictionary
 from ...request.options import COMMON, Option, option_class, typed
@@ -29,6 +29,7 @@ HAS_L = True                    # its l: (K,L)-anatomy (methods/contract.py)
 COMPOSITION = "groups_values"  # composition rule (b): its groups in deid.rid_set (methods/contract.py)
 ESTIMATE_VIEW = True            # 001's estimate view over the QIT, also over shards
 REPORT = report.REPORT
+KEEPS_GROUPS = True             # a re-release keeps the earlier groups (methods/kept_groups.py)
 OPTIONS = (
     Option("column_l", "map_int", "column-wise limits L_i per sensitive attribute (001 Def. 7); "
            "needs l.", low=1, high=2 ** 31 - 1, example='{"column_l": {"treatment": 2}}'),
@@ -152,8 +153,11 @@ def run(frame, req):
     sa_dicts = [value_dictionary(frame.columns[s]) for s in sas]
     qi = ms.qi_matrix(req, frame, qis)
     sa = _sensitive_codes(frame, sas, sa_dicts)
-    result = anatomy.anatomize(qi, sa, req.k, req.l, column_l=_column_l(req, sas),
-                               model=(_opts(req.options).model or "kl"))
+    kept = kept_groups.split(frame.rid, req.run.kept)
+    grouping = anatomy.anatomize_kept if kept.n_kept else anatomy.anatomize
+    result = grouping(qi, sa, req.k, req.l, column_l=_column_l(req, sas),
+                      model=(_opts(req.options).model or "kl"),
+                      **({"kept": kept} if kept.n_kept else {}))
     del qi, sa
     group = result.group_id.astype(np.int64, copy=False)
     order = by_group(group, result.n_groups)         # rows by group, then row id (frame is by rid)

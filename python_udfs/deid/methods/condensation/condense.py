@@ -126,6 +126,7 @@ class CondenseOptions:
     workers: int = 1
     progress: object = None           # progress(fraction of the blocks clustered), or None
     distance_guard: int = 0
+    kept: object = None               # methods.kept_groups.Split: rows keeping earlier clusters
 
 
 class Job(NamedTuple):
@@ -183,8 +184,8 @@ def condense(X, kinds, k, options=None, **chosen):
     rebalance_rounds = _check_count(o.rebalance_rounds, "rebalance_rounds", 0,
                                     "rebalanced Lloyd rounds after step 2c; 0 = the paper")
 
-    subsets = _subsets(X, status if split else None, k)
-    if block_rows is None and max(rows.size for _, rows in subsets) > EXACT_MAX_ROWS:
+    subsets = _new_subsets(X, status if split else None, k, o.kept)
+    if block_rows is None and max([rows.size for _, rows in subsets] or [0]) > EXACT_MAX_ROWS:
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f"exact (unblocked) condensation is limited to {EXACT_MAX_ROWS} rows "
                         "per status subset",
@@ -222,9 +223,9 @@ def condense(X, kinds, k, options=None, **chosen):
     else:
         for job in jobs:
             report(run(job))
-    cluster_id = np.empty(n, dtype=np.int64)
-    status_of_cluster, block_of_cluster = [], []
-    next_cluster = 0
+    cluster_id, status_of_cluster, block_of_cluster = _kept_clusters(
+        X, status if split else None, o.kept, k)
+    next_cluster = len(status_of_cluster)
     for b, (job, labels) in enumerate(zip(jobs, block_labels)):
         count = int(labels.max()) + 1
         cluster_id[job.rows] = labels + next_cluster
@@ -465,6 +466,34 @@ def _base_seed(seed):
 
 def _rng(base_seed, *key):
     return np.random.default_rng(np.random.SeedSequence(base_seed, spawn_key=key))
+
+
+def _new_subsets(X, status, k, kept):
+    """_subsets of the rows no earlier cluster keeps (all rows without `kept`): a re-release
+    clusters its new rows among themselves only (methods/kept_groups.py)."""
+    if kept is None or kept.n_kept == 0:
+        return _subsets(X, status, k)
+    new = np.flatnonzero(kept.new)
+    if new.size == 0:
+        return []
+    return [(value, new[rows]) for value, rows in _subsets(X[new], status, k)]
+
+
+def _kept_clusters(X, status, kept, k):
+    """(cluster per row, -1 where still to cluster; status per kept cluster; block per kept
+    cluster, -1): the clusters a re-release keeps, numbered first."""
+    n = X.shape[0]
+    if kept is None or kept.n_kept == 0:
+        return np.full(n, -1, np.int64), [], []
+    cluster_id = kept.group.astype(np.int64, copy=True)
+    if np.bincount(cluster_id[cluster_id >= 0], minlength=kept.n_kept).min() < k:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "an earlier cluster holds fewer than k rows",
+                        hint="Ask for a fresh grouping (options.regroup).", data_dependent=True)
+    of = np.full(kept.n_kept, -1, np.int64)
+    if status is not None:
+        rows = np.flatnonzero(cluster_id >= 0)
+        of[cluster_id[rows]] = X[rows, status].astype(np.int64)
+    return cluster_id, of.tolist(), [-1] * kept.n_kept
 
 
 def _subsets(X, status, k):

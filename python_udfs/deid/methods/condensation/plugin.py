@@ -26,7 +26,7 @@ import re
 import numpy as np
 
 from ...catalog import hierarchies
-from .. import support as ms
+from .. import kept_groups, support as ms
 from ...errors import (DeidError, FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE,
                        NULL_VALUE_NOT_ALLOWED)
 from ...request.options import COMMON, Option, option_class, typed
@@ -43,6 +43,7 @@ COMPOSITION = "clusters"        # composition rule (b): its clusters in deid.clu
 ESTIMATE_VIEW = False
 SHARD_PRECHECK = None           # clusters of at least k rows per node need no pre-check
 REPORT = report.REPORT
+KEEPS_GROUPS = True             # a re-release keeps the earlier clusters (methods/kept_groups.py)
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("survival", "object", "the survival time and vital status columns (004 Alg. 2 step 1 "
@@ -225,6 +226,7 @@ def run(frame, req):
     survival_columns = (index[survival["status"]], index[survival["time"]]) if split else ()
     generalized = generalize_categories(req, frame, X, kinds, survival_columns)
     weights = {index[c]: w for c, w in (_opts(req.options).weights or {}).items()} or None
+    kept = kept_groups.split(frame.rid, req.run.kept)     # a re-release keeps its clusters
 
     def release(k, trial=0, progress=None):
         # the k rule's trial i > 0 is another seed of the same request (derived, reproducible)
@@ -233,7 +235,8 @@ def run(frame, req):
                         time_col=index[survival["time"]] if survival else None, weights=weights,
                         survival_times=survival_times_of(req) if split else None,
                         algorithm=algorithm, seed=seed,
-                        distance_guard=(_opts(req.options).distance_guard or 0), progress=progress)
+                        distance_guard=(_opts(req.options).distance_guard or 0), progress=progress,
+                        kept=kept)
 
     def released(k, trial=0, progress=None):
         # what is released: rounded to the grains and moved off rare source rows (the k rule

@@ -37,6 +37,7 @@ COMPOSITION = "whole_clusters"  # composition rule (b): released records keep th
 ESTIMATE_VIEW = False
 SHARD_PRECHECK = None           # records whole on one node need no pre-check
 REPORT = report.REPORT
+KEEPS_GROUPS = False            # a re-release regroups; the composition rule judges it
 DISJOINT_HINT = ("The constraints of a utility policy must be disjoint (003 Sec. 3.1): put "
                  "each code in at most one constraint.")
 OPTIONS = (

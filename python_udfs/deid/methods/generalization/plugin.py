@@ -17,12 +17,12 @@ required) is verify/generalization.py.
 import numpy as np
 
 from ...catalog import hierarchies
-from .. import support as ms
+from .. import kept_groups, support as ms
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ...read.frame import value_dictionary
 from ...request.options import COMMON, Option, option_class, typed
 from . import report
-from ...plan import Labels, ReleasePlan, SourceClasses, SourceValues, Table
+from ...plan import Labels, ReleasePlan, Membership, SourceClasses, SourceValues, Table
 
 NAME = "generalization"
 RELEASE_HEAP = False            # no heap trim between the phases (methods/contract.py)
@@ -32,6 +32,7 @@ COMPOSITION = "classes"         # composition rule (b): the same classes over sh
 ESTIMATE_VIEW = False
 SHARD_PRECHECK = None           # the nodes' class tables are merged instead (distributed/)
 REPORT = report.REPORT
+KEEPS_GROUPS = True             # old rows keep the earlier levels (methods/kept_groups.py)
 read_columns = None             # the projection and the source's row id (methods/contract.py)
 OPTIONS = (
     Option("priorities", "map_number", "the priority of each quasi-identifier in [0, 1] "
@@ -179,9 +180,89 @@ def plan_read(req, rid):
 def run(frame, req):
     """002 sec. 4.5 on the snapshot -> the release as a ReleasePlan."""
     qis, others, attrs, codes = attributes(frame, req)
+    kept = kept_groups.split(frame.rid, req.run.kept)
+    if kept.n_kept and req.run.kept.levels:
+        return _kept_levels(frame, req, qis, others, attrs, codes, kept)
     result = search(req, attrs, codes, frame.n)
     return release_plan(frame, req, qis, others, attrs, codes, result.levels, result.class_counts,
                         {"steps": result.steps, "loss": float(result.loss)})
+
+
+def _kept_levels(frame, req, qis, others, attrs, codes, kept):
+    """A re-release: the old rows at the earlier release's levels (each record as it was
+    published), the new rows at levels searched over the new rows alone."""
+    levels_of_row, found = _row_levels(req, qis, attrs, codes,
+                                       kept_groups.labels_of(frame.rid, req.run.kept))
+    columns, keys = _labelled(qis, attrs, levels_of_row, codes, frame.n)
+    _, sizes = np.unique(np.stack(keys, axis=1), axis=0, return_counts=True) if keys else \
+        (None, np.asarray([frame.n]))
+    keys_of_source = {}
+    for a, key in zip(attrs, keys):
+        keys_of_source.setdefault(a.source, []).append(key)
+    if _below_k(req, sizes, keys_of_source):
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "the earlier levels do not meet this "
+                        "request's k", hint="Ask for a fresh grouping (options.regroup).",
+                        data_dependent=True)
+    table = Table(req.name, columns + [SourceValues(o, frame.columns[o], req.rel.columns[o])
+                                       for o in others])
+    by_source = {}
+    for q, a in zip(qis, attrs):
+        by_source.setdefault(a.source, []).append(q)
+    vectors, batch = np.unique(np.stack(levels_of_row, axis=1), axis=0, return_inverse=True)
+    out = metrics(req, attrs, vectors[0], sizes, found)
+    out["kept_release"] = req.run.kept.release_id
+    out["level_batches"] = {str(b): {q: int(lv) for q, lv in zip(qis, v)}
+                            for b, v in enumerate(vectors.tolist())}
+    return ReleasePlan(tables=[table], rows=frame.n, groups=int(len(sizes)),
+                       discernibility=float((sizes.astype(float) ** 2).sum() / max(frame.n, 1)),
+                       classes=SourceClasses(by_source), metrics=out,
+                       membership=Membership(frame.rid, batch.reshape(-1).astype(np.int64)))
+
+
+def _row_levels(req, qis, attrs, codes, label):
+    """(per quasi-identifier, each row's level; the search's steps and loss): a kept row
+    (`label`: its batch in the earlier release) at its batch's levels, the new rows (-1) at
+    the levels searched over them alone."""
+    new = label < 0
+    levels_of_row = [np.zeros(label.size, np.int64) for _ in qis]
+    for b, levels in req.run.kept.levels.items():
+        for per_row, q in zip(levels_of_row, qis):
+            per_row[label == b] = int(levels.get(q, 0))
+    if not new.any():
+        return levels_of_row, {"steps": 0, "loss": 0.0}
+    if int(new.sum()) < req.k:
+        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, "too few rows are new since the earlier "
+                        "release to be released in classes of their own",
+                        hint="Release again when at least k rows were added.",
+                        data_dependent=True)
+    result = search(req, attrs, [c[new] for c in codes], int(new.sum()))
+    for per_row, lv in zip(levels_of_row, result.levels):
+        per_row[new] = int(lv)
+    return levels_of_row, {"steps": result.steps, "loss": float(result.loss)}
+
+
+def _labelled(qis, attrs, levels_of_row, codes, n):
+    """(the Labels column of each quasi-identifier, each row's code in it): each row's value
+    at its own level."""
+    columns, keys = [], []
+    for q, a, per_row, c in zip(qis, attrs, levels_of_row, codes):
+        text = np.empty(n, object)
+        for lv in np.unique(per_row).tolist():
+            at = per_row == lv
+            text[at] = np.asarray(a.labels[lv], object)[a.level_map(lv)[c[at]]]
+        dictionary, code = np.unique(text.astype(str), return_inverse=True)
+        columns.append(Labels(q, code.reshape(-1).astype(np.int64), list(dictionary)))
+        keys.append(code.reshape(-1))
+    return columns, keys
+
+
+def _below_k(req, joint, by_source):
+    """Whether a class holds fewer than k rows: over each source's quasi-identifiers (002
+    sec. 2), and over all of them jointly where the request requires it."""
+    if joint_k_required(req.grant) and joint.size and joint.min() < req.k:
+        return True
+    return any(np.unique(np.stack(keys, axis=1), axis=0, return_counts=True)[1].min() < req.k
+               for keys in by_source.values())
 
 
 def attributes(frame, req, part=False):
