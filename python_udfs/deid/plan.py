@@ -188,7 +188,7 @@ class ReleasePlan:
     evidence: object = None   # the verifier's Evidence (verify.<method>): what it compares the stored release with
     estimate: EstimateView = None     # anatomy: the BI view of 001's estimate, published with the release
 
-    def drop_written(self):
+    def drop_written(self) -> None:
         """Forget what the writer stored (tables, RID sets, classes, clusters, membership):
         once written, only the evidence, the counts and the metrics are needed."""
         self.tables, self.rid_sets = [], []

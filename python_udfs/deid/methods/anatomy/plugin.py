@@ -113,7 +113,7 @@ def eligibility_read(req, spec):
     (declared NOT NULL: none can), so that a node refuses a NULL quasi-identifier before any
     node stores a part, as its store would."""
     qis, sas, _ = _columns(req)
-    nullable = [] if req.options.get("nulls", "error") != "error" else [
+    nullable = [] if (_opts(req.options).nulls or "error") != "error" else [
         q for q in qis if not getattr(spec.rel.columns.get(q), "not_null", False)]
     return ReadSpec(spec.rel, nullable + sas, spec.rid, spec.selection)
 
