@@ -60,7 +60,7 @@ def read_pending(db, token):
 
 
 def finish(db, token, caller, plan=None):
-    """SECURITY DEFINER: method -> write -> verify -> log, on the snapshot read for `token`
+    """SECURITY DEFINER: method -> write -> verify -> publish -> digest -> log, on the snapshot read for `token`
     (``plan``: what makes the plan instead of the method's run: a distributed node's part,
     distributed/generalization_sql.py)."""
     access.caller_role(db, caller)
@@ -90,7 +90,10 @@ def finish(db, token, caller, plan=None):
         clock.phase("verify")
         relations = catalog_log.publish(db, req, tables, plan.estimate)
         overlap.control(db, req, p.spec, p.frame.rid)     # refuse a near-duplicate selection
-        catalog_log.log(db, req, relations, plan, verification, clock.seconds())
+        clock.phase("publish")
+        digests = catalog_log.digests(db, req, tables)    # of everything stored, as logged
+        clock.phase("digest")
+        catalog_log.log(db, req, relations, plan, verification, clock.seconds(), digests)
         clock.flush()
     return [(req.release_id, relations, plan.rows, plan.groups, plan.discernibility, True)]
 

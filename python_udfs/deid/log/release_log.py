@@ -39,18 +39,25 @@ def publish(db, req, tables, estimate=None):
     return relations
 
 
-def log(db, req, relations, plan, verification, seconds):
+def digests(db, req, tables):
+    """The digests of what the release stored (its tables, unqualified names, and its
+    catalog rows), verified just now: deid.verify_release compares them
+    (verify/table_digest.py); those its verifier took in its own passes are not taken again."""
+    return table_digest.digests(db, req.release_id, tables, known=req.run.digests)
+
+
+def log(db, req, relations, plan, verification, seconds, digests=None):
     """The release's row in the append-only log (its seed, who asked and how it was allowed,
-    the method's metrics, the verifier's report, the phase timings and the digests of what it
-    stored, verified just now: deid.verify_release compares them, verify/table_digest.py)."""
+    the method's metrics, the verifier's report, the phase timings and the `digests` of what
+    it stored (:func:`digests`; taken here when not given)."""
     metrics = dict(plan.metrics, rows=plan.rows, groups=plan.groups,
                    discernibility=plan.discernibility, verification=verification, seconds=seconds)
     if plan.estimate is not None:     # not a relation: no digest; a held part revokes it too
         metrics["estimate_view"] = f"{VIEW_SCHEMA}.{plan.estimate.name}"
     if req.warnings:                    # e.g. the composition rule overridden
         metrics["warnings"] = list(req.warnings)
-    metrics["digests"] = table_digest.digests(db, req.release_id,
-                                              [r.split(".", 1)[1] for r in relations])
+    metrics["digests"] = digests or table_digest.digests(
+        db, req.release_id, [r.split(".", 1)[1] for r in relations])
     grant = {k: v for k, v in req.grant.items() if k != "reader_function"}
     params = {"k": req.k, "l": req.l, "columns": req.columns, "selection": req.selection_text,
               "options": req.options, "authorized_via": grant,

@@ -29,6 +29,9 @@ class RunState:
     #                              (distributed/generalization_sql.finish_part)
     warnings: list = field(default_factory=list)   # logged in the release's metrics (e.g. the
     #                              composition rule overridden by a requester with SELECT)
+    digests: dict = field(default_factory=dict)    # {table or catalog: {"rows", "sums"}}
+    #                              a verifier took in its own passes over what was stored
+    #                              (table_digest.digests does not take them again)
 
 
 @dataclass(frozen=True)
