@@ -124,6 +124,7 @@ def _write(db, req, plan, trim=_no_trim, progress=None):
                             hint="Choose another release name: a release's tables are named "
                                  "<release>_<suffix>.") from None
         raise
+    plan.digests = req.run.digests
     catalog_log.write_artefacts(db, req.release_id, plan)
     return tables
 
