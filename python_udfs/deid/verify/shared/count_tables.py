@@ -125,8 +125,9 @@ def _triples_row(db, release_id, attribute, coltype, rows, sums):
     """The statement of check_triples: the table's triples `rows` (t) keyed as the RID sets
     key their labels, and `sums` (its digest, or nothing)."""
     return db.query(
-        "WITH d AS (SELECT DISTINCT v, hashtext(v) AS h FROM deid.rid_set r, unnest(r.value_list) v"
-        "           WHERE r.release_id = $1 AND r.attribute = $2 AND v IS NOT NULL),"
+        "WITH d AS (SELECT v, hashtext(v) AS h FROM (SELECT DISTINCT v FROM deid.rid_set r,"
+        "           unnest(r.value_list) v WHERE r.release_id = $1 AND r.attribute = $2"
+        "           AND v IS NOT NULL) u),"      # each distinct label hashed once
         f" k AS (SELECT (v::{coltype})::text AS key, h FROM d), t AS ({rows})"
         " SELECT string_agg(int4send(t.g), ''::bytea) AS g, string_agg(int8send(t.n), ''::bytea) AS n,"
         f" string_agg(int4send(CASE WHEN t.x IS NULL THEN {NULL_KEY} ELSE coalesce(k.h, 0) END),"
