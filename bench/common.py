@@ -55,3 +55,12 @@ def fresh_database(name):
     conn.execute("SET client_min_messages = warning")
     conn.execute("CREATE EXTENSION deid CASCADE")
     return conn
+
+
+def reset_composition(conn):
+    """Forget the earlier releases for the composition rule (a superuser's row in
+    deid.composition_reset): a speed benchmark releases the same rows again and again, and
+    each request should be timed as the first release of its source, not checked against
+    every earlier run of the benchmark."""
+    conn.execute("INSERT INTO deid.composition_reset (source, after_release)"
+                 " SELECT NULL, coalesce(max(release_id), 0) FROM deid.release")

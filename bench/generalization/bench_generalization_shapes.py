@@ -38,7 +38,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs importable)
 import bench_generalization as bg  # noqa: E402
 import release_fingerprint as rf  # noqa: E402
-from common import RESULTS, ROOT, backend_peak_kb, connect, timed  # noqa: E402
+from common import RESULTS, ROOT, backend_peak_kb, connect, reset_composition, timed  # noqa: E402
 
 PROFILES = 3000
 DOMAIN = {"age": 100, "zip": 1000, "ethnicity": 12, "diagnosis": 400, "pt": 10, "size_mm": 199}
@@ -115,6 +115,7 @@ def one_run(shape, c, k, n):
         cc.execute("SET client_min_messages = warning")
         ctas = bg.ctas(cc)
     name = f"shape_{n}"
+    reset_composition(c)
     t, rid, groups = request(c, "bench_gen", k, name)
     peak = backend_peak_kb(c)
     metrics = c.execute("SELECT metrics FROM deid.release WHERE release_id = %s", [rid]).fetchone()[0]

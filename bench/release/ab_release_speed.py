@@ -32,7 +32,7 @@ import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs impor
 import bench_anatomy as ba  # noqa: E402
 import bench_generalization as bg  # noqa: E402
 import bench_generalization_shapes as shapes  # noqa: E402
-from common import ROOT, url  # noqa: E402
+from common import ROOT, reset_composition, url  # noqa: E402
 
 
 def installed_dir():
@@ -41,7 +41,9 @@ def installed_dir():
                                         capture_output=True, text=True, check=True).stdout.strip())
     control = (share / "extension" / "deid.control").read_text()
     version = re.search(r"default_version\s*=\s*'([^']+)'", control).group(1)
-    path = share / "deid" / f"python-{version}" / "deid"
+    home = share / "deid" / f"python-{version}"
+    # the build the functions import (extension/build_sql.py: builds/<id>, linked as current)
+    path = (home / "current" / "deid") if (home / "current").exists() else home / "deid"
     if not (path / "pg.py").is_file():
         raise SystemExit(f"no installed deid package at {path}")
     return path
@@ -75,6 +77,7 @@ def install(src, dst, compile=True):
 def anatomy():
     conn = psycopg.connect(url(ba.DB), autocommit=True)
     try:
+        reset_composition(conn)
         r = ba.request(conn, "patients_1m", 50, 10, ba.QIS + ba.SAS[:3], "ab_anatomy")
     finally:
         conn.close()
@@ -84,6 +87,7 @@ def anatomy():
 def generalization():
     conn = psycopg.connect(url(bg.DB), autocommit=True)
     try:
+        reset_composition(conn)
         t, m, _ = bg.Requests(conn).run("bench_gen", 10, "greedy", bg.REFERENCE)
     finally:
         conn.close()

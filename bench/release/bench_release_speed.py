@@ -38,7 +38,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs importable)
 import bench_anatomy as ba  # noqa: E402
 import bench_generalization as bg  # noqa: E402
-from common import RESULTS, ROOT, backend_peak_kb, connect, save, timed, url  # noqa: E402
+from common import (RESULTS, ROOT, backend_peak_kb, connect, reset_composition, save,  # noqa: E402
+                    timed, url)
 
 T0 = time.perf_counter()
 ANATOMY_COLUMNS = ba.QIS + ba.SAS[:3]
@@ -60,6 +61,7 @@ def anatomy_request(table, release):
     """One anatomy request in a fresh backend: seconds, phases, VmHWM."""
     conn = psycopg.connect(url(ba.DB), autocommit=True)
     try:
+        reset_composition(conn)
         r = ba.request(conn, table, 50, 10, ANATOMY_COLUMNS, release)
         r["vmhwm_kb"] = backend_peak_kb(conn)
     finally:
@@ -147,6 +149,7 @@ def bench_generalization(n, repeat):
             ctas_runs.append(bg.ctas(conn))
             fresh = psycopg.connect(url(bg.DB), autocommit=True)
             try:
+                reset_composition(fresh)
                 t, m, res = bg.Requests(fresh).run("bench_gen", 10, "greedy", bg.REFERENCE)
                 runs.append({"seconds": t, "phases": m["seconds"], "vmhwm_kb": backend_peak_kb(fresh)})
             finally:

@@ -74,7 +74,8 @@ def read_pending(db: "Database", token: str) -> int:
 
 def finish(db: "Database", token: str, caller: str,
            plan: Optional[Callable[[Frame, "Request"], "ReleasePlan"]] = None) -> List[Tuple[Any, ...]]:
-    """SECURITY DEFINER: method -> write -> verify -> log, on the snapshot read for `token`
+    """SECURITY DEFINER: method -> write -> verify -> publish -> digest -> log, on the snapshot
+    read for `token`
     (``plan``: what makes the plan instead of the method's run: a distributed node's part,
     distributed/generalization_sql.py)."""
     access.caller_role(db, caller)
@@ -107,7 +108,10 @@ def finish(db: "Database", token: str, caller: str,
         clock.phase("verify")
         relations = catalog_log.publish(db, req, tables, made.estimate)
         overlap.control(db, req, p.spec, p.frame.rid)     # refuse a near-duplicate selection
-        catalog_log.log(db, req, relations, made, verification, clock.seconds())
+        clock.phase("publish")
+        digests = catalog_log.digests(db, req, tables)    # of everything stored, as logged
+        clock.phase("digest")
+        catalog_log.log(db, req, relations, made, verification, clock.seconds(), digests)
         clock.flush()
     return [(req.release_id, relations, made.rows, made.groups, made.discernibility, True)]
 
@@ -157,6 +161,7 @@ def _write(db: "Database", req: "Request", plan: "ReleasePlan", trim: Callable[[
                             hint="Choose another release name: a release's tables are named "
                                  "<release>_<suffix>.") from None
         raise
+    plan.digests = req.run.digests
     catalog_log.write_artefacts(db, req.release_id, plan)
     return tables
 

@@ -187,6 +187,8 @@ class ReleasePlan:
     metrics: dict = field(default_factory=dict)
     evidence: object = None   # the verifier's Evidence (verify.<method>): what it compares the stored release with
     estimate: EstimateView = None     # anatomy: the BI view of 001's estimate, published with the release
+    digests: dict = None      # where the writer puts the digests it took of what it wrote
+    #                           (the request's RunState.digests; log/release_log.write_artefacts)
 
     def drop_written(self) -> None:
         """Forget what the writer stored (tables, RID sets, classes, clusters, membership):

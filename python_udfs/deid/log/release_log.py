@@ -42,18 +42,25 @@ def publish(db, req, tables, estimate=None):
     return relations
 
 
-def log(db, req, relations, plan, verification, seconds):
+def digests(db, req, tables):
+    """The digests of what the release stored (its tables, unqualified names, and its
+    catalog rows), verified just now: deid.verify_release compares them
+    (verify/table_digest.py); those its verifier took in its own passes are not taken again."""
+    return table_digest.digests(db, req.release_id, tables, known=req.run.digests)
+
+
+def log(db, req, relations, plan, verification, seconds, digests=None):
     """The release's row in the append-only log (its seed, who asked and how it was allowed,
-    the method's metrics, the verifier's report, the phase timings and the digests of what it
-    stored, verified just now: deid.verify_release compares them, verify/table_digest.py)."""
+    the method's metrics, the verifier's report, the phase timings and the `digests` of what
+    it stored (:func:`digests`; taken here when not given)."""
     metrics = dict(plan.metrics, rows=plan.rows, groups=plan.groups,
                    discernibility=plan.discernibility, verification=verification, seconds=seconds)
     if plan.estimate is not None:     # not a relation: no digest; a held part revokes it too
         metrics["estimate_view"] = f"{VIEW_SCHEMA}.{plan.estimate.name}"
     if req.warnings:                    # e.g. the composition rule overridden
         metrics["warnings"] = list(req.warnings)
-    metrics["digests"] = table_digest.digests(db, req.release_id,
-                                              [r.split(".", 1)[1] for r in relations])
+    metrics["digests"] = digests or table_digest.digests(
+        db, req.release_id, [r.split(".", 1)[1] for r in relations])
     grant = {k: v for k, v in req.grant.items() if k != "reader_function"}
     params = {"k": req.k, "l": req.l, "columns": req.columns, "selection": req.selection_text,
               "options": req.options, "authorized_via": grant,
@@ -81,11 +88,15 @@ def log(db, req, relations, plan, verification, seconds):
 
 
 def write_artefacts(db, release_id, plan):
+    """The plan's rows in deid's artefact catalogs; into plan.digests (when set: the
+    request's RunState.digests) the digests of those a writer hashed as it wrote them
+    (write_source_classes)."""
+    known = plan.digests
     for r in plan.rid_sets:
         write_rid_set(db, release_id, r)
     if plan.classes is not None:
         write_classes(db, release_id, plan.classes, plan.tables[0].name if plan.tables else None,
-                      (plan.groups, plan.rows))
+                      (plan.groups, plan.rows), known)
     if plan.clusters is not None:
         write_clusters(db, release_id, plan.clusters)
     if plan.membership is not None:
@@ -151,13 +162,13 @@ def rid_chunks(counts, limit=RID_CHUNK):
     return entries.astype(np.int64)
 
 
-def write_classes(db, release_id, classes, table=None, joint=None):
+def write_classes(db, release_id, classes, table=None, joint=None, known=None):
     """deid.equivalence_class. Per-source classes (plan.SourceClasses, 002) are derived
     set-based from the stored release `table` (write_source_classes); classes given in memory
     (plan.Classes: over all quasi-identifiers jointly, source NULL) are one binary COPY (jsonb's
     binary form is a version byte, 1, then the text)."""
     if isinstance(classes, SourceClasses):
-        return write_source_classes(db, release_id, classes, table, joint)
+        return write_source_classes(db, release_id, classes, table, joint, known)
     count = len(classes.sizes)
     generalized = ["\x01" + g for g in generalized_json(classes.labels, count)]
     copy_files.copy_fields(db, "deid.equivalence_class",
@@ -188,7 +199,7 @@ def _json_value(x):
 JOINT_ROLLUP_MAX = 20_000    # joint classes up to which one joint GROUP BY is rolled up per source
 
 
-def write_source_classes(db, release_id, classes, table, joint=None):
+def write_source_classes(db, release_id, classes, table, joint=None, known=None):
     """Per source system, the stored release table grouped by that source's quasi-identifiers
     -- per class its count and its values as JSON. Class ids run on over the sources (in the
     order given), within a source in the byte order of the values.
@@ -201,7 +212,12 @@ def write_source_classes(db, release_id, classes, table, joint=None):
     them and of the rows, which only choose the plan: at most JOINT_ROLLUP_MAX, and at least 4
     rows a class), one statement groups the stored release by all of them once (in parallel)
     and rolls that up per source: one scan instead of one per source, the same classes (15 %
-    less time for the benchmark's 7,741 joint classes; nearly unique ones stay per source)."""
+    less time for the benchmark's 7,741 joint classes; nearly unique ones stay per source).
+
+    With ``known`` (a dict), the INSERTs hash the rows they insert as the release's digest of
+    deid.equivalence_class (table_digest.CATALOGS' text of each row, RETURNING it: the rows
+    as stored) into known: the log takes no pass of its own over them. Only for a release
+    whose every class this writes (no other writer adds rows of the release there)."""
     table = qualified(STORE_SCHEMA, table)
     sources = list(classes.sources.items())
     joint = len(sources) > 1 and joint is not None and joint[0] <= JOINT_ROLLUP_MAX \
@@ -209,7 +225,7 @@ def write_source_classes(db, release_id, classes, table, joint=None):
     if joint:
         with parallel_query(db):
             rolled = {r["s"]: r for r in db.query(_rolled_up(db, table, sources))}
-    first = 0
+    first, sums = 0, []
     for i, (source, columns) in enumerate(sources):
         if joint:
             grouped = rolled[i]
@@ -217,12 +233,25 @@ def write_source_classes(db, release_id, classes, table, joint=None):
             with parallel_query(db):
                 grouped = db.query(_grouped(db, columns, [quote_ident(c) for c in columns], table,
                                             "count(*)"))[0]
-        first += db.execute(
-            "INSERT INTO deid.equivalence_class (release_id, class_id, cardinality, generalized,"
-            " source) SELECT $1, $2 + u.o::int - 1, u.n, u.g, $3"
-            " FROM unnest($4::bigint[], $5::jsonb[]) WITH ORDINALITY AS u(n, g, o)",
-            [release_id, first, source, grouped["n"], grouped["g"]],
-            ["bigint", "int", "text", "text", "text"])
+        args = ([release_id, first, source, grouped["n"], grouped["g"]],
+                ["bigint", "int", "text", "text", "text"])
+        if known is None:
+            first += db.execute(_INSERT_CLASSES, *args)
+            continue
+        with table_digest.pinned(db):
+            sums.append(db.query(f"WITH i AS ({_INSERT_CLASSES} RETURNING "
+                                 + table_digest.row_hash(table_digest.CATALOGS[
+                                     "deid.equivalence_class"]) + " AS h) SELECT "
+                                 + table_digest.PARTIAL_SUMS + " FROM i", *args)[0])
+        first += int(sums[-1]["digest_n"])
+    if known is not None:
+        known["deid.equivalence_class"] = table_digest.combine(sums)
+
+
+_INSERT_CLASSES = (
+    "INSERT INTO deid.equivalence_class AS c (release_id, class_id, cardinality, generalized,"
+    " source) SELECT $1, $2 + u.o::int - 1, u.n, u.g, $3"
+    " FROM unnest($4::bigint[], $5::jsonb[]) WITH ORDINALITY AS u(n, g, o)")
 
 
 def _grouped(db, columns, exprs, source, count):

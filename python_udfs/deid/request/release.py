@@ -36,6 +36,9 @@ class RunState:
     #                              re-release keeps (a plug-in with KEEPS_GROUPS; None: none)
     warnings: List[str] = field(default_factory=list)   # logged in the release's metrics (e.g. the
     #                              composition rule overridden by a requester with SELECT)
+    digests: Dict[str, Any] = field(default_factory=dict)   # {table or catalog: {"rows", "sums"}}
+    #                              a verifier took in its own passes over what was stored
+    #                              (table_digest.digests does not take them again)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ def verify(db, req, frame, tables):
     column_l = req.options.get("column_l") or None
     out = {}
     all_rids = frame.rid
+    # the digests of what was stored that the log row records, taken in the passes below
+    # (table_digest.digests takes no pass of its own over them); none afterwards
+    known = None if getattr(frame, "stored_only", False) else req.run.digests
     if sas:
         if getattr(frame, "stored_only", False):
             g, a, v, n, flat = read_rid_sets(db, req.release_id)
@@ -68,7 +71,7 @@ def verify(db, req, frame, tables):
                 raise DeidError(VERIFICATION_FAILED, "no RID sets to verify for this request",
                                 hint=VERIFY_HINT)
             by_attribute = per_attribute(sets)
-            out["stored"] = check_stored(stored_digests(db, req.release_id), by_attribute)
+            out["stored"] = check_stored(stored_digests(db, req.release_id, known), by_attribute)
             # the first attribute's RID sets: its slice of the flat RIDs below (a view)
             first_rids = next((r for name, *_, r in by_attribute if name == sas[0]), None)
             if first_rids is None:
@@ -82,14 +85,14 @@ def verify(db, req, frame, tables):
                              req.l if req.options.get("model", "kl") == "kl" else None,
                              column_l, rid_counts=n)
         out["partition"] = check_partition(first_rids, all_rids)
-    group_ids, sizes = group_sizes(db, tables[0])
+    group_ids, sizes = group_sizes(db, tables[0], known)
     out["sizes"] = check_group_counts(sizes, req.k)
     if int(sizes.sum()) != len(all_rids):
         raise DeidError(VERIFICATION_FAILED, "the release table does not hold every row of the snapshot",
                         detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
                         hint=VERIFY_HINT)
     if sas:
-        out["tables"] = check_tables(db, req, tables, sas, entries, group_ids, sizes)
+        out["tables"] = check_tables(db, req, tables, sas, entries, group_ids, sizes, known)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 

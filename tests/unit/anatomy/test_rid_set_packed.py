@@ -28,8 +28,9 @@ def image(chunk):
     values = head + b"".join(
         struct.pack(">i", -1) if v is None else struct.pack(">i", len(v.encode())) + v.encode()
         for _, v, _ in chunk)
-    return (struct.pack(">i", len(groups)) + groups + values + struct.pack(">i", len(counts)) + counts
-            + struct.pack(">i", len(rids)) + rids)
+    sha = (lambda b: hashlib.sha256(b).digest())
+    return (struct.pack(">i", len(groups)) + sha(groups) + values + struct.pack(">i", len(counts))
+            + sha(counts) + struct.pack(">i", len(rids)) + sha(rids))
 
 
 def arrays(chunks=CHUNKS):

@@ -7,13 +7,17 @@ computes, in one aggregate pass over ``deid.rid_set`` (:data:`_STORED_SQL`)::
 
     chunk (int4) | entries (int4) | rids (int4) | sha256(image)
     entries = cardinality(value_list), rids = length(rids) / 8
-    image = int4send(length(group_ids)) || group_ids || array_send(value_list)
-            || int4send(length(rid_counts)) || rid_counts || int4send(length(rids)) || rids
+    image = int4send(length(group_ids)) || sha256(group_ids) || array_send(value_list)
+            || int4send(length(rid_counts)) || sha256(rid_counts)
+            || int4send(length(rids)) || sha256(rids)
                                          (value_list's elements in UTF-8)
 
 and returns, per attribute, those 44-byte records in chunk order.  group_ids, rid_counts and
 rids are stored as packed bytea (sql/00_catalog.sql: big-endian int4, int4 and int8 per
-element, back to back), so the server hashes the stored bytes as they are.  :func:`check_stored`
+element, back to back), so the server hashes the stored bytes as they are.  The same pass
+takes the release's digest of deid.rid_set that its log row records (table_digest.CATALOGS:
+each row's text holds the same sha256 of group_ids, rid_counts and rids, each computed once):
+the catalog is read once, not once for this proof and once for the log.  :func:`check_stored`
 builds the same images with numpy from the arrays (each packed number: the value as a
 big-endian int4 or int8; ``array_send``'s format for the values, written here from the
 PostgreSQL documentation of the binary array format, not with the writer's encoder: ``ndim,
@@ -23,11 +27,12 @@ attribute by attribute: the same attribute names, chunks numbered 0, 1, ... with
 repeat, the entries and RIDs of every chunk adding up to the arrays', and equal digests.
 
 Why that proves equality.  A chunk's image is a prefix-free encoding of its four columns: each
-packed column is preceded by its length in bytes, and array_send's image carries its own
-element count and every element its own length word; so the image determines the stored
-bytes of all four exactly, and two different chunks have different images.  Equal SHA-256
-digests of different images would be a SHA-256 collision, which no known method finds (2^128
-work generically).  So equal digests mean the stored bytes are the packing of the arrays, and
+packed column is its length in bytes and its SHA-256 (fixed widths), and array_send's image
+carries its own element count and every element its own length word; so the image determines
+the SHA-256 of the stored bytes of the packed columns and the values exactly.  Equal SHA-256
+digests of different images, or of different packed bytes, would be a SHA-256 collision, which
+no known method finds (2^128 work generically).  So equal
+digests mean the stored bytes are the packing of the arrays, and
 the packing is one-to-one: a group or count is checked to fit int4 (RIDs are int8) before it
 is packed, so no two arrays pack to the same bytes.  The chunk numbers, entry counts and RID
 counts are compared in the clear, so the stored rows, taken in chunk order, are exactly the
@@ -42,6 +47,7 @@ import hashlib
 import numpy as np
 
 from ...errors import DeidError, VERIFICATION_FAILED
+from . import table_digest
 from .failures import _fail
 
 INT4OID, INT8OID, TEXTOID = 23, 20, 25
@@ -59,21 +65,39 @@ _VALUES_UTF8 = (
     "     ELSE int4send(length(convert_to(v, 'UTF8'))) || convert_to(v, 'UTF8') END,"
     "     ''::bytea ORDER BY o) FROM unnest(r.value_list) WITH ORDINALITY u(v, o)) END")
 
+# the packed columns' SHA-256, once per row (OFFSET 0: evaluated here, not copied into the
+# image and the catalog digest's row text, which both use them)
+_PACKED_SHA = ("LATERAL (SELECT sha256(c.group_ids) AS g, sha256(c.rid_counts) AS n,"
+               " sha256(c.rids) AS r OFFSET 0) s")
+
 _STORED_SQL = (
-    "SELECT r.attribute AS a, string_agg(int4send(r.chunk) || int4send(cardinality(r.value_list))"
-    " || int4send(length(r.rids) / 8) || sha256(int4send(length(r.group_ids)) || r.group_ids"
-    " || " + _VALUES_UTF8 + " || int4send(length(r.rid_counts)) || r.rid_counts"
-    " || int4send(length(r.rids)) || r.rids), ''::bytea ORDER BY r.chunk) AS d"
-    " FROM deid.rid_set r WHERE r.release_id = $1 GROUP BY r.attribute")
+    "SELECT c.attribute AS a, string_agg(int4send(c.chunk) || int4send(cardinality(c.value_list))"
+    " || int4send(length(c.rids) / 8) || sha256(int4send(length(c.group_ids)) || c.g"
+    " || " + _VALUES_UTF8.replace("r.value_list", "c.value_list")
+    + " || int4send(length(c.rid_counts)) || c.n"
+    " || int4send(length(c.rids)) || c.r), ''::bytea ORDER BY c.chunk) AS d, "
+    + table_digest.PARTIAL_SUMS + " FROM (SELECT c.attribute, c.chunk, c.value_list, c.group_ids,"
+    " c.rid_counts, c.rids, s.g, s.n, s.r, "
+    + table_digest.row_hash(table_digest.CATALOGS["deid.rid_set"]
+                            .replace("sha256(c.group_ids)", "s.g")
+                            .replace("sha256(c.rid_counts)", "s.n")
+                            .replace("sha256(c.rids)", "s.r"))
+    + " AS h FROM deid.rid_set c, " + _PACKED_SHA + " WHERE c.release_id = $1) c"
+    " GROUP BY c.attribute")
 
 _RECORD = np.dtype([("chunk", ">i4"), ("entries", ">i4"), ("rids", ">i4"), ("digest", "S32")])
 _HINT = ("Nothing was released. The stored RID sets differ from the ones the verifier checked: "
          "report it with the request (deid.release keeps no row of a failed request).")
 
 
-def stored_digests(db, release_id):
-    """{attribute: structured array of (chunk, entries, rids, digest)} of the stored rows."""
-    rows = db.query(_STORED_SQL, [release_id], ["bigint"])
+def stored_digests(db, release_id, known=None):
+    """{attribute: structured array of (chunk, entries, rids, digest)} of the stored rows;
+    into ``known`` (a dict, RunState.digests), the release's digest of deid.rid_set that
+    table_digest.digests records (taken with table_digest.PINNED set, as it takes it)."""
+    with table_digest.pinned(db):
+        rows = db.query(_STORED_SQL, [release_id], ["bigint"])
+    if known is not None:
+        known["deid.rid_set"] = table_digest.combine(rows)
     out = {}
     for r in rows:
         buf = r["d"] or b""
@@ -150,12 +174,12 @@ def _digests(group, code, dictionary, count, rids, entries, per_chunk):
 
 
 def _hash_packed(h, values, buf):
-    """Hash int4send(length in bytes) || the values packed big-endian (a packed column of
-    deid.rid_set); the values are written into the front of ``buf`` ('>i4' or '>i8')."""
+    """Hash int4send(length in bytes) || sha256(the values packed big-endian) (a packed column
+    of deid.rid_set); the values are written into the front of ``buf`` ('>i4' or '>i8')."""
     out = buf[:len(values)]
     out[...] = values
     h.update(np.array([out.nbytes], ">i4").tobytes())
-    h.update(out)                        # hashlib takes the buffer: no bytes copy
+    h.update(hashlib.sha256(out).digest())      # hashlib takes the buffer: no bytes copy
 
 
 def array_header(n, oid, has_null=False):

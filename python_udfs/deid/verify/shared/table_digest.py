@@ -63,10 +63,44 @@ HINT = ("The release changed after it was verified: restore it (its tables and d
         "from a backup taken after it was made, or drop it and request it again.")
 
 
+ROW_TEXT = "ROW(c.*)::text"         # a release table row's text (alias c)
+# Ends the subquery that computes h: it is not pulled up into the aggregates, each of which
+# would compute the row's text and its hash again (twice the time); the scan (in parallel
+# workers, where the table is large) computes h once, the aggregates sum it. The same sums.
+ONCE = "OFFSET 0"
+
+
+def row_hash(text):
+    """The SQL of a row's h (see the module docstring) for the SQL of its `text`."""
+    return f"hashtextextended({text}, 0)"
+
+
+# The aggregates of the digest over rows with a column h (row_hash): a verifier that reads a
+# stored table anyway takes them in the same pass (PARTIAL_SUMS, then combine), instead of
+# the pass of digests() of its own; per group, summed in Python (the sums are exact).
+PARTIAL_SUMS = ("count(*) AS digest_n, sum(h)::text AS digest_1,"
+                " sum(hashint8extended(h, 1))::text AS digest_2")
+
+
 def _digest_sql(rows_from, text):
     """One statement: (rows, sums) of the rows `rows_from` (alias c) by their `text`."""
     return ("SELECT count(*) AS n, sum(h)::text || ' ' || sum(hashint8extended(h, 1))::text AS s"
-            f" FROM (SELECT hashtextextended({text}, 0) AS h FROM {rows_from}) d")
+            f" FROM (SELECT {row_hash(text)} AS h FROM {rows_from} {ONCE}) d")
+
+
+def combine(parts):
+    """{"rows", "sums"} of a table from the PARTIAL_SUMS of disjoint parts of its rows (dicts
+    with digest_n, digest_1, digest_2; a part without rows has NULL sums): the digest that
+    digests() takes of all of them in one statement, the same text."""
+    n = s1 = s2 = 0
+    seen = False
+    for p in parts:
+        n += int(p["digest_n"])
+        if p["digest_1"] is not None:
+            seen = True
+            s1 += int(p["digest_1"])
+            s2 += int(p["digest_2"])
+    return {"rows": n, "sums": f"{s1} {s2}" if seen else None}
 
 
 def _shape(db, table):
@@ -77,16 +111,23 @@ def _shape(db, table):
                     [qualified(STORE_SCHEMA, table)], ["text"])
 
 
-def digests(db, release_id, tables):
+def digests(db, release_id, tables, known=None):
     """{"algorithm", "tables": {name: {"rows", "sums"[, "shape"]}}} of the release's stored
     tables (deid_release.<name>, unqualified names) and of its rows in every catalog of
-    CATALOGS."""
-    out = {}
+    CATALOGS. ``known``: {name: {"rows", "sums"}} a verifier took, in this transaction, in a
+    pass of its own over what was stored (PARTIAL_SUMS, with PINNED set): not taken again."""
+    out, known = {}, known or {}
     with pinned(db):
         for t in tables:
-            row = db.query(_digest_sql(f"{qualified(STORE_SCHEMA, t)} c", "ROW(c.*)::text"))[0]
+            if t in known:
+                row = {"n": known[t]["rows"], "s": known[t]["sums"]}
+            else:
+                row = db.query(_digest_sql(f"{qualified(STORE_SCHEMA, t)} c", ROW_TEXT))[0]
             out[t] = {"rows": int(row["n"]), "sums": row["s"], "shape": _shape(db, t)}
         for catalog, text in CATALOGS.items():
+            if catalog in known:
+                out[catalog] = dict(known[catalog])
+                continue
             schema, name = catalog.split(".")
             row = db.query(_digest_sql(f"{quote_ident(schema)}.{quote_ident(name)} c"
                                        " WHERE c.release_id = $1", text), [release_id], ["bigint"])[0]
