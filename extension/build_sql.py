@@ -1,7 +1,13 @@
-"""Build the extension script deid--X.Y.Z.sql from sql/*.sql, and the update scripts.
+"""Build the extension script deid--X.Y.Z.sql from the SQL sources, and the update scripts.
 
-    python3 build_sql.py PYDIR sql/00_x.sql sql/10_y.sql ... > deid--X.Y.Z.sql
-    python3 build_sql.py --update A--B --current X.Y.Z PYDIR sql/*.sql > deid--A--B.sql
+    python3 build_sql.py --sources ROOT          # the sources in build order, one a line
+    python3 build_sql.py PYDIR SOURCE ... > deid--X.Y.Z.sql
+    python3 build_sql.py --update A--B --current X.Y.Z PYDIR SOURCE ... > deid--A--B.sql
+
+The sources (``sources``) are sql/*.sql and each method's own fragments,
+python_udfs/deid/methods/<m>/sql/*.sql: a method's tables and functions live in its folder and
+are collected here in the registry's order, right after deid's core catalog (sql/00_*.sql,
+which they build on) and before every other file of sql/ (whose functions may use them).
 
 An update script from A to B is the hand-written catalog fragments sql/upgrade/B/*.sql in
 sorted order (README.md there) and, in the last step of the chain (B is the current version),
@@ -32,10 +38,39 @@ function of a ``#@WRAP`` line and the implementation it calls are executable by 
 ``#@GRANTS`` is where the build writes one ``GRANT EXECUTE`` per role, each function by its
 full signature. A declared name that names no function of the script fails the build.
 """
+import ast
 import glob
 import os
 import re
 import sys
+
+REGISTRY = os.path.join("python_udfs", "deid", "methods", "registry.py")
+CORE_CATALOG = "00_"           # sql/00_*.sql: what every method's fragment builds on
+
+
+def registered_methods(root):
+    """The registered methods' names in registry order, read from the registry's source (the
+    first argument of each ``Method("deid.methods.<name>.plugin", ...)``) without importing deid:
+    the build runs before, and apart from, the package's dependencies."""
+    tree = ast.parse(open(os.path.join(root, REGISTRY), encoding="utf-8").read())
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Method" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            out.append((node.lineno, node.args[0].value.split(".")[-2]))
+    return [name for _, name in sorted(out)]      # source order (ast.walk is breadth-first)
+
+
+def sources(root):
+    """The SQL sources of the extension script in build order: sql/00_*.sql, then each
+    registered method's python_udfs/deid/methods/<m>/sql/*.sql (registry order, sorted within
+    a method), then the rest of sql/*.sql, sorted. Paths are ROOT joined with the relative path."""
+    shared = sorted(glob.glob(os.path.join(root, "sql", "*.sql")))
+    core = [p for p in shared if os.path.basename(p).startswith(CORE_CATALOG)]
+    methods = [p for m in registered_methods(root)
+               for p in sorted(glob.glob(os.path.join(root, "python_udfs", "deid", "methods", m, "sql", "*.sql")))]
+    return core + methods + [p for p in shared if p not in core]
+
 
 WRAP = re.compile(r"^#@WRAP\s+(?P<name>[\w.]+)\((?P<args>.*)\)\s+RETURNS\s+(?P<ret>.+?)\s+=>\s+(?P<call>.+)$")
 
@@ -393,7 +428,9 @@ def update(step, current, pydir, paths):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--update":
+    if sys.argv[1] == "--sources":
+        sys.stdout.write("".join(p + "\n" for p in sources(sys.argv[2])))
+    elif sys.argv[1] == "--update":
         assert sys.argv[3] == "--current"
         sys.stdout.write(update(sys.argv[2], sys.argv[4], sys.argv[5], sys.argv[6:]))
     else:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SQL = sorted(str(p) for p in (ROOT / "sql").glob("*.sql"))
 
 
 def _build_sql():
@@ -19,6 +18,9 @@ def _build_sql():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+SQL = _build_sql().sources(str(ROOT))     # sql/*.sql and the methods' own fragments
 
 
 @pytest.fixture(scope="module")

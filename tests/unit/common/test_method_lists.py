@@ -12,7 +12,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def comment_of(function):
-    for path in sorted((ROOT / "sql").glob("*.sql")):
+    for path in [*sorted((ROOT / "sql").glob("*.sql")),
+                 *sorted((ROOT / "python_udfs" / "deid" / "methods").glob("*/sql/*.sql"))]:
         m = re.search(rf"COMMENT ON FUNCTION {re.escape(function)}\(.*?\) IS\s*'((?:[^']|'')*)'",
                       path.read_text(), re.S)
         if m:

@@ -13,13 +13,25 @@ _spec.loader.exec_module(metrics)
 
 # beside the server's package: the client, which learns a method's report from the server,
 # and the fuzzer's generic parts (each method's parts: tests/fuzz/methods/, tests/fuzz/checkers/)
-OUTSIDE = [ROOT / "client", ROOT / "tests" / "fuzz" / "generator.py",
-           ROOT / "tests" / "fuzz" / "checker.py"]
+FUZZ = ROOT / "tests" / "fuzz"
+OUTSIDE = [ROOT / "client", FUZZ / "generator.py", FUZZ / "checker.py", FUZZ / "check_sets.py",
+           FUZZ / "check_refusal.py"]
 
 
 def test_no_method_name_is_a_literal_outside_its_folder():
     found = metrics.method_literals(roots=OUTSIDE)
     assert found == [], "\n".join(f"{f}:{n} {v!r}" for f, n, v in found)
+
+
+def test_the_fuzz_checker_s_generic_part_holds_no_method_s_checks():
+    """A method's checks of its releases are its part, tests/fuzz/checkers/<method>.py (a
+    function of the generic checker named after a method would be a second home)."""
+    from deid.methods.registry import METHODS
+    generic = sorted(FUZZ.glob("*.py"))
+    found = [(p.name, m) for p in generic for m in METHODS if f"def _{m}(" in p.read_text()]
+    assert found == []
+    parts = sorted(p.stem for p in (FUZZ / "checkers").glob("*.py") if p.stem != "__init__")
+    assert parts == sorted(METHODS)
 
 
 def test_the_search_finds_a_literal_and_spares_a_method_s_own_option_values(tmp_path):

@@ -4,7 +4,7 @@
 -- 003 Fig. 6: HORPART puts every record in one cluster; the release shows clusters, never
 -- which record is in which. deid keeps that for audit (and for the verifier, which checks the
 -- stored chunks against the source record for record through it) in deid.cluster_member
--- (sql/02_condensation.sql), each cluster's record ids.
+-- (methods/condensation/sql/membership.sql), each cluster's record ids.
 
 -- The reconstructions drawn from a release (deid.reconstruct); dropped with their release.
 CREATE TABLE deid.reconstruction (
