@@ -426,3 +426,24 @@ def test_category_swaps_run_for_every_stuck_row_at_once(seed):
     for j in (0, 1):                                              # counts per cluster kept
         assert np.array_equal(np.bincount(cluster * 8 + released[:, j].astype(int)),
                               np.bincount(cluster * 8 + before[:, j].astype(int)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_count_rare_copies_matches_a_brute_force_count(seed):
+    # short integer columns, one-decimal floats and wide columns (whose mixed-radix ids
+    # overflow and are renumbered), released rows partly copied from the source
+    rng = np.random.default_rng(seed)
+    n, m = 200, 9 if seed % 2 else 3
+    cols = [lambda s: rng.integers(0, 4, s).astype(float),
+            lambda s: np.round(rng.normal(0, 1, s), 1),
+            lambda s: rng.integers(0, 10 ** 9, s).astype(float) * 1e6]
+    kinds = rng.integers(0, 3, m)
+    source = np.column_stack([cols[kd](n) for kd in kinds])
+    released = np.column_stack([cols[kd](150) for kd in kinds])
+    released[:80] = source[rng.integers(0, n, 80)]
+    held = {}
+    for row in map(tuple, source):
+        held[row] = held.get(row, 0) + 1
+    for k in (2, 3, 5):
+        expected = sum(0 < held.get(tuple(row), 0) < k for row in released)
+        assert count_rare_copies(source, released, k) == expected
