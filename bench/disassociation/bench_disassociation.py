@@ -14,6 +14,7 @@ and median CTAS, the median run's phases, and with two sizes or more the growth 
 the minima (slope of log seconds over log records).  Writes bench/results/<--out>.json.
 """
 import argparse
+import json
 import pathlib
 import sys
 import threading
@@ -24,7 +25,7 @@ import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs impor
 import numpy as np  # noqa: E402
 
 from bench_disassociation_kernel import make_records  # noqa: E402
-from common import backend_peak_kb, connect, save, timed  # noqa: E402
+from common import RESULTS, backend_peak_kb, connect, save, timed  # noqa: E402
 
 
 def load(conn, table, n, seed=0):
@@ -47,7 +48,12 @@ def main():
     ap.add_argument("--m", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default="disassociation")
+    ap.add_argument("--plot-only", action="store_true",
+                    help="draw bench/results/<--out>_speed.png from <--out>.json and stop")
     args, _ = ap.parse_known_args()        # make bench passes every script the same flags
+    if args.plot_only:
+        plot(json.loads((RESULTS / f"{args.out}.json").read_text()), args.out)
+        return
     out = []
     admin = connect()
     admin.execute("CREATE SCHEMA IF NOT EXISTS bench")
@@ -84,7 +90,33 @@ def main():
         print(f"growth exponent (minima) {out[0]['records']:,} -> {out[-1]['records']:,}:"
               f" {exp:.2f} (CTAS {ctas_exp:.2f})")
         out = {"sizes": out, "growth_exponent": exp, "ctas_growth_exponent": ctas_exp}
+        plot(out, args.out)
     save(args.out, out)
+
+
+def plot(out, name):
+    """Seconds against records, log-log: the requests (min and median) and CTAS, with the
+    fitted growth exponent; bench/results/<name>_speed.png."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib here: no plot")
+        return
+    sizes = out["sizes"]
+    n = [r["records"] for r in sizes]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.loglog(n, [r["min_s"] for r in sizes], "o-", label="disassociation (min)")
+    ax.loglog(n, [r["seconds"] for r in sizes], "o:", label="disassociation (median)")
+    ax.loglog(n, [r["ctas_min_s"] for r in sizes], "s-", label="CTAS (min)")
+    ax.loglog(n, [6 * r["ctas_min_s"] for r in sizes], "--", color="grey", label="6 x CTAS")
+    ax.set_xlabel(f"records (mean 5.1 codes; k = {sizes[0]['k']}, m = {sizes[0]['m']})")
+    ax.set_ylabel("seconds (verified, committed)")
+    ax.set_title(f"growth exponent {out['growth_exponent']:.2f}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}_speed.png", dpi=90)
 
 
 def request(admin, table, n, args):
