@@ -57,7 +57,7 @@ def peak_mb():
 def one(n):
     """One size in this process: phase seconds and the peak RSS after each phase."""
     from deid.methods.condensation.condense import condense
-    from deid.methods.condensation.rare_values import avoid_rare_copies
+    from deid.methods.condensation.rare_values import ColumnRules, Release, avoid_rare_copies
     from deid.verify.shared.cluster_moments import verify_condensation
     from deid.verify.shared.rare_records import check_rare_records
     X = make_survival(n)
@@ -72,11 +72,12 @@ def one(n):
     for j in (AGE, MONTHS):                                 # plugin.avoid_copies: int grain
         res.synthetic[:, j] = np.round(res.synthetic[:, j], 0)
     moved = avoid_rare_copies(
-        X, res.cluster_id, res.synthetic, res.synthetic_cluster_id, res.synthetic_unrounded, K,
-        decimals=[0, -1, -1, -1, 0, 0], relative=[0.0] * 6, float32=[False] * 6,
-        categorical=[kd == "categorical" for kd in KINDS],
-        fixed=[j == VITAL for j in range(6)], reluctant=[j == MONTHS for j in range(6)],
-        rng=np.random.default_rng(np.random.SeedSequence(SEED, spawn_key=(9,))))
+        X, res.cluster_id, Release(res.synthetic, res.synthetic_cluster_id, res.synthetic_unrounded),
+        K, ColumnRules(decimals=[0, -1, -1, -1, 0, 0], relative=[0.0] * 6, float32=[False] * 6,
+                       categorical=[kd == "categorical" for kd in KINDS],
+                       fixed=[j == VITAL for j in range(6)],
+                       reluctant=[j == MONTHS for j in range(6)]),
+        np.random.default_rng(np.random.SeedSequence(SEED, spawn_key=(9,))))
     out["seconds"]["avoid_rare_copies"] = time.perf_counter() - t
     out["moved"] = int(moved)
     out["peak_mb"]["avoid_rare_copies"] = peak_mb()

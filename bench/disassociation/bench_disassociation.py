@@ -6,10 +6,15 @@ and compared with a CREATE TABLE AS copy of the source in the same run; the back
 memory (VmHWM) of the requesting session.
 
     .venv/bin/python bench/disassociation/bench_disassociation.py [--sizes 58302,1000000] [--k 5] [--m 2]
+                                                      [--repeat 3] [--out disassociation]
 
-Writes bench/results/disassociation.json.
+Every size runs --repeat requests, each after a CTAS of the same table (CTAS interleaved, one
+more at the end); it prints the min and median of the requests and their ratios to the min
+and median CTAS, the median run's phases, and with two sizes or more the growth exponent of
+the minima (slope of log seconds over log records).  Writes bench/results/<--out>.json.
 """
 import argparse
+import json
 import pathlib
 import sys
 import threading
@@ -20,7 +25,7 @@ import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs impor
 import numpy as np  # noqa: E402
 
 from bench_disassociation_kernel import make_records  # noqa: E402
-from common import backend_peak_kb, connect, save, timed  # noqa: E402
+from common import RESULTS, backend_peak_kb, connect, save, timed  # noqa: E402
 
 
 def load(conn, table, n, seed=0):
@@ -41,51 +46,105 @@ def main():
     ap.add_argument("--sizes", default="58302,1000000")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--m", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default="disassociation")
+    ap.add_argument("--plot-only", action="store_true",
+                    help="draw bench/results/<--out>_speed.png from <--out>.json and stop")
     args, _ = ap.parse_known_args()        # make bench passes every script the same flags
+    if args.plot_only:
+        plot(json.loads((RESULTS / f"{args.out}.json").read_text()), args.out)
+        return
     out = []
     admin = connect()
     admin.execute("CREATE SCHEMA IF NOT EXISTS bench")
     for n in [int(x) for x in args.sizes.split(",")]:
         table = f"bench.dx_{n}"
         rows = load(admin, table, n)
-        ctas, _ = timed(admin, f"CREATE TABLE {table}_copy AS SELECT * FROM {table}")
+        runs, ctas = [], []
+        for _ in range(args.repeat):        # CTAS and request interleaved
+            ctas.append(timed(admin, f"CREATE TABLE {table}_copy AS SELECT * FROM {table}")[0])
+            admin.execute(f"DROP TABLE {table}_copy")
+            runs.append(request(admin, table, n, args))
+        ctas.append(timed(admin, f"CREATE TABLE {table}_copy AS SELECT * FROM {table}")[0])
         admin.execute(f"DROP TABLE {table}_copy")
-        admin.execute(f"SELECT deid.drop_release(name) FROM deid.release WHERE name = 'bench_dx_{n}'"
-                      " AND status = 'committed'")
-        conn = connect()                     # a fresh backend: its peak memory is the request's
-        conn.execute("SELECT deid.usage()")
-        base_kb = backend_peak_kb(conn)
-        sampler = RssSampler(conn.info.backend_pid)
-        t = time.perf_counter()
-        r = conn.execute(
-            "SELECT * FROM deid.anonymize_request(%s::regclass, 'disassociation', k => %s,"
-            " options => %s, release => %s)",
-            [table, args.k, f'{{"m": {args.m}, "record": "patient_id", "item": "icd9", "seed": 1}}',
-             f"bench_dx_{n}"]).fetchone()
-        total = time.perf_counter() - t
-        rss_peak_s, rss_peak_mb = sampler.stop()
-        peak = backend_peak_kb(conn)
-        seconds = admin.execute("SELECT metrics->'seconds' FROM deid.release WHERE release_id = %s",
-                                [r[0]]).fetchone()[0]
-        rec = {"records": n, "occurrences": rows, "k": args.k, "m": args.m, "seconds": total,
-               "ctas_seconds": ctas, "ratio": total / ctas, "clusters": r[3], "phases": seconds,
-               "backend_peak_mb": peak / 1024, "backend_base_mb": base_kb / 1024,
-               "rss_peak_at_s": rss_peak_s, "rss_peak_phase": phase_at(seconds, rss_peak_s),
-               "rss_mb_by_phase": sampler.by_phase(seconds)}
-        print(f"{n:>9,} records ({rows:,} codes): {total:.2f} s end to end, CTAS {ctas:.2f} s ="
-              f" {total / ctas:.1f} x; phases " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items())
-              + f"; backend VmHWM {peak / 1024:.0f} MB (sampled VmRSS peaks at {rss_peak_mb:.0f} MB"
-              f" after {rss_peak_s:.1f} s: {rec['rss_peak_phase']}; by phase {rec['rss_mb_by_phase']})",
-              flush=True)
+        rec = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+        floor, best = float(np.median(ctas)), min(r["seconds"] for r in runs)
+        rec.update(records=n, occurrences=rows, k=args.k, m=args.m, ctas_seconds=floor,
+                   ctas_min_s=min(ctas), ratio=rec["seconds"] / floor, min_s=best,
+                   ratio_min=best / min(ctas), runs_s=[r["seconds"] for r in runs],
+                   peak_mb_runs=[r["backend_peak_mb"] for r in runs])
+        seconds = rec["phases"]
+        print(f"{n:>9,} records ({rows:,} codes): min {best:.2f} s / median {rec['seconds']:.2f} s"
+              f" of {len(runs)}; CTAS min {min(ctas):.2f} / median {floor:.2f} s; ratio min/min"
+              f" {rec['ratio_min']:.1f} x, median/median {rec['ratio']:.1f} x; median run's phases "
+              + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items())
+              + f"; backend VmHWM {rec['backend_peak_mb']:.0f} MB (sampled VmRSS peaks after"
+              f" {rec['rss_peak_at_s']:.1f} s: {rec['rss_peak_phase']}; by phase"
+              f" {rec['rss_mb_by_phase']})", flush=True)
         out.append(rec)
-        conn.close()
-        admin.execute(f"SELECT deid.drop_release('bench_dx_{n}')")
         admin.execute(f"DROP TABLE {table}")
     if len(out) >= 2:
-        a, b = out[0], out[-1]
-        exp = np.log(b["seconds"] / a["seconds"]) / np.log(b["records"] / a["records"])
-        print(f"growth exponent {a['records']:,} -> {b['records']:,}: {exp:.2f}")
-    save("disassociation", out)
+        xs = np.log([r["records"] for r in out])
+        exp = float(np.polyfit(xs, np.log([r["min_s"] for r in out]), 1)[0])
+        ctas_exp = float(np.polyfit(xs, np.log([r["ctas_min_s"] for r in out]), 1)[0])
+        print(f"growth exponent (minima) {out[0]['records']:,} -> {out[-1]['records']:,}:"
+              f" {exp:.2f} (CTAS {ctas_exp:.2f})")
+        out = {"sizes": out, "growth_exponent": exp, "ctas_growth_exponent": ctas_exp}
+        plot(out, args.out)
+    save(args.out, out)
+
+
+def plot(out, name):
+    """Seconds against records, log-log: the requests (min and median) and CTAS, with the
+    fitted growth exponent; bench/results/<name>_speed.png."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib here: no plot")
+        return
+    sizes = out["sizes"]
+    n = [r["records"] for r in sizes]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.loglog(n, [r["min_s"] for r in sizes], "o-", label="disassociation (min)")
+    ax.loglog(n, [r["seconds"] for r in sizes], "o:", label="disassociation (median)")
+    ax.loglog(n, [r["ctas_min_s"] for r in sizes], "s-", label="CTAS (min)")
+    ax.loglog(n, [6 * r["ctas_min_s"] for r in sizes], "--", color="grey", label="6 x CTAS")
+    ax.set_xlabel(f"records (mean 5.1 codes; k = {sizes[0]['k']}, m = {sizes[0]['m']})")
+    ax.set_ylabel("seconds (verified, committed)")
+    ax.set_title(f"growth exponent {out['growth_exponent']:.2f}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}_speed.png", dpi=90)
+
+
+def request(admin, table, n, args):
+    """One request from a fresh backend (its peak memory is the request's): seconds, phases,
+    peak memory; the release is dropped afterwards."""
+    admin.execute(f"SELECT deid.drop_release(name) FROM deid.release WHERE name = 'bench_dx_{n}'"
+                  " AND status = 'committed'")
+    conn = connect()
+    conn.execute("SELECT deid.usage()")
+    base_kb = backend_peak_kb(conn)
+    sampler = RssSampler(conn.info.backend_pid)
+    t = time.perf_counter()
+    r = conn.execute(
+        "SELECT * FROM deid.anonymize_request(%s::regclass, 'disassociation', k => %s,"
+        " options => %s, release => %s)",
+        [table, args.k, f'{{"m": {args.m}, "record": "patient_id", "item": "icd9", "seed": 1}}',
+         f"bench_dx_{n}"]).fetchone()
+    total = time.perf_counter() - t
+    rss_peak_s, _ = sampler.stop()
+    peak = backend_peak_kb(conn)
+    seconds = admin.execute("SELECT metrics->'seconds' FROM deid.release WHERE release_id = %s",
+                            [r[0]]).fetchone()[0]
+    conn.close()
+    admin.execute(f"SELECT deid.drop_release('bench_dx_{n}')")
+    return {"seconds": total, "clusters": r[3], "phases": seconds, "backend_peak_mb": peak / 1024,
+            "backend_base_mb": base_kb / 1024, "rss_peak_at_s": rss_peak_s,
+            "rss_peak_phase": phase_at(seconds, rss_peak_s),
+            "rss_mb_by_phase": sampler.by_phase(seconds)}
 
 
 class RssSampler:

@@ -39,7 +39,8 @@ checked in memory, then the stored catalog and release table are proven to be th
   * under survival_times 'recode' (verify.survival_pairs): every released (time, status) pair
     stands for >= k source rows, each value within the times of the rows it stands for, and
     deid.verify_release re-counts the pairs in the stored table;
-  * the stored table's row-hash digest under a fresh seed is logged with the report, for
+  * the stored table's row-hash digest under a fresh seed (its sum taken in the same pass
+    over the table as the check's) is logged with the report, for
     deid.verify_release (verify_stored) to compare with later.
 """
 import dataclasses
@@ -117,9 +118,8 @@ def verify(db, req, frame, tables):
     report["rare_records"] = check_rare_records(source, ev.released, req.k,
                                                 categories, list(req.columns))
     report["stored_membership"] = check_membership(db, req.release_id, sizes, member_rids)
-    report["stored_rows_match"] = check_stored(db, req, frame, tables[0], ev.released,
-                                               generalized)
-    report["stored_digest"] = stored_digest(db, req.columns, tables[0])
+    report["stored_rows_match"], report["stored_digest"] = check_stored(
+        db, req, frame, tables[0], ev.released, generalized)
     return json.loads(json.dumps(report, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
@@ -273,36 +273,55 @@ def _category(req, frame, generalized, j):
 
 def check_stored(db, req, frame, table, released, generalized=None):
     """The stored table holds exactly the released rows, as a multiset: by the row-hash sum
-    (module docstring), else value by value (check_values). Returns how it was compared."""
+    (module docstring), else value by value (check_values). Returns how it was compared and
+    the stored table's digest (:func:`stored_digest`), the sums under both seeds taken in the
+    same pass over the table."""
     generalized = generalized or {}
     hashes = _digest_columns(db, req, frame, released, generalized)
     if hashes is None:
         check_values(db, req, frame, table, released, generalized)
-        return "values (a numeric column)"
+        return "values (a numeric column)", stored_digest(db, req.columns, table)
     seed, columns = hashes
-    stored_rows, stored_sum = stored_table_sum(db, req.columns, table, seed)
+    digest_seed = _fresh_seed()
+    stored_rows, (stored_sum, digest_sum) = stored_table_sums(db, req.columns, table,
+                                                              (seed, digest_seed))
     if stored_rows != released.shape[0]:
         raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
                         "rows", detail=f"stored {stored_rows}, released {released.shape[0]}",
                         hint=HINT)
+    digest = {"seed": str(digest_seed), "sum": str(digest_sum), "rows": stored_rows}
     if stored_sum == row_hash.row_hash_sum(columns, seed):
-        return "row-hash sum"
+        return "row-hash sum", digest
     check_values(db, req, frame, table, released, generalized)      # names the column, or the sums were off
-    return "values (the row-hash sums differed)"
+    return "values (the row-hash sums differed)", digest
 
 
 def stored_table_sum(db, columns, table, seed):
     """(count(*), the row-hash sum mod 2^64) of a stored table, in one aggregate pass."""
+    rows, (total,) = stored_table_sums(db, columns, table, (seed,))
+    return rows, total
+
+
+def stored_table_sums(db, columns, table, seeds):
+    """(count(*), [the row-hash sum mod 2^64 under each of ``seeds``]) of a stored table, in
+    one aggregate pass."""
     # sum of hash_record_extended(ROW(h, h >> 32), seed) = 31 * sum of hashint8extended(h, seed)
     # + sum of hashint8extended(h >> 32, seed) (a record hash is 31 * e1 + e2, mod 2^64): two
     # bigint sums (exact, 128-bit accumulators) instead of building a record per row
-    row = db.query("SELECT count(*) AS n, sum(hashint8extended(r.h, $1))::text AS s1,"
-                   " sum(hashint8extended(r.h >> 32, $1))::text AS s2"
-                   f" FROM {qualified(STORE_SCHEMA, table)} t, LATERAL"
-                   " (SELECT hash_record_extended(ROW("
-                   + ", ".join(f"t.{quote_ident(c)}" for c in columns) + "), $1) AS h) r",
-                   [seed], ["bigint"])[0]
-    return int(row["n"]), (31 * int(row["s1"] or 0) + int(row["s2"] or 0)) % (1 << 64)
+    record = "ROW(" + ", ".join(f"t.{quote_ident(c)}" for c in columns) + ")"
+    sums = ", ".join(f"sum(hashint8extended(r.h{i}, ${i + 1}))::text AS a{i},"
+                     f" sum(hashint8extended(r.h{i} >> 32, ${i + 1}))::text AS b{i}"
+                     for i in range(len(seeds)))
+    hashes = ", ".join(f"hash_record_extended({record}, ${i + 1}) AS h{i}"
+                       for i in range(len(seeds)))
+    row = db.query(f"SELECT count(*) AS n, {sums} FROM {qualified(STORE_SCHEMA, table)} t,"
+                   f" LATERAL (SELECT {hashes}) r", list(seeds), ["bigint"] * len(seeds))[0]
+    return int(row["n"]), [(31 * int(row[f"a{i}"] or 0) + int(row[f"b{i}"] or 0)) % (1 << 64)
+                           for i in range(len(seeds))]
+
+
+def _fresh_seed():
+    return secrets.randbits(63) | 1
 
 
 def stored_digest(db, columns, table):
@@ -310,7 +329,7 @@ def stored_digest(db, columns, table):
     verification): its row count and row-hash sum under a fresh seed.  Any later change of a
     stored row changes them (unless 64-bit sums collide); it detects changes by anyone who
     cannot also rewrite deid.release, i.e. anyone but deid's owner or a superuser."""
-    seed = secrets.randbits(63) | 1
+    seed = _fresh_seed()
     rows, total = stored_table_sum(db, columns, table, seed)
     return {"seed": str(seed), "sum": str(total), "rows": rows}
 

@@ -13,7 +13,8 @@ from deid.errors import DeidError
 from deid.read.frame import EncodedColumn, Frame
 from deid.catalog.hierarchies import Hierarchy
 from deid.methods.condensation.condense import condense
-from deid.methods.condensation.rare_values import OTHER, avoid_rare_copies, generalize_column
+from deid.methods.condensation.rare_values import (OTHER, ColumnRules, Release, avoid_rare_copies,
+                                                   generalize_column)
 from deid.plan import Labels
 from deid.methods.condensation import plugin
 from deid.verify.shared.cluster_moments import verify_condensation
@@ -259,10 +260,10 @@ def test_moves_keep_the_grain_the_range_and_the_unrounded_values():
     released[:, 1] = np.round(released[:, 1], 2)
     released[:7] = X[:7]                                      # plant copies of source rows
     unrounded = res.synthetic_unrounded.copy()
-    avoid_rare_copies(X, res.cluster_id, released, res.synthetic_cluster_id, unrounded, 5,
-                      decimals=[0, 2], relative=[0.0, 0.0], float32=[False, False],
-                      categorical=[False, False], fixed=[False, False],
-                      rng=np.random.default_rng(0))
+    avoid_rare_copies(X, res.cluster_id, Release(released, res.synthetic_cluster_id, unrounded),
+                      5, ColumnRules(decimals=[0, 2], relative=[0.0, 0.0], float32=[False, False],
+                                     categorical=[False, False], fixed=[False, False]),
+                      np.random.default_rng(0))
     assert count_rare_copies(X, released, 5) == 0
     assert np.array_equal(unrounded, res.synthetic_unrounded)
     assert np.array_equal(released[:, 0], np.rint(released[:, 0]))
@@ -375,10 +376,11 @@ def test_moving_rare_copies_keeps_every_clusters_category_counts(shape, seed):
 
     before = counts(released)
     try:
-        avoid_rare_copies(source, cluster, released, cluster.copy(), released.copy(), 5,
-                          decimals=[-1, -1, 0], relative=[0, 0, 0], float32=[False] * 3,
-                          categorical=[True, True, False], fixed=[False] * 3,
-                          rng=np.random.default_rng(seed))
+        avoid_rare_copies(source, cluster, Release(released, cluster.copy(), released.copy()), 5,
+                          ColumnRules(decimals=[-1, -1, 0], relative=[0, 0, 0],
+                                      float32=[False] * 3, categorical=[True, True, False],
+                                      fixed=[False] * 3),
+                          np.random.default_rng(seed))
     except DeidError:
         pytest.fail("these inputs are satisfiable")
     for b, a in zip(before, counts(released)):
@@ -424,3 +426,24 @@ def test_category_swaps_run_for_every_stuck_row_at_once(seed):
     for j in (0, 1):                                              # counts per cluster kept
         assert np.array_equal(np.bincount(cluster * 8 + released[:, j].astype(int)),
                               np.bincount(cluster * 8 + before[:, j].astype(int)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_count_rare_copies_matches_a_brute_force_count(seed):
+    # short integer columns, one-decimal floats and wide columns (whose mixed-radix ids
+    # overflow and are renumbered), released rows partly copied from the source
+    rng = np.random.default_rng(seed)
+    n, m = 200, 9 if seed % 2 else 3
+    cols = [lambda s: rng.integers(0, 4, s).astype(float),
+            lambda s: np.round(rng.normal(0, 1, s), 1),
+            lambda s: rng.integers(0, 10 ** 9, s).astype(float) * 1e6]
+    kinds = rng.integers(0, 3, m)
+    source = np.column_stack([cols[kd](n) for kd in kinds])
+    released = np.column_stack([cols[kd](150) for kd in kinds])
+    released[:80] = source[rng.integers(0, n, 80)]
+    held = {}
+    for row in map(tuple, source):
+        held[row] = held.get(row, 0) + 1
+    for k in (2, 3, 5):
+        expected = sum(0 < held.get(tuple(row), 0) < k for row in released)
+        assert count_rare_copies(source, released, k) == expected

@@ -162,69 +162,138 @@ def condense(X, kinds, k, options=None, **chosen):
     """
     t_start = time.perf_counter()
     o = options if options is not None else CondenseOptions(**chosen)
-    status, time_col, algorithm, survival_times = o.status, o.time_col, o.algorithm, o.survival_times
     X, kinds, k = _check_table(X, kinds, k)
-    n, m = X.shape
+    s = _settings(o, X, kinds, k)
+    # the clustering features are the coded matrix scaled in place; it is coded again for the
+    # synthesis once the clustering is done (one (n, p) matrix alive at a time, same values)
+    features, layout = _code_attributes(X, kinds, s.attrs)
+    features *= _feature_scale(features, layout, s.weights)
+    timings = {"validate_code": time.perf_counter() - t_start}
+
+    # Alg. 2 step 1 (status split), then the partition step: k-d blocks of every subset
+    t0 = time.perf_counter()
+    jobs = partition_blocks(features, s.subsets, k, s.block_rows)
+    timings["partition"] = time.perf_counter() - t0
+
+    # the per-block step: Alg. 2 steps 2a-2c (or Alg. 1 steps 1-4), blocks independent
+    t0 = time.perf_counter()
+    kept = _kept_clusters(X, s.status if s.split else None, o.kept, k)
+    clusters = _cluster_jobs(features, jobs, k, s, o.progress, kept)
+    timings["cluster"] = time.perf_counter() - t0
+    del features, jobs
+
+    # Alg. 2 step 2.d.i / Alg. 1 steps 5-6: moment-exact Alg. 3 per cluster
+    t0 = time.perf_counter()
+    guard = [0, 0]
+    synthetic_coded = _synthesize(X, layout, clusters.cluster_id, s, guard)
+    timings["synthesize"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    released, unrounded, grouping = _release_values(X, kinds, k, s, synthetic_coded, layout,
+                                                    clusters.cluster_id)
+    del synthetic_coded, layout
+    order = _rng(s.base_seed, _STREAM_ORDER).permutation(X.shape[0])
+    cluster_size = grouping[1]
+    mean, sd = _cluster_stats(X, kinds, clusters.cluster_id, clusters.n_clusters, cluster_size)
+    released = np.take(released, order, axis=0)      # one (n, m) copy alive at a time
+    unrounded = np.take(unrounded, order, axis=0)
+    timings["decode"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+    return CondensationResult(
+        cluster_id=clusters.cluster_id, n_clusters=clusters.n_clusters, synthetic=released,
+        synthetic_cluster_id=clusters.cluster_id[order], synthetic_unrounded=unrounded,
+        cluster_size=cluster_size, cluster_status=clusters.status, cluster_block=clusters.block,
+        cluster_mean=mean, cluster_sd=sd, n_blocks=clusters.n_blocks, algorithm=s.algorithm,
+        survival_times=s.survival_times if s.split else None,
+        weights=s.weights, timings=timings, time_col=s.time_col if s.split else None,
+        close_rows=tuple(guard) if s.distance_guard else None)
+
+
+class _Settings(NamedTuple):
+    """condense()'s options, checked, with what follows from them and the table."""
+    status: object
+    time_col: object
+    algorithm: str
+    split: bool                       # 004 Alg. 2 step 1: the rows split by vital status
+    survival_times: object
+    weights: np.ndarray               # float64 (m,): clustering weight of each column
+    base_seed: int
+    block_rows: object
+    categories: str
+    workers: int
+    max_iter: int
+    rebalance_rounds: int
+    distance_guard: int
+    subsets: list                     # [(status value or -1, int64 rows)]
+    attrs: list                       # the clustering attributes (column indices)
+
+
+def _settings(o, X, kinds, k):
+    """Every option of ``o`` checked against the (checked) table; DeidError on a bad one."""
+    m = X.shape[1]
+    status, time_col, algorithm = o.status, o.time_col, o.algorithm
     if algorithm not in ALGORITHMS:
         raise DeidError(INVALID_PARAMETER_VALUE, f"unknown condensation algorithm {algorithm!r}",
                         hint="use 'improved' (004 Alg. 2) or 'original' (004 Alg. 1)")
     survival = _check_survival(X, kinds, status, time_col)
     split = survival and algorithm == "improved"
-    survival_times = _check_survival_times(survival_times, survival, algorithm)
+    survival_times = _check_survival_times(o.survival_times, survival, algorithm)
     attr_weights = _attribute_weights(o.weights, m, status if split else None, time_col,
                                       survival, algorithm)
     base_seed = _base_seed(o.seed)
     block_rows = _check_block_rows(o.block_rows, k)
-    categories = o.categories
-    if categories not in release_values.DECODINGS:
-        _invalid(f"unknown categories decoding {categories!r}",
+    if o.categories not in release_values.DECODINGS:
+        _invalid(f"unknown categories decoding {o.categories!r}",
                  "use 'counts' (default) or 'argmax'")
     workers = _check_count(o.workers, "workers", 1, "threads for the per-block step")
     max_iter = _check_count(o.max_iter, "max_iter", 1, "Lloyd rounds of 004 Alg. 2 step 2a")
     rebalance_rounds = _check_count(o.rebalance_rounds, "rebalance_rounds", 0,
                                     "rebalanced Lloyd rounds after step 2c; 0 = the paper")
-
     subsets = _new_subsets(X, status if split else None, k, o.kept)
     if block_rows is None and max([rows.size for _, rows in subsets] or [0]) > EXACT_MAX_ROWS:
         raise DeidError(INVALID_PARAMETER_VALUE,
                         f"exact (unblocked) condensation is limited to {EXACT_MAX_ROWS} rows "
                         "per status subset",
                         hint="use block_rows='auto' (k-d blocks) for larger tables")
-    attrs = [j for j in range(m) if not (split and j == status)]
-    # the clustering features are the coded matrix scaled in place; it is coded again for the
-    # synthesis once the clustering is done (one (n, p) matrix alive at a time, same values)
-    features, layout = _code_attributes(X, kinds, attrs)
-    features *= _feature_scale(features, layout, attr_weights)
-    timings = {"validate_code": time.perf_counter() - t_start}
+    distance_guard = _check_count(o.distance_guard, "distance_guard", 0,
+                                  "redraws of a cluster with rows next to a source row")
+    return _Settings(status, time_col, algorithm, split, survival_times, attr_weights,
+                     base_seed, block_rows, o.categories, workers, max_iter, rebalance_rounds,
+                     distance_guard, subsets,
+                     [j for j in range(m) if not (split and j == status)])
 
-    # Alg. 2 step 1 (status split), then the partition step: k-d blocks of every subset
-    t0 = time.perf_counter()
-    jobs = partition_blocks(features, subsets, k, block_rows)
-    timings["partition"] = time.perf_counter() - t0
 
-    # the per-block step: Alg. 2 steps 2a-2c (or Alg. 1 steps 1-4), blocks independent
-    t0 = time.perf_counter()
+class _Clusters(NamedTuple):
+    cluster_id: np.ndarray            # int64 (n,)
+    n_clusters: int
+    status: np.ndarray                # int64 (n_clusters,): the status subset of each cluster
+    block: np.ndarray                 # int64 (n_clusters,): the block of each cluster
+    n_blocks: int
 
+
+def _cluster_jobs(features, jobs, k, s, progress, kept):
+    """The per-block step over every block (threads when ``s.workers`` > 1; the result does
+    not depend on it), numbered block after block after the clusters a re-release keeps
+    (``kept``: _kept_clusters' triple)."""
     def run(job):
-        return cluster_block(features[job.rows], k, _rng(base_seed, _STREAM_CLUSTER, *job.path),
-                             algorithm, max_iter, rebalance_rounds)
+        return cluster_block(features[job.rows], k, _rng(s.base_seed, _STREAM_CLUSTER, *job.path),
+                             s.algorithm, s.max_iter, s.rebalance_rounds)
 
     def report(labels):
         # in the calling thread only (the progress callback may talk to the server)
         block_labels.append(labels)
-        if o.progress is not None:
-            o.progress(len(block_labels) / len(jobs))
+        if progress is not None:
+            progress(len(block_labels) / len(jobs))
 
     block_labels = []
-    if workers > 1 and len(jobs) > 1:
-        with ThreadPoolExecutor(workers) as pool:
+    if s.workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(s.workers) as pool:
             for labels in pool.map(run, jobs):
                 report(labels)
     else:
         for job in jobs:
             report(run(job))
-    cluster_id, status_of_cluster, block_of_cluster = _kept_clusters(
-        X, status if split else None, o.kept, k)
+    cluster_id, status_of_cluster, block_of_cluster = kept
     next_cluster = len(status_of_cluster)
     for b, (job, labels) in enumerate(zip(jobs, block_labels)):
         count = int(labels.max()) + 1
@@ -232,54 +301,36 @@ def condense(X, kinds, k, options=None, **chosen):
         status_of_cluster.extend([job.status] * count)
         block_of_cluster.extend([b] * count)
         next_cluster += count
-    n_clusters, n_blocks = next_cluster, len(jobs)
-    timings["cluster"] = time.perf_counter() - t0
+    return _Clusters(cluster_id, next_cluster, np.asarray(status_of_cluster, dtype=np.int64),
+                     np.asarray(block_of_cluster, dtype=np.int64), len(jobs))
 
-    # Alg. 2 step 2.d.i / Alg. 1 steps 5-6: moment-exact Alg. 3 per cluster
-    t0 = time.perf_counter()
-    del features, jobs
+
+def _synthesize(X, layout, cluster_id, s, guard):
+    """004 Alg. 2 step 2.d.i / Alg. 1 steps 5-6: the synthetic coded rows (moment-exact
+    Alg. 3 per cluster); ``guard`` receives the distance guard's counts."""
     coded = coded_matrix(X, layout)
-    guard = [0, 0]
-    synthetic_coded = pca_synthesis.synthesize_clusters(
-        coded, cluster_id, _rng(base_seed, _STREAM_SYNTH),
-        guard_rounds=_check_count(o.distance_guard, "distance_guard", 0,
-                                  "redraws of a cluster with rows next to a source row"),
+    return pca_synthesis.synthesize_clusters(
+        coded, cluster_id, _rng(s.base_seed, _STREAM_SYNTH), guard_rounds=s.distance_guard,
         guard_counts=guard, in_place=True)
-    del coded
-    timings["synthesize"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
+
+def _release_values(X, kinds, k, s, synthetic_coded, layout, cluster_id):
+    """Decoded synthetic rows, status kept (2.d.i), survival times (2.d.ii) and permissible
+    values (2.d.iii): (released, unrounded, grouping), rows in source order."""
     grouping = release_values.grouping_of(cluster_id)
-    unrounded = _decode(synthetic_coded, layout, X, cluster_id, grouping, categories)
-    del synthetic_coded, layout
-    if split:
-        unrounded[:, status] = X[:, status]          # the status is not synthesised (2.d.i)
+    unrounded = _decode(synthetic_coded, layout, X, cluster_id, grouping, s.categories)
+    if s.split:
+        unrounded[:, s.status] = X[:, s.status]      # the status is not synthesised (2.d.i)
     release_values.keep_cluster_constants(unrounded, X, cluster_id, grouping,
-                                          skip=(status,) if split else ())
+                                          skip=(s.status,) if s.split else ())
     released = unrounded.copy()
-    if split:                                         # step 2.d.ii
-        released[:, time_col] = release_values.reassign_survival_times(
-            X[:, time_col], unrounded[:, time_col], cluster_id, survival_times,
-            _rng(base_seed, _STREAM_TIMES), integer=kinds[time_col] == "int",
-            grouping=grouping, bin_rows=k, status=X[:, status])
-    release_values.permissible(released, X, released_kinds(kinds, time_col, survival_times))
-    order = _rng(base_seed, _STREAM_ORDER).permutation(n)
-    cluster_size = grouping[1]
-    mean, sd = _cluster_stats(X, kinds, cluster_id, n_clusters, cluster_size)
-    released = np.take(released, order, axis=0)      # one (n, m) copy alive at a time
-    unrounded = np.take(unrounded, order, axis=0)
-    timings["decode"] = time.perf_counter() - t0
-    timings["total"] = time.perf_counter() - t_start
-    return CondensationResult(
-        cluster_id=cluster_id, n_clusters=n_clusters, synthetic=released,
-        synthetic_cluster_id=cluster_id[order],
-        synthetic_unrounded=unrounded,
-        cluster_size=cluster_size, cluster_status=np.asarray(status_of_cluster, dtype=np.int64),
-        cluster_block=np.asarray(block_of_cluster, dtype=np.int64), cluster_mean=mean,
-        cluster_sd=sd, n_blocks=n_blocks, algorithm=algorithm,
-        survival_times=survival_times if split else None,
-        weights=attr_weights, timings=timings, time_col=time_col if split else None,
-        close_rows=tuple(guard) if o.distance_guard else None)
+    if s.split:                                       # step 2.d.ii
+        released[:, s.time_col] = release_values.reassign_survival_times(
+            X[:, s.time_col], unrounded[:, s.time_col], cluster_id, s.survival_times,
+            _rng(s.base_seed, _STREAM_TIMES), integer=kinds[s.time_col] == "int",
+            grouping=grouping, bin_rows=k, status=X[:, s.status])
+    release_values.permissible(released, X, released_kinds(kinds, s.time_col, s.survival_times))
+    return released, unrounded, grouping
 
 
 def released_kinds(kinds, time_col, survival_times):

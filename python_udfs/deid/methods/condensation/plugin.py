@@ -392,7 +392,7 @@ def avoid_copies(req, res, X, kinds, grains, split):
     vital status never moves, nor the survival time under 004's original times (their
     multisets are the method's promise) nor under "recode" (its pairs of >= k rows are); a
     coarsened or perturbed time moves last."""
-    from .rare_values import avoid_rare_copies
+    from .rare_values import ColumnRules, Release, avoid_rare_copies
     for j, (decimals, _, float32) in enumerate(grains):
         if kinds[j] != "categorical" and decimals >= 0:
             res.synthetic[:, j] = np.round(res.synthetic[:, j], decimals)
@@ -403,14 +403,15 @@ def avoid_copies(req, res, X, kinds, grains, split):
     # "ranked" times equal no source time, so no released row equals a source row; they stay
     fixed = {status, time_col} if res.survival_times in ("original", "ranked", "recode") \
         else {status}
-    avoid_rare_copies(X, res.cluster_id, res.synthetic, res.synthetic_cluster_id,
-                      res.synthetic_unrounded, req.k,
-                      decimals=[g[0] for g in grains], relative=[g[1] for g in grains],
-                      float32=[g[2] for g in grains],
-                      categorical=[kd == "categorical" for kd in kinds],
-                      fixed=[j in fixed for j in range(m)],
-                      reluctant=[j == time_col for j in range(m)],
-                      rng=np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(9,))))
+    rules = ColumnRules(decimals=[g[0] for g in grains], relative=[g[1] for g in grains],
+                        float32=[g[2] for g in grains],
+                        categorical=[kd == "categorical" for kd in kinds],
+                        fixed=[j in fixed for j in range(m)],
+                        reluctant=[j == time_col for j in range(m)])
+    avoid_rare_copies(X, res.cluster_id,
+                      Release(res.synthetic, res.synthetic_cluster_id, res.synthetic_unrounded),
+                      req.k, rules,
+                      np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(9,))))
 
 
 def recoded_source(X, kinds, res, split, k):

@@ -36,6 +36,7 @@ the request (DE001).  A cluster whose source rows are all identical releases the
 its k or more rows share them, so they are not rare.
 """
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -185,86 +186,144 @@ class KeySet:
 
 
 
-def avoid_rare_copies(source, source_cluster, released, released_cluster, unrounded, k, *,
-                      decimals, relative, float32, categorical, fixed, rng, reluctant=None,
-                      max_rounds=MAX_ROUNDS):
+@dataclass(frozen=True)
+class ColumnRules:
+    """Per released column, how :func:`avoid_rare_copies` may move its values: ``decimals``
+    (int, or -1) -- the column is on the grain 10^-decimals; ``relative`` (float, or 0) -- a
+    float column moved by that fraction of its value's magnitude (at least of 1); ``float32``
+    -- stored as float4; ``categorical``; ``fixed`` -- never moved (the vital status; the
+    survival time under 004's original times); ``reluctant`` -- moved only when nothing else
+    is clean, like a column constant in the row's cluster (the survival time otherwise)."""
+    decimals: list
+    relative: list
+    float32: list
+    categorical: list
+    fixed: list
+    reluctant: list = None
+
+
+class Release(NamedTuple):
+    """The released rows (n, m), in place; their cluster ids (n,); the synthetic values before
+    rounding (n, m), never changed."""
+    values: np.ndarray
+    cluster: np.ndarray
+    unrounded: np.ndarray
+
+
+def avoid_rare_copies(source, source_cluster, release, k, rules, rng, max_rounds=MAX_ROUNDS):
     """Move the released rows that equal a rare source row (module docstring); in place.
 
     ``source`` (n, m) in the released representation (categories as released codes) with
-    ``source_cluster`` (n,); ``released`` (n, m) with ``released_cluster`` and ``unrounded``
-    (the synthetic values before rounding).  Per column: ``decimals`` (int, or -1) -- a
-    column on the grain 10^-decimals; ``relative`` (float, or 0) -- a float column moved by
-    that fraction of its value's magnitude (at least of 1); ``float32`` -- stored as float4;
-    ``categorical``; ``fixed`` -- never moved (the vital status; the survival time under
-    004's original times); ``reluctant`` -- moved only when nothing else is clean, like a
-    column constant in the row's cluster (the survival time otherwise).  Returns the
-    number of rows moved; raises DE001 when a row cannot be moved off every rare source row.
+    ``source_cluster`` (n,); ``release``: a :class:`Release`; ``rules``: a
+    :class:`ColumnRules`.  Returns the number of rows moved; raises DE001 when a row cannot be
+    moved off every rare source row.
     """
     n, m = source.shape
     rare = KeySet(rare_keys(source, k) if n and m else np.zeros(0, np.uint64))
-
-    def is_rare(rows):
-        return rare.member(_keys(rows))
-
-    bad = np.flatnonzero(is_rare(released)) if rare.keys.size else np.zeros(0, np.int64)
+    released = release.values
+    bad = np.flatnonzero(rare.member(_keys(released))) if rare.keys.size else \
+        np.zeros(0, np.int64)
     if bad.size == 0:
         return 0
-    lo, hi = source.min(axis=0), source.max(axis=0)
-    scale = source.std(axis=0)
-    scale[scale == 0] = 1.0
-    n_clusters = int(max(source_cluster.max(), released_cluster.max())) + 1
-    varies = _varies(source, source_cluster, n_clusters)
-    if reluctant is not None:
-        varies &= ~np.asarray(reluctant, dtype=bool)
-    numeric = [j for j in range(m) if not categorical[j] and not fixed[j]
-               and (decimals[j] >= 0 or relative[j] > 0)]
-    swappable = [j for j in range(m) if categorical[j] and not fixed[j]]
-    members = _members(released_cluster, n_clusters)
-    mixed = _varies_grouped(released, members, swappable)   # kept by the swaps
+    mover = _Mover(source, source_cluster, release, rules, rare, rng)
     moved = np.zeros(released.shape[0], dtype=bool)
-
-    def move(bad, radius):
-        """One round for the rows ``bad``: the cheapest clean numeric move, else a clean
-        category swap, else a random permissible move."""
-        cand, valid, cost = _numeric_moves(released[bad], released_cluster[bad], unrounded[bad],
-                                           numeric, decimals, relative, float32, lo, hi,
-                                           scale, varies, radius)
-        if cand is not None:
-            b, c = cand.shape[:2]
-            clean = valid & ~is_rare(cand.reshape(b * c, m)).reshape(b, c)
-            best = np.where(clean, cost, np.inf).argmin(axis=1)
-            done = clean[np.arange(b), best]
-            released[bad[done]] = cand[done, best[done]]
-            bad, cand, valid, cost = bad[~done], cand[~done], valid[~done], cost[~done]
-        stuck = _swaps(released, bad, released_cluster, members, swappable, is_rare, mixed)
-        if stuck.size and cand is not None:       # a random permissible move, tried again
-            rows = np.searchsorted(bad, stuck)
-            pick = _random_valid(valid[rows], cost[rows] < CONSTANT_COST, rng)
-            ok = pick >= 0
-            # only the numeric columns: a swap of this round may have given a stuck row (as a
-            # partner) another category since its candidates were drawn, and writing the stale
-            # category back would change its cluster's category counts (004 Alg. 2 step 2.d.i)
-            cols = np.asarray(numeric)
-            released[np.ix_(stuck[ok], cols)] = cand[rows[ok], pick[ok]][:, cols]
-
     for round_ in range(max_rounds):
         moved[bad] = True
-        chunk = max(1, CANDIDATE_CELLS // max(1, 2 * (round_ + 1) * len(numeric) * m))
+        chunk = max(1, CANDIDATE_CELLS // max(1, 2 * (round_ + 1) * len(mover.numeric) * m))
         for start in range(0, bad.size, chunk):
-            move(bad[start:start + chunk], round_ + 1)
+            mover.move(bad[start:start + chunk], round_ + 1)
         # every row a round changed was checked clean, except the random moves of rows left
         # stuck (all among ``bad``); the whole release is checked again before returning
-        bad = bad[is_rare(released[bad])]
+        bad = bad[mover.is_rare(released[bad])]
         if bad.size == 0:
-            bad = np.flatnonzero(is_rare(released))
+            bad = np.flatnonzero(mover.is_rare(released))
         if bad.size == 0:
             return int(moved.sum())
-    if is_rare(released).any():
+    if mover.is_rare(released).any():
         raise DeidError(PRIVACY_MODEL_UNSATISFIABLE,
                         "condensation cannot release rows that differ from every rare source row",
                         hint="Raise the variety of the released columns: release fewer columns, "
                              "lower k, or give low-cardinality columns a hierarchy.")
     return int(moved.sum())
+
+
+class _Mover:
+    """What a round of :func:`avoid_rare_copies` needs: the release, the columns it may move,
+    the source's ranges and spreads, and which columns vary in each cluster."""
+
+    def __init__(self, source, source_cluster, release, rules, rare, rng):
+        m = source.shape[1]
+        self.release, self.rules, self.rare, self.rng = release, rules, rare, rng
+        self.lo, self.hi = source.min(axis=0), source.max(axis=0)
+        self.scale = source.std(axis=0)
+        self.scale[self.scale == 0] = 1.0
+        n_clusters = int(max(source_cluster.max(), release.cluster.max())) + 1
+        self.varies = _varies(source, source_cluster, n_clusters)
+        if rules.reluctant is not None:
+            self.varies &= ~np.asarray(rules.reluctant, dtype=bool)
+        self.numeric = [j for j in range(m) if not rules.categorical[j] and not rules.fixed[j]
+                        and (rules.decimals[j] >= 0 or rules.relative[j] > 0)]
+        self.swappable = [j for j in range(m) if rules.categorical[j] and not rules.fixed[j]]
+        self.members = _members(release.cluster, n_clusters)
+        self.mixed = _varies_grouped(release.values, self.members, self.swappable)  # swaps keep it
+
+    def is_rare(self, rows):
+        return self.rare.member(_keys(rows))
+
+    def move(self, bad, radius):
+        """One round for the rows ``bad``: the cheapest clean numeric move, else a clean
+        category swap, else a random permissible move."""
+        released, m = self.release.values, self.release.values.shape[1]
+        cand, valid, cost = self.numeric_moves(bad, radius)
+        if cand is not None:
+            b, c = cand.shape[:2]
+            clean = valid & ~self.is_rare(cand.reshape(b * c, m)).reshape(b, c)
+            best = np.where(clean, cost, np.inf).argmin(axis=1)
+            done = clean[np.arange(b), best]
+            released[bad[done]] = cand[done, best[done]]
+            bad, cand, valid, cost = bad[~done], cand[~done], valid[~done], cost[~done]
+        stuck = _swaps(released, bad, self.release.cluster, self.members, self.swappable,
+                       self.is_rare, self.mixed)
+        if stuck.size and cand is not None:       # a random permissible move, tried again
+            rows = np.searchsorted(bad, stuck)
+            pick = _random_valid(valid[rows], cost[rows] < CONSTANT_COST, self.rng)
+            ok = pick >= 0
+            # only the numeric columns: a swap of this round may have given a stuck row (as a
+            # partner) another category since its candidates were drawn, and writing the stale
+            # category back would change its cluster's category counts (004 Alg. 2 step 2.d.i)
+            cols = np.asarray(self.numeric)
+            released[np.ix_(stuck[ok], cols)] = cand[rows[ok], pick[ok]][:, cols]
+
+    def numeric_moves(self, bad, radius):
+        """Every move of one movable numeric column of the rows ``bad`` by 1..radius grains
+        either way: candidates (b, c, m), whether each is permissible (b, c) and its distance
+        to the unrounded values (b, c), a column constant in the row's cluster (or reluctant)
+        last."""
+        numeric, r = self.numeric, self.rules
+        if not numeric:
+            return None, None, None
+        rows, clusters = self.release.values[bad], self.release.cluster[bad]
+        unrounded = self.release.unrounded[bad]
+        b, width = rows.shape[0], 2 * radius
+        cand = np.repeat(rows[:, None, :], width * len(numeric), axis=1)
+        valid = np.zeros((b, width * len(numeric)), dtype=bool)
+        cost = np.zeros((b, width * len(numeric)))
+        for t, j in enumerate(numeric):
+            v = rows[:, j]
+            step = 10.0 ** -r.decimals[j] if r.decimals[j] >= 0 else \
+                r.relative[j] * np.maximum(np.abs(v), 1.0)
+            for d, shift in enumerate(np.r_[np.arange(1, radius + 1), -np.arange(1, radius + 1)]):
+                new = v + shift * step
+                if r.decimals[j] >= 0:
+                    new = np.round(new, r.decimals[j])
+                if r.float32[j]:
+                    new = new.astype(np.float32).astype(np.float64)
+                c = width * t + d
+                cand[:, c, j] = new
+                valid[:, c] = (new >= self.lo[j]) & (new <= self.hi[j]) & (new != v)
+                cost[:, c] = np.abs(new - unrounded[:, j]) / self.scale[j] \
+                    + np.where(self.varies[clusters, j], 0.0, CONSTANT_COST)
+        return cand, valid, cost
 
 
 def _varies(source, cluster, n_clusters):
@@ -290,35 +349,6 @@ def _members(cluster, n_clusters):
     order = np.argsort(cluster, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(cluster, minlength=n_clusters))]
     return order, bounds
-
-
-def _numeric_moves(rows, clusters, unrounded, numeric, decimals, relative, float32, lo, hi,
-                   scale, varies, radius):
-    """Every move of one movable numeric column of ``rows`` by 1..radius grains either way:
-    candidates (b, c, m), whether each is permissible (b, c) and its distance to the
-    unrounded values (b, c), a column constant in the row's cluster (or reluctant) last."""
-    if not numeric:
-        return None, None, None
-    b, width = rows.shape[0], 2 * radius
-    cand = np.repeat(rows[:, None, :], width * len(numeric), axis=1)
-    valid = np.zeros((b, width * len(numeric)), dtype=bool)
-    cost = np.zeros((b, width * len(numeric)))
-    for t, j in enumerate(numeric):
-        v = rows[:, j]
-        step = 10.0 ** -decimals[j] if decimals[j] >= 0 else \
-            relative[j] * np.maximum(np.abs(v), 1.0)
-        for d, shift in enumerate(np.r_[np.arange(1, radius + 1), -np.arange(1, radius + 1)]):
-            new = v + shift * step
-            if decimals[j] >= 0:
-                new = np.round(new, decimals[j])
-            if float32[j]:
-                new = new.astype(np.float32).astype(np.float64)
-            c = width * t + d
-            cand[:, c, j] = new
-            valid[:, c] = (new >= lo[j]) & (new <= hi[j]) & (new != v)
-            cost[:, c] = np.abs(new - unrounded[:, j]) / scale[j] \
-                + np.where(varies[clusters, j], 0.0, CONSTANT_COST)
-    return cand, valid, cost
 
 
 def _swaps(released, stuck, clusters, members, swappable, is_rare, mixed=None):

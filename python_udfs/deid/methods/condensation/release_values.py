@@ -91,8 +91,17 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
                                 integer, bin_rows)
         out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
         return out
-    values = original[by_original]
-    clusters = cluster_id[by_original]
+    moved = _perturbed_times(original, original[by_original], cluster_id[by_original], rng,
+                             integer)
+    out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
+    return out
+
+
+def _perturbed_times(original, values, clusters, rng, integer):
+    """``"perturbed"`` (:func:`reassign_survival_times`): a draw from its cell for every time
+    of ``values`` (the source times in cluster order, sorted within each cluster, with their
+    ``clusters``); ``original``: all source times (the column's range and free integers)."""
+    n = values.size
     new_run = np.r_[True, (clusters[1:] != clusters[:-1]) | (values[1:] != values[:-1])]
     run_of_row = np.cumsum(new_run) - 1
     run_value, run_cluster = values[new_run], clusters[new_run]
@@ -123,8 +132,7 @@ def reassign_survival_times(original, synthetic, cluster_id, mode, rng, integer=
         stuck = (moved == values) & (hi > lo)
         moved[stuck] = np.where(hi[stuck] > values[stuck], (values[stuck] + hi[stuck]) / 2,
                                 (lo[stuck] + values[stuck]) / 2)
-    out[by_synthetic] = moved[segment_argsort(moved, sizes, starts)]
-    return out
+    return moved
 
 
 def ranked_cells(original):

@@ -40,6 +40,7 @@ clusters were separated late: refining (refine.py) joins consecutive clusters.
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -73,6 +74,8 @@ def horpart(offsets, codes, n_codes, k, max_cluster_size, constraint_of_code):
     seg_u = np.array([-1], dtype=np.int64)        # the constraint u of each part, -1 if none
     seg_done = np.array([False])                  # the part is a cluster
     parts_per_block = max(1, _CELL_BUDGET // D)
+    records = _Records(offsets, codes, record_len)
+    rule = _Rule(constraint_of_code, D, k, max_cluster_size)
     while True:
         sizes = np.diff(seg_start)
         seg_done |= sizes <= max_cluster_size
@@ -90,8 +93,7 @@ def horpart(offsets, codes, n_codes, k, max_cluster_size, constraint_of_code):
             b1 = min(active.size, b0 + parts_per_block)
             p0, p1 = first[b0], first[b1]
             block_child, block_kids = _split_parts(
-                offsets, codes, record_len, recs[p0:p1], lens[b0:b1], seg_u[active[b0:b1]],
-                constraint_of_code, D, k, max_cluster_size)
+                records, recs[p0:p1], lens[b0:b1], seg_u[active[b0:b1]], rule)
             child[p0:p1] = block_child
             block_kids[0] += b0
             kids.append(block_kids)
@@ -128,8 +130,33 @@ def horpart(offsets, codes, n_codes, k, max_cluster_size, constraint_of_code):
 _CELL_BUDGET = 1 << 22
 
 
-def _split_parts(offsets, codes, record_len, recs, lens, part_u, constraint_of_code, D, k,
-                 max_size):
+class _Records(NamedTuple):
+    """The validated CSR records and each record's length."""
+    offsets: np.ndarray
+    codes: np.ndarray
+    length: np.ndarray
+
+
+class _Rule(NamedTuple):
+    """What a split may do: each code's utility constraint (or -1), the code count D, the
+    least records per side k and the most records of a cluster."""
+    constraint_of_code: np.ndarray
+    D: int
+    k: int
+    max_size: int
+
+
+class _Level(NamedTuple):
+    """A block of parts at one level: each position's part, the positions' records as CSR
+    (their occurrences), and the inverted index of the (part, code) keys."""
+    part_of_pos: np.ndarray
+    occ_offsets: np.ndarray
+    occ_codes: np.ndarray
+    sorted_key: np.ndarray            # part * D + code of every occurrence, sorted
+    pos_by_key: np.ndarray            # the position of each of them
+
+
+def _split_parts(records, recs, lens, part_u, rule):
     """One level of Fig. 8 for a block of parts, following each part's D2 chain to its end.
 
     Splitting D on a gives D1 (recursed into later, u = constraint of a) and D2, which is
@@ -139,24 +166,42 @@ def _split_parts(offsets, codes, record_len, recs, lens, part_u, constraint_of_c
     Returns (child index of each position within its part, children table: part, index,
     size, u, final), children in depth-first order.
     """
-    B = lens.size
+    B, D = lens.size, rule.D
     part_of_pos = np.repeat(np.arange(B, dtype=np.int64), lens)
-    occ_offsets, occ_codes = take_records(offsets, codes, recs)
-    occ_pos = np.repeat(np.arange(recs.size, dtype=np.int64), record_len[recs])
+    occ_offsets, occ_codes = take_records(records.offsets, records.codes, recs)
+    occ_pos = np.repeat(np.arange(recs.size, dtype=np.int64), records.length[recs])
     occ_key = part_of_pos[occ_pos] * D + occ_codes
     all_support = np.bincount(occ_key, minlength=B * D)
     by_key = np.argsort(occ_key)                     # inverted index: positions by (part, code)
-    sorted_key, pos_by_key = occ_key[by_key], occ_pos[by_key]
+    level = _Level(part_of_pos, occ_offsets, occ_codes, occ_key[by_key], occ_pos[by_key])
     del occ_key, occ_pos, by_key                     # (peak memory: the level's largest arrays)
+    out = _Children(remaining=lens.copy(), child=np.full(recs.size, -1, dtype=np.int64),
+                    n_peeled=np.zeros(B, dtype=np.int64), kids=[[], [], [], [], []])
+    _peel_chains(records, recs, level, all_support, part_u.copy(), rule, out)
+    del all_support
+    _cut_rests(level, out, rule)
+    return out.child, [np.concatenate(c) for c in out.kids]
+
+
+class _Children(NamedTuple):
+    """What a level's splits build, in place: records left in each part, the child of each
+    position (-1: not yet), children per part, the children table (part, index, size, u,
+    final)."""
+    remaining: np.ndarray
+    child: np.ndarray
+    n_peeled: np.ndarray
+    kids: list
+
+
+def _peel_chains(records, recs, level, all_support, u, rule, out):
+    """Follow every part's chain of D2 splits (``out``: :class:`_Children`, in place)."""
+    D, k, max_size, constraint_of_code = rule.D, rule.k, rule.max_size, rule.constraint_of_code
+    remaining, child, n_peeled, kids = out.remaining, out.child, out.n_peeled, out.kids
+    B = remaining.size
+    part_of_pos = level.part_of_pos
     constrained = constraint_of_code >= 0
-    remaining = lens.copy()
-    u = part_u.copy()
-    child = np.full(recs.size, -1, dtype=np.int64)
-    n_peeled = np.zeros(B, dtype=np.int64)
-    kids = [[], [], [], [], []]                      # part, index, size, u, final
     chaining = np.flatnonzero(remaining > max_size)  # parts still being split
     support = all_support.reshape(B, D)[chaining]
-    del all_support
     row_of_part = np.full(B, -1, dtype=np.int64)
     while chaining.size:
         chosen = _choose_codes(support, remaining[chaining], u[chaining],
@@ -165,11 +210,11 @@ def _split_parts(offsets, codes, record_len, recs, lens, part_u, constraint_of_c
         if rows.size == 0:
             break
         go, a = chaining[rows], chosen[rows]
-        lo = np.searchsorted(sorted_key, go * D + a)
-        hi = np.searchsorted(sorted_key, go * D + a, side="right")
+        lo = np.searchsorted(level.sorted_key, go * D + a)
+        hi = np.searchsorted(level.sorted_key, go * D + a, side="right")
         at = np.arange(hi.sum() - lo.sum(), dtype=np.int64) + np.repeat(lo - _offsets(
             hi - lo)[:-1], hi - lo)
-        peel = pos_by_key[at]
+        peel = level.pos_by_key[at]
         peel = peel[child[peel] < 0]                 # records with a still in the part
         child[peel] = n_peeled[part_of_pos[peel]]
         size = support[rows, a]
@@ -181,24 +226,30 @@ def _split_parts(offsets, codes, record_len, recs, lens, part_u, constraint_of_c
         u[go] = -1
         # D2's supports: subtract the peeled records' codes
         row_of_part[chaining] = np.arange(chaining.size)
-        p_len = record_len[recs[peel]]
+        p_len = records.length[recs[peel]]
         p_occ = np.arange(p_len.sum(), dtype=np.int64) + np.repeat(
-            occ_offsets[peel] - _offsets(p_len)[:-1], p_len)
-        cell = np.repeat(row_of_part[part_of_pos[peel]], p_len) * D + occ_codes[p_occ]
+            level.occ_offsets[peel] - _offsets(p_len)[:-1], p_len)
+        cell = np.repeat(row_of_part[part_of_pos[peel]], p_len) * D + level.occ_codes[p_occ]
         support -= np.bincount(cell, minlength=support.size).reshape(support.shape)
         keep = rows[remaining[go] > max_size]
         chaining, support = chaining[keep], support[keep]
-    # the rest of each part: a cluster, or cut into q pieces when no code could split it
+
+
+def _cut_rests(level, out, rule):
+    """The rest of each part: a cluster, or cut into q pieces when no code could split it
+    (``out``: :class:`_Children`, in place)."""
+    n_rest, child, n_peeled, kids = out.remaining, out.child, out.n_peeled, out.kids
+    B, k, max_size = n_rest.size, rule.k, rule.max_size
     rest = np.flatnonzero(child < 0)
-    rest_part = part_of_pos[rest]
-    n_rest = remaining
+    rest_part = level.part_of_pos[rest]
     pieces = np.where(n_rest > max_size,
                       np.maximum(np.minimum(-(-n_rest // max_size), n_rest // k), 1), 1)
     local = np.zeros(rest.size, dtype=np.int64)
     cut = pieces[rest_part] >= 2
     if cut.any():
         cut_pos = rest[cut]
-        local_rank = _lexicographic_rank(occ_offsets, occ_codes, cut_pos, rest_part[cut], D)
+        local_rank = _lexicographic_rank(level.occ_offsets, level.occ_codes, cut_pos,
+                                         rest_part[cut], rule.D)
         part = rest_part[cut]
         local[cut] = local_rank * pieces[part] // n_rest[part]
     child[rest] = n_peeled[rest_part] + local
@@ -210,7 +261,6 @@ def _split_parts(offsets, codes, record_len, recs, lens, part_u, constraint_of_c
                                np.full(kid_part.size, -1, dtype=np.int64),
                                np.ones(kid_part.size, dtype=bool))):
         col.append(val)
-    return child, [np.concatenate(c) for c in kids]
 
 
 def _choose_codes(support, n_rec, seg_u, constraint_of_code, constrained, k):

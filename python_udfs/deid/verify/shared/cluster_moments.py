@@ -38,6 +38,7 @@ below k.  Malformed input raises ``INVALID_PARAMETER_VALUE``.  On success a dict
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -90,7 +91,6 @@ def verify_condensation(source, membership, released, released_cluster, k, check
     whose value counts per cluster must be unchanged.
     """
     c = checks if checks is not None else Checks(**chosen)
-    status_col, time_col, count_columns = c.status_col, c.time_col, c.count_columns
     source = _matrix(source, "source")
     released = _matrix(released, "released")
     n, m = source.shape
@@ -107,7 +107,44 @@ def verify_condensation(source, membership, released, released_cluster, k, check
     if moment_values.shape != released.shape:
         _bad("moment_values must have the shape of the released rows")
 
-    # 1-3: partition, sizes, released sizes (clusters compared by id)
+    groups = _check_sizes(cluster_of_row, released_cluster, k)               # 1-3
+    sizes = groups.sizes
+    report = {"rows": int(n), "released_rows": int(released.shape[0]),
+              "clusters": int(groups.ids.size), "k": k,
+              "min_cluster_size": int(sizes.min()) if groups.ids.size else 0,
+              "max_cluster_size": int(sizes.max()) if groups.ids.size else 0}
+    if moment_columns and n:                                                 # 4
+        mean_err, cov_err = _check_moments(source[:, moment_columns],
+                                           moment_values[:, moment_columns],
+                                           groups.src_index, groups.rel_index, groups.ids,
+                                           c.rtol)
+        report.update(moment_columns=len(moment_columns), rtol=c.rtol,
+                      max_mean_error=mean_err, max_cov_error=cov_err)
+    _check_counts(source, released, groups, c)                               # 5
+    if c.status_col is not None:
+        report["status_checked"] = True
+    if c.count_columns:
+        report["count_columns"] = len(c.count_columns)
+    if c.survival_times in ("original", "ranked"):                           # 6
+        _check_times(source, released, groups, c)
+        report["times_checked"] = True if c.survival_times == "original" else "ranked"
+    if c.check_ranges and n:                                                 # 7
+        _check_ranges(source, released)
+        report["ranges_checked"] = True
+    _check_integral(released, [_column(j, m, "integer column") for j in c.integer_columns])
+    return report
+
+
+class _Groups(NamedTuple):
+    ids: np.ndarray                   # the cluster ids, sorted
+    src_index: np.ndarray             # each source row's index into ids
+    rel_index: np.ndarray             # each released row's index into ids
+    sizes: np.ndarray                 # source rows per cluster
+
+
+def _check_sizes(cluster_of_row, released_cluster, k):
+    """Checks 1-3: partition, sizes >= k, each cluster releases its size in rows (clusters
+    compared by id)."""
     ids, src_index = _unique(cluster_of_row)
     src_index = src_index.reshape(-1)
     sizes = np.bincount(src_index, minlength=ids.size)
@@ -124,77 +161,68 @@ def verify_condensation(source, membership, released, released_cluster, k, check
         bad = ids[np.flatnonzero(rel_sizes != sizes)[0]]
         _fail(f"cluster {bad} releases a different number of rows than it has source rows "
               "(004 Alg. 3)")
+    return _Groups(ids, src_index, rel_index, sizes)
 
-    report = {"rows": int(n), "released_rows": int(released.shape[0]),
-              "clusters": int(ids.size), "k": k,
-              "min_cluster_size": int(sizes.min()) if ids.size else 0,
-              "max_cluster_size": int(sizes.max()) if ids.size else 0}
 
-    # 4: moments
-    if moment_columns and n:
-        mean_err, cov_err = _check_moments(source[:, moment_columns],
-                                           moment_values[:, moment_columns],
-                                           src_index, rel_index, ids, c.rtol)
-        report.update(moment_columns=len(moment_columns), rtol=c.rtol,
-                      max_mean_error=mean_err, max_cov_error=cov_err)
-
-    # 5: status counts (and any other value counts) per cluster
-    counted = ([] if status_col is None else [_column(status_col, m, "status_col")]) + \
-        [_column(j, m, "count column") for j in count_columns]
+def _check_counts(source, released, groups, c):
+    """Check 5: the status counts (and those of ``count_columns``) of every cluster kept."""
+    n, m = source.shape
+    counted = ([] if c.status_col is None else [_column(c.status_col, m, "status_col")]) + \
+        [_column(j, m, "count column") for j in c.count_columns]
     for s in counted:
-        what = "vital-status" if s == status_col else f"column {s} value"
+        what = "vital-status" if s == c.status_col else f"column {s} value"
         src_values, src_codes = _unique(source[:, s])
         pos = _positions(src_values, released[:, s])
         if n and not np.all(src_values[pos] == released[:, s]):
             _fail(f"column {s} releases a value that does not occur in the source")
-        g, v = ids.size, src_values.size
-        before = np.bincount(src_index * v + src_codes.reshape(-1), minlength=g * v)
-        after = np.bincount(rel_index * v + pos, minlength=g * v)
+        g, v = groups.ids.size, src_values.size
+        before = np.bincount(groups.src_index * v + src_codes.reshape(-1), minlength=g * v)
+        after = np.bincount(groups.rel_index * v + pos, minlength=g * v)
         if not np.array_equal(before, after):
-            bad = ids[np.flatnonzero(before != after)[0] // v]
+            bad = groups.ids[np.flatnonzero(before != after)[0] // v]
             _fail(f"cluster {bad} changes its {what} counts (004 Alg. 2 step 2.d.i)")
-    if status_col is not None:
-        report["status_checked"] = True
-    if count_columns:
-        report["count_columns"] = len(count_columns)
 
-    # 6: survival times per cluster, by rank: the original multiset, or each in its rank's cell
-    if c.survival_times in ("original", "ranked"):
-        if time_col is None:
-            _bad(f"survival_times={c.survival_times!r} needs time_col")
-        t = _column(time_col, m, "time_col")
-        src_sorted = source[np.lexsort((source[:, t], src_index)), t]
-        rel_sorted = released[np.lexsort((released[:, t], rel_index)), t]
-        cells = _ranked_cell(source[:, t], src_sorted) if c.survival_times == "ranked" else None
-        if cells is None:                   # 'original', or one distinct time: as is
-            kept = rel_sorted == src_sorted
-        else:
-            kept = ((rel_sorted > cells[0]) & (rel_sorted < cells[1])
-                    & ~np.isin(rel_sorted, source[:, t]))
-        if not kept.all():
-            bad = ids[np.sort(src_index)[np.flatnonzero(~kept)[0]]]
-            _fail(f"cluster {bad} does not release its original survival times "
-                  "(004 Alg. 2 step 2.d.ii)" if c.survival_times == "original" else
-                  f"cluster {bad} releases a survival time outside its rank's cell "
-                  "(survival_times 'ranked')")
-        report["times_checked"] = True if c.survival_times == "original" else "ranked"
 
-    # 7: permissible values
-    if c.check_ranges and n:
-        lo, hi = source.min(axis=0), source.max(axis=0)
-        outside = (released.min(axis=0) < lo) | (released.max(axis=0) > hi)    # per column
-        if outside.any():
-            _fail(f"column {int(np.flatnonzero(outside)[0])} releases values "
-                  "outside its observed range (004 Alg. 2 step 2.d.iii)")
-        report["ranges_checked"] = True
-    integral = [_column(j, m, "integer column") for j in c.integer_columns]
+def _check_times(source, released, groups, c):
+    """Check 6: survival times per cluster, by rank: the original multiset, or each in its
+    rank's cell."""
+    if c.time_col is None:
+        _bad(f"survival_times={c.survival_times!r} needs time_col")
+    t = _column(c.time_col, source.shape[1], "time_col")
+    src_index, rel_index = groups.src_index, groups.rel_index
+    src_sorted = source[np.lexsort((source[:, t], src_index)), t]
+    rel_sorted = released[np.lexsort((released[:, t], rel_index)), t]
+    cells = _ranked_cell(source[:, t], src_sorted) if c.survival_times == "ranked" else None
+    if cells is None:                       # 'original', or one distinct time: as is
+        kept = rel_sorted == src_sorted
+    else:
+        kept = ((rel_sorted > cells[0]) & (rel_sorted < cells[1])
+                & ~np.isin(rel_sorted, source[:, t]))
+    if not kept.all():
+        bad = groups.ids[np.sort(src_index)[np.flatnonzero(~kept)[0]]]
+        _fail(f"cluster {bad} does not release its original survival times "
+              "(004 Alg. 2 step 2.d.ii)" if c.survival_times == "original" else
+              f"cluster {bad} releases a survival time outside its rank's cell "
+              "(survival_times 'ranked')")
+
+
+def _check_ranges(source, released):
+    """Check 7: released values inside each column's observed source range."""
+    lo, hi = source.min(axis=0), source.max(axis=0)
+    outside = (released.min(axis=0) < lo) | (released.max(axis=0) > hi)    # per column
+    if outside.any():
+        _fail(f"column {int(np.flatnonzero(outside)[0])} releases values "
+              "outside its observed range (004 Alg. 2 step 2.d.iii)")
+
+
+def _check_integral(released, integral):
+    """Check 7: the ``integral`` columns hold whole numbers."""
     if integral:
         values = released[:, integral]
         whole = (values == np.rint(values)).all(axis=0)
         if not whole.all():
             _fail(f"integer column {integral[int(np.flatnonzero(~whole)[0])]} releases "
                   "non-integral values (004 Alg. 2 step 2.d.iii)")
-    return report
 
 
 def _check_moments(src, rel, src_index, rel_index, ids, rtol):

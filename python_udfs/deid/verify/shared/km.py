@@ -239,13 +239,21 @@ def _check_projections(src_label, src_row, src_codes, subs, n, n_labels, width):
     chunked = src_label >= 0
     exp_label, exp_row, exp_code = src_label[chunked], src_row[chunked], src_codes[chunked]
     del chunked
-    # by (chunk, record, code): one packed key when it fits in int64
+    # by (chunk, record, code): one packed key when it fits in int64, sorted and unpacked
+    # (a sort of the keys moves 8 bytes per occurrence where an argsort and three gathers
+    # move 32)
     if float(n_labels) * max(n, 1) * width < 2.0 ** 62:
-        order = np.argsort((exp_label * max(n, 1) + exp_row) * width + exp_code)
+        key = (exp_label * max(n, 1) + exp_row) * width + exp_code
+        del exp_label, exp_row, exp_code
+        key.sort()
+        exp_label_row, exp_code = np.divmod(key, width)
+        del key
+        exp_label, exp_row = np.divmod(exp_label_row, max(n, 1))
+        del exp_label_row
     else:
         order = np.lexsort((exp_code, exp_row, exp_label))
-    exp_label, exp_row, exp_code = exp_label[order], exp_row[order], exp_code[order]
-    del order
+        exp_label, exp_row, exp_code = exp_label[order], exp_row[order], exp_code[order]
+        del order
     new = np.r_[True, (exp_label[1:] != exp_label[:-1]) | (exp_row[1:] != exp_row[:-1])] \
         if exp_label.size else np.zeros(0, dtype=bool)
     exp_offsets = np.r_[np.flatnonzero(new), exp_label.size]
@@ -253,7 +261,7 @@ def _check_projections(src_label, src_row, src_codes, subs, n, n_labels, width):
     keep = got_len > 0
     got_offsets = np.r_[0, np.cumsum(got_len[keep])]
     if not _same_multiset(exp_label[new], exp_offsets, exp_code,
-                          subs.label[keep], got_offsets, subs.codes):
+                          subs.label[keep], got_offsets, subs.codes, (n_labels, width)):
         raise DeidError(VERIFICATION_FAILED, "the subrecords of a chunk are not the "
                         "projections of its cluster's records", hint=_HINT)
 
@@ -369,8 +377,11 @@ def _count_keys(key, scale):
     return key[starts] // scale, np.diff(np.r_[starts, key.size])
 
 
-def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b):
-    """Whether two lists of labelled code sequences are equal as multisets."""
+def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b, bounds=None):
+    """Whether two lists of labelled code sequences are equal as multisets.  ``bounds``:
+    (labels, codes) below which every label and code lies, if known: sequences short enough
+    are then compared as one packed int64 key each (a sort of one column instead of a
+    lexicographic sort of several)."""
     len_a, len_b = np.diff(offsets_a), np.diff(offsets_b)
     if len_a.size != len_b.size:
         return False
@@ -378,6 +389,14 @@ def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b):
         ia, ib = np.flatnonzero(len_a == length), np.flatnonzero(len_b == length)
         if ia.size != ib.size:
             return False
+        if bounds is not None and float(bounds[0]) * float(bounds[1]) ** length < 2.0 ** 62:
+            key_a = _packed(label_a[ia], codes_a, offsets_a[ia], length, bounds[1])
+            key_b = _packed(label_b[ib], codes_b, offsets_b[ib], length, bounds[1])
+            key_a.sort()
+            key_b.sort()
+            if not np.array_equal(key_a, key_b):
+                return False
+            continue
         rows_a = np.column_stack([label_a[ia], codes_a[offsets_a[ia][:, None] + np.arange(length)]])
         rows_b = np.column_stack([label_b[ib], codes_b[offsets_b[ib][:, None] + np.arange(length)]])
         rows_a = rows_a[np.lexsort(rows_a.T[::-1])]
@@ -385,6 +404,15 @@ def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b):
         if not np.array_equal(rows_a, rows_b):
             return False
     return True
+
+
+def _packed(labels, codes, starts, length, width):
+    """label * width^length + the sequence's codes in base ``width``, one int64 per sequence
+    (exact: callers check that it fits)."""
+    key = labels.astype(np.int64)
+    for col in range(length):
+        key = key * width + codes[starts + col]
+    return key
 
 
 def _in_sorted(sorted_values, queries):

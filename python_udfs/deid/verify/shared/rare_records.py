@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import DeidError, VERIFICATION_FAILED
 from ...sqltext import qualified, quote_ident
-from .cluster_moments import _unique
+from .cluster_moments import _positions, _unique
 
 HINT = ("The release was rolled back; nothing was written.  The condensation output failed "
         "the rare-record check, which points to a bug in the method: please report it.")
@@ -102,14 +102,43 @@ def row_ids(rows):
 
 
 def count_rare_copies(source, released, k):
-    """Released rows equal to a source row whose combination has fewer than k source rows."""
+    """Released rows equal to a source row whose combination has fewer than k source rows.
+
+    The source rows' combinations get exact ids (each column factorized over the source's
+    values, the codes combined in mixed radix, re-factorized before the radix would
+    overflow); a released row takes the ids of its values among the source's, and a row with
+    a value no source row has equals no source row (it is left out).  Only the source's
+    values are sorted, not those of both sides together."""
     n = source.shape[0]
     if n == 0 or released.shape[0] == 0:
         return 0
-    ids = row_ids(np.concatenate([source, released]))
-    sources = np.bincount(ids[:n], minlength=int(ids.max()) + 1)
-    held = sources[ids[n:]]
+    src_ids = np.zeros(n, np.int64)
+    rel_ids = np.zeros(released.shape[0], np.int64)
+    found = np.ones(released.shape[0], dtype=bool)   # every value so far occurs in the source
+    size = 1
+    for j in range(source.shape[1]):
+        values, code = _unique(source[:, j])
+        pos = _positions(values, released[:, j])
+        found &= values[pos] == released[:, j]
+        if size * values.size >= 1 << 62:
+            src_ids, rel_ids, found, size = _compacted(src_ids, rel_ids, found)
+        src_ids = src_ids * values.size + code.reshape(-1)
+        rel_ids = rel_ids * values.size + pos
+        size *= values.size
+    ids, sources = np.unique(src_ids, return_counts=True)
+    at = np.minimum(np.searchsorted(ids, rel_ids), ids.size - 1)
+    held = np.where(found & (ids[at] == rel_ids), sources[at], 0)
     return int(((held > 0) & (held < k)).sum())
+
+
+def _compacted(src_ids, rel_ids, found):
+    """The ids renumbered 0..g-1 by the source's distinct ids; a released id no source row
+    has is left out (``found`` False)."""
+    ids = np.unique(src_ids)
+    src_ids = np.searchsorted(ids, src_ids)
+    at = np.minimum(np.searchsorted(ids, rel_ids), ids.size - 1)
+    found = found & (ids[at] == rel_ids)
+    return src_ids, np.where(found, at, 0), found, ids.size
 
 
 def check_rare_records(source, released, k, category_columns, names):
