@@ -23,17 +23,28 @@ FUZZ = pathlib.Path(__file__).resolve().parents[1] / "fuzz"
 CHECKER = ("checker", "check_sets", "check_refusal", "stored", "check_composition")
 
 
+def _checker_modules():
+    """The checker's modules and each method's part of it (tests/fuzz/checkers/)."""
+    yield from ((m, FUZZ / f"{m}.py", 1) for m in CHECKER)
+    for path in sorted((FUZZ / "checkers").glob("*.py")):
+        yield f"checkers.{path.stem}", path, 2
+
+
 def test_checker_imports_nothing_of_deid():
-    """The checker's modules import the standard library, psycopg and each other only."""
-    for module in CHECKER:
-        tree = ast.parse((FUZZ / f"{module}.py").read_text())
+    """The checker's modules and its per-method parts import the standard library, psycopg and
+    each other only."""
+    for module, path, depth in _checker_modules():
+        tree = ast.parse(path.read_text())
         for n in ast.walk(tree):
             if isinstance(n, ast.Import):
                 names = [a.name.split(".")[0] for a in n.names]
             elif isinstance(n, ast.ImportFrom):
                 names = [n.module if n.level else n.module.split(".")[0]]
                 if n.level:
-                    assert n.level == 1 and n.module in CHECKER, f"{module}: from {'.' * n.level}{n.module}"
+                    ok = (n.level == depth and (n.module in CHECKER or n.module == "checkers"
+                                                or (n.module is None
+                                                    and [a.name for a in n.names] == ["checkers"])))
+                    assert ok, f"{module}: from {'.' * n.level}{n.module}"
                     continue
             else:
                 continue
