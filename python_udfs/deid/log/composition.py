@@ -250,6 +250,8 @@ def _refined_groups_hold(db, req, same):
         # a cluster is not a crowd of k (k^m bounds itemsets' supports): no regrouping at all
         if partition.regroups(c):
             raise refusal(req, "an earlier disassociation release clustered these records otherwise")
+        if partition.small_remainders(layers, new, req.k):
+            raise refusal(req, "a cluster would join released records to fewer than k new ones")
         return
     if partition.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")

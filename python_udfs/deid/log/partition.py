@@ -165,6 +165,23 @@ def regroups(c):
     return bool(np.any(c.changed & c.released))
 
 
+def small_remainders(layers, new, k):
+    """Whether a group of the new release joins rows an earlier layer released to fewer than
+    k rows no earlier layer released: a cluster that is an earlier cluster (or a union of them)
+    plus 0 < r < k new rows publishes counts whose difference with the earlier release's is
+    about those r rows alone."""
+    if new.ids.size == 0 or new.labels is None:
+        return False
+    released = np.zeros(new.ids.size, bool)
+    for layer in (x for x in layers if x.ids.size):
+        at = np.minimum(np.searchsorted(layer.ids, new.ids), layer.ids.size - 1)
+        released |= layer.ids[at] == new.ids
+    _, group = np.unique(new.labels, return_inverse=True)
+    old = np.bincount(group, weights=released, minlength=group.max() + 1)
+    fresh = np.bincount(group, weights=~released, minlength=group.max() + 1)
+    return bool(np.any((old > 0) & (fresh > 0) & (fresh < k)))
+
+
 def too_few_values(c, values, pos_of_values, l):
     """Whether a cell the new release creates or holds has fewer distinct values than its bar
     `l` (one number, or one per cell): `values` (codes) of the rows at positions

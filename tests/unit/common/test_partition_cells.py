@@ -123,3 +123,15 @@ def test_values_bar_per_cell_and_cells_held_but_unchanged():
     values = np.asarray([0, 1, 2, 0, 1, 1])          # group 1: two values
     assert not too_few_values(c, values, pos[-1], np.asarray([2, 2]))
     assert too_few_values(c, values, pos[-1], np.asarray([3, 3]))    # held: a larger l
+
+
+def test_a_cluster_of_released_rows_plus_fewer_than_k_new_ones_is_a_small_remainder():
+    from deid.log.partition import small_remainders
+    earlier = Layer(ids(*range(10)), np.zeros(10, np.int64), k=5)
+    plus_three = Layer(ids(*range(20)), np.asarray([0] * 13 + [1] * 7, np.int64), k=5)
+    assert small_remainders([earlier], plus_three, 5)
+    kept_apart = Layer(ids(*range(20)), np.asarray([0] * 10 + [1] * 10, np.int64), k=5)
+    assert not small_remainders([earlier], kept_apart, 5)
+    plus_five = Layer(ids(*range(20)), np.asarray([0] * 15 + [1] * 5, np.int64), k=5)
+    assert not small_remainders([earlier], plus_five, 5)
+    assert not small_remainders([Layer(ids(), np.zeros(0, np.int64))], plus_three, 5)
