@@ -23,6 +23,7 @@ import random
 import re
 import sys
 from collections import Counter, defaultdict
+from decimal import Decimal
 
 import psycopg
 from psycopg import sql
@@ -31,7 +32,7 @@ if __package__ in (None, ""):                       # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     __package__ = "tests.fuzz"
 
-from . import check_composition, generator, tables  # noqa: E402
+from . import check_composition, checker, generator, tables  # noqa: E402
 from .runner import ANALYST, RESEARCHER, SCHEMA, _connect, setup  # noqa: E402
 
 READER = "deid_fz_reader"
@@ -183,6 +184,8 @@ def _attack(reader, admin, t, done, tally, main):
         found = None                                # one release alone: not composition's
     if found:
         _success(tally, main, "linear", t, done, f"{len(found[0])} rows < k {found[1]}")
+    if len(done) >= 2:
+        _attack_groups(reader, admin, t, done, tally, main)
     anatomy = [r for r in done if r["method"] == "anatomy" and r["l"]]
     if len(anatomy) < 2:
         return
@@ -194,6 +197,111 @@ def _attack(reader, admin, t, done, tally, main):
         if hit:
             _success(tally, main, "intersection", t, done,
                      f"row {hit[0]}: {len(hit[1])} values < l {hit[2]}")
+
+
+def _attack_groups(reader, admin, t, done, tally, main):
+    """Linear over per-group statistics, per attribute, and crowds per method. Anatomy's
+    groups, generalization's classes and disassociation's clusters are read or placed from
+    the releases (a reader knows anatomy's groups from its quasi-identifier table, a class from
+    the generalized values, a record's cluster from its codes; the attacker is given the exact
+    membership where rows tie); condensation's clusters (no id in the release) only with
+    condensation releases, given exactly: a stronger attacker than a reader."""
+    for r in done:
+        if "groups" not in r:
+            r["groups"] = _grouping(reader, admin, t, r)
+    grouped = [r for r in done if r["groups"]]
+    families = defaultdict(list)
+    for r in grouped:
+        for a in _published(t, r):
+            families[(a, r["method"] == "condensation")].append(r)
+    for (a, _), rs in families.items():
+        if len(rs) < 2:
+            continue
+        hit = check_composition.linear_groups([r["groups"] for r in rs], [r["k"] for r in rs])
+        if hit:
+            tally["attacks"]["linear_groups"] += 1
+            _success(tally, main, "linear_groups", t, rs, f"{a}: {len(hit[0])} rows < k {hit[1]}")
+    for method in generator.METHODS:
+        rs = [r for r in grouped if r["method"] == method]
+        if len(rs) >= 2:
+            tally["attacks"]["crowds"] += 1
+            hit = check_composition.crowds([r["groups"] for r in rs], [r["k"] for r in rs])
+            if hit:
+                _success(tally, main, "crowd", t, rs, f"{method}: {len(hit[0])} rows < k {hit[1]}")
+
+
+def _published(t, r):
+    """The attributes whose statistics the release publishes per group."""
+    if r["method"] == "disassociation":
+        return ["codes"]
+    if r["method"] == "anatomy":
+        return [c for c in r["columns"] if t.col(c).role == "sensitive"]
+    if r["method"] == "generalization":
+        return [c for c in r["columns"] if t.col(c).role != "quasi_identifier"] or ["rows"]
+    return list(r["columns"])
+
+
+def _release_id(admin, name):
+    row = admin.execute("SELECT release_id FROM deid.release WHERE name = %s AND status ="
+                        " 'committed'", [name]).fetchone()
+    return row and row[0]
+
+
+def _grouping(reader, admin, t, r):
+    """{row id: group} as the attacker holds it, or None."""
+    rid = _release_id(admin, r["release"])
+    if rid is None:
+        return None
+    if r["method"] == "anatomy":
+        rows = admin.execute("SELECT DISTINCT group_id, unnest(rids) FROM deid.rid_sets"
+                             " WHERE release_id = %s", [rid]).fetchall()
+        return {x: g for g, x in rows}
+    if r["method"] in ("condensation", "disassociation"):
+        rows = admin.execute("SELECT cluster_id, unnest(rids) FROM deid.cluster_member"
+                             " WHERE release_id = %s", [rid]).fetchall()
+        return {x: g for g, x in rows}
+    return _classes(reader, admin, t, r)
+
+
+def _classes(reader, admin, t, r):
+    qis = [c for c in r["columns"] if t.col(c).role == "quasi_identifier"]
+    if not qis:
+        return None
+    released = {c: Counter(checker._canon(v) for (v,) in reader.execute(
+        sql.SQL("SELECT {}::text FROM release.{}").format(sql.Identifier(c),
+                                                         sql.Identifier(r["release"]))))
+        for c in qis}
+    cols = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in qis)
+    source = {x[0]: {c: checker._canon(v) for c, v in zip(qis, x[1:])} for x in admin.execute(
+        sql.SQL("SELECT id, {} FROM {} WHERE id = ANY(%s)").format(cols, sql.SQL(t.name)),
+        [sorted(r["ids"])])}
+    levels = {c: _levels(admin, t.col(c).hierarchy) for c in qis if t.col(c).hierarchy}
+    return check_composition.generalization_classes(released, source, levels)
+
+
+def _levels(admin, hierarchy):
+    """A public hierarchy's levels above 0, each as a value -> label function."""
+    row = admin.execute("SELECT kind, levels, low, widths FROM deid.hierarchy WHERE name = %s",
+                        [hierarchy]).fetchone()
+    if not row:
+        return []
+    kind, levels, low, widths = row
+    null, star = checker.NULL, (lambda v: "*")
+    if kind == "member":
+        parent = {(lv, v): p for lv, v, p in admin.execute(
+            "SELECT level, value, parent FROM deid.hierarchy_member WHERE hierarchy = %s",
+            [hierarchy])}
+        out = []
+        for top in range(1, levels - 1):
+            def f(v, top=top):
+                for lv in range(top):
+                    v = null if v == null else parent.get((lv, v), v)
+                return v
+            out.append(f)
+        return out + [star]
+    bands = [lambda v, w=w: v if v == null else checker._band(Decimal(v), low, w)
+             for w in widths or ()]
+    return bands + [star]
 
 
 def _anatomy_view(reader, r, t, sensitive):
@@ -221,7 +329,7 @@ def _success(tally, main, kind, t, done, what):
                                                for r in done]})
 
 
-def run(url, n, seed, quiet=True, override=False):
+def run(url, n, seed, quiet=True, override=False, progress=None):
     """n sequences per method; `override`: every request passes the composition rule's
     override, so the attacks must then succeed (that the checker finds what the rule stops)."""
     setup(url)
@@ -233,20 +341,27 @@ def run(url, n, seed, quiet=True, override=False):
              "researcher": _connect(url, RESEARCHER), "reader": _connect(url, READER)}
     rng = random.Random(f"sequences:{seed}")
     tally = {"methods": defaultdict(Counter), "refusals": Counter(), "successes": Counter(),
-             "examples": []}
+             "attacks": Counter(), "examples": []}
     try:
         for i in range(n):
             for main in generator.METHODS:
                 run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override)
+            if progress:                           # a long run's tallies so far
+                with open(progress, "w") as f:
+                    json.dump(_summary(tally, i + 1), f, indent=1, default=str)
             if not quiet and (i + 1) % 50 == 0:
                 print(f"{i + 1} sequences per method; successes {dict(tally['successes'])}",
                       file=sys.stderr, flush=True)
     finally:
         for c in conns.values():
             c.close()
-    return {"methods": {m: dict(c) for m, c in tally["methods"].items()},
+    return _summary(tally, n)
+
+
+def _summary(tally, done):
+    return {"per_method": done, "methods": {m: dict(c) for m, c in tally["methods"].items()},
             "refusals": dict(tally["refusals"]), "successes": dict(tally["successes"]),
-            "examples": tally["examples"]}
+            "attacks": dict(tally["attacks"]), "examples": tally["examples"]}
 
 
 def main(argv=None):
@@ -258,7 +373,8 @@ def main(argv=None):
     p.add_argument("--override", action="store_true",
                    help="pass the rule's override: the attacks must succeed (a check of the checker)")
     a = p.parse_args(argv)
-    result = run(a.url, a.n, a.seed, quiet=False, override=a.override)
+    result = run(a.url, a.n, a.seed, quiet=False, override=a.override,
+                 progress=a.out and a.out + ".partial")
     print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=1))
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
