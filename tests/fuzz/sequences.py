@@ -74,8 +74,11 @@ class _Fixed:
         return self.v
 
 
-def plan(rng, t, main, count):
-    """The sequence's requests: [(method, selection)]."""
+def plan(rng, t, main, count, regroup=False):
+    """The sequence's requests: [(method, selection)]; `regroup`: all rows, each time by the
+    main method (its parameters drawn anew: the groupings cross)."""
+    if regroup:
+        return [(main, None)] * count
     target, median = _target(rng, t)
     methods = [main if rng.random() < 0.75 else rng.choice(generator.METHODS)
                for _ in range(count)]
@@ -135,7 +138,7 @@ def _request(rng, t, method, selection, name, override=False):
                 release=name, role=role)
 
 
-def run_sequence(conns, rng, tag, main, tally, override=False):
+def run_sequence(conns, rng, tag, main, tally, override=False, regroup=False):
     admin = conns["admin"]
     t = _table(rng, tag)
     tables.create(admin, t, rng, RESEARCHER, ANALYST)
@@ -143,8 +146,8 @@ def run_sequence(conns, rng, tag, main, tally, override=False):
     stats["sequences"] += 1
     done = []
     try:
-        for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6))):
-            if i and rng.random() < 0.3:
+        for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6), regroup)):
+            if i and rng.random() < 0.3 and not regroup:
                 _append(rng, admin, t)
             r = _request(rng, t, method, selection, f"fzs{tag}r{i}", override)
             outcome = _send(conns[r["role"]], t, r)
@@ -256,6 +259,8 @@ def _grouping(reader, admin, t, r):
         rows = admin.execute("SELECT DISTINCT group_id, unnest(rids) FROM deid.rid_sets"
                              " WHERE release_id = %s", [rid]).fetchall()
         return {x: g for g, x in rows}
+    if r["method"] == "disassociation" and r["options"].get("model") == "generalization":
+        return None                                 # generalized records: no cluster published
     if r["method"] in ("condensation", "disassociation"):
         rows = admin.execute("SELECT cluster_id, unnest(rids) FROM deid.cluster_member"
                              " WHERE release_id = %s", [rid]).fetchall()
@@ -329,7 +334,7 @@ def _success(tally, main, kind, t, done, what):
                                                for r in done]})
 
 
-def run(url, n, seed, quiet=True, override=False, progress=None):
+def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
     """n sequences per method; `override`: every request passes the composition rule's
     override, so the attacks must then succeed (that the checker finds what the rule stops)."""
     setup(url)
@@ -345,7 +350,7 @@ def run(url, n, seed, quiet=True, override=False, progress=None):
     try:
         for i in range(n):
             for main in generator.METHODS:
-                run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override)
+                run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override, regroup)
             if progress:                           # a long run's tallies so far
                 with open(progress, "w") as f:
                     json.dump(_summary(tally, i + 1), f, indent=1, default=str)
