@@ -34,7 +34,7 @@ import json
 import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
-from . import partition
+from . import partition, rowids
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -91,7 +91,7 @@ def _earlier(db, req):
 
 
 def _unpack(data):
-    return np.frombuffer(data, dtype=">i8").astype(np.int64)
+    return rowids.unpack(data)
 
 
 # ------------------------------------------------------------------ generalization
