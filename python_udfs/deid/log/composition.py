@@ -34,7 +34,7 @@ import json
 import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
-from . import partition, rowids
+from . import partition, rowids, runs
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -58,13 +58,23 @@ def check_selections(db, req, row_id, ids):
     for e in earlier:
         key = bytes(e["rids"])
         if key in seen:                      # an identical selection creates no cell
-            seen[key].k = max(seen[key].k, int(e["k"] or 0))
+            seen[key][1] = max(seen[key][1], int(e["k"] or 0))
             continue
-        seen[key] = partition.Layer(_unpack(key), None, int(e["k"] or 0))
+        seen[key] = [runs.of_stored(key), int(e["k"] or 0)]
         layers.append(seen[key])
-    if layers and partition.too_small(partition.cells(layers, partition.Layer(ids, None, req.k))):
+    if layers and runs.too_small(layers, runs.of_ids(ids), req.k):
         raise refusal(req, "a cell of the selections' partition would hold fewer than k rows")
-    return [dict(e, ids=seen[bytes(e["rids"])].ids) for e in earlier]
+    return [_Earlier(e) for e in earlier]
+
+
+class _Earlier(dict):
+    """An earlier release's row as read, its ids listed only when a rule asks for them (the
+    selections' check works on runs)."""
+    def __missing__(self, key):
+        if key != "ids":
+            raise KeyError(key)
+        self["ids"] = _unpack(bytes(self["rids"]))
+        return self["ids"]
 
 
 def check_groupings(db, req, ids, earlier):

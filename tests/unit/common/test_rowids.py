@@ -38,3 +38,10 @@ def test_empty_and_unknown():
     assert rowids.pack([]) == b"I" and rowids.unpack(b"I").size == 0
     with pytest.raises(ValueError):
         rowids.unpack(b"\x00" * 16)
+
+
+def test_runs_of_consecutive_ids():
+    ids = np.concatenate([np.arange(10, 5000), np.arange(7000, 9000)]).astype(np.int64)
+    data = rowids.pack(ids)
+    assert data[:1] == b"R" and len(data) == 1 + 2 * 16
+    assert rowids.unpack(data).tolist() == ids.tolist() and rowids.count(data) == ids.size
