@@ -9,11 +9,13 @@ releases' row ids read from deid.release_selection, decoded, and crossed with th
 A scratch database (deid_bench_composition, dropped at the end) holds the source (ids 1..N)
 and R synthetic earlier releases (rows of deid.release and deid.release_selection, written
 as the request writes them): release i selects all rows but a band of 1,000 ids (bands) or
-all but the ids equal to i modulo 1,000 (scattered), distinct selections -- the worst case,
-an identical one is skipped. Each earlier selection is stored in the current layout (the
-smaller of a bitmap of the span and int8 ids: log/rowids.py) and, for comparison, as int8
-ids (the layout before). Median of 3 calls (the first warms the cache). Writes
-bench/results/composition_server.json and composition_server.png.
+all but the ids equal to i modulo 1,000 (scattered: 1,000 runs), or a random half of the rows
+(random: a predicate on an unordered column, 250,000 runs), distinct selections -- the worst
+case, an identical one is skipped. Each earlier selection is stored as the request stores it
+(log/rowids.py; `--layouts current,ids` also times int8 ids). Median of 3 calls (the first
+warms the cache). Writes bench/results/composition_server.json and composition_server.png
+(with composition_server_before.json: the same check at the commit before, int8 ids crossed
+row by row, measured on this machine).
 """
 import argparse
 import json
@@ -33,7 +35,7 @@ RESULTS = bench_paths.RESULTS / "composition_server.json"
 PLOT = bench_paths.RESULTS / "composition_server.png"
 
 CHECK = r"""
-CREATE FUNCTION pg_temp.composition_check(src oid, n bigint, scattered boolean)
+CREATE FUNCTION pg_temp.composition_check(src oid, n bigint, kind text)
 RETURNS float8[] LANGUAGE plpython3u AS $$
 import glob, os, sys, time, types
 share = plpy.execute("SELECT setting FROM pg_config WHERE name = 'SHAREDIR'")[0]["setting"]
@@ -44,7 +46,10 @@ import numpy as np
 from deid.pg import Database
 from deid.log import composition
 ids = np.arange(1, n + 1, dtype=np.int64)
-keep = (ids % 1000 != 999) if scattered else ~((ids > n - 1000))
+if kind == "random":
+    keep = np.random.default_rng(12345).random(n) < 0.5
+else:
+    keep = (ids % 1000 != 999) if kind == "scattered" else ~((ids > n - 1000))
 req = types.SimpleNamespace(rel=types.SimpleNamespace(oid=src), release_id=-1, k=10,
                             grant={"via": "select"}, method="generalization", options={})
 db = Database()
@@ -70,7 +75,7 @@ def _url(url):
     return psycopg.conninfo.make_conninfo(url, dbname=DB)
 
 
-def history(db, rows, releases, scattered, layout):
+def history(db, rows, releases, kind, layout):
     """R earlier releases of public.src, as a request logs them."""
     db.execute("ALTER TABLE deid.release DISABLE TRIGGER USER")
     db.execute("DELETE FROM deid.release_selection")
@@ -78,7 +83,9 @@ def history(db, rows, releases, scattered, layout):
     db.execute("ALTER TABLE deid.release ENABLE TRIGGER USER")
     ids = np.arange(1, rows + 1, dtype=np.int64)
     for i in range(releases):
-        if scattered:
+        if kind == "random":                       # a predicate on an unordered column
+            sel = ids[np.random.default_rng(i).random(rows) < 0.5]
+        elif kind == "scattered":
             sel = ids[ids % 1000 != i % 999]
         else:
             lo = (1000 * i) % rows
@@ -94,12 +101,12 @@ def history(db, rows, releases, scattered, layout):
     db.execute("VACUUM ANALYZE deid.release_selection")
 
 
-def seconds(db, rows, scattered, repeat=3):
+def seconds(db, rows, kind, repeat=3):
     db.execute(CHECK)
     oid = db.execute("SELECT 'public.src'::regclass::oid").fetchone()[0]
     out = [db.execute("SELECT pg_temp.composition_check(%s, %s, %s)",
-                      [oid, rows, scattered]).fetchone()[0] for _ in range(repeat + 1)][1:]
-    db.execute("DROP FUNCTION pg_temp.composition_check(oid, bigint, boolean)")
+                      [oid, rows, kind]).fetchone()[0] for _ in range(repeat + 1)][1:]
+    db.execute("DROP FUNCTION pg_temp.composition_check(oid, bigint, text)")
     return statistics.median(t for t, _ in out), statistics.median(s for _, s in out)
 
 
@@ -111,7 +118,7 @@ def plot(results):
     for (layout, kind, rows), pts in sorted(_series(results).items()):
         xs, ys = zip(*sorted(pts))
         ax.plot(xs, ys, marker="o", linestyle="-" if layout == "current" else ":",
-                label=f"{rows:,} rows, {kind}, {'bitmap' if layout == 'current' else 'int8 ids (before)'}")
+                label=f"{rows:,} rows, {kind}{'' if layout == 'current' else ', before (int8 ids, row by row)'}")
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -135,27 +142,35 @@ def main(argv=None):
     p.add_argument("--url", required=True)
     p.add_argument("--rows", default="100000,1000000")
     p.add_argument("--releases", default="1,10,100")
-    p.add_argument("--layouts", default="current,ids")
+    p.add_argument("--layouts", default="current")
+    p.add_argument("--kinds", default="bands,scattered,random")
+    p.add_argument("--out", default=str(RESULTS))
     a = p.parse_args(argv)
     results = []
     for rows in map(int, a.rows.split(",")):
         db = setup(a.url, rows)
         for layout in a.layouts.split(","):
-            for kind in ("bands", "scattered"):
+            for kind in a.kinds.split(","):
                 for releases in map(int, a.releases.split(",")):
-                    history(db, rows, releases, kind == "scattered", layout)
+                    history(db, rows, releases, kind, layout)
                     size = db.execute("SELECT sum(length(rids)) FROM deid.release_selection").fetchone()[0]
-                    s, sql_s = seconds(db, rows, kind == "scattered")
+                    s, sql_s = seconds(db, rows, kind)
                     results.append({"rows": rows, "releases": releases, "kind": kind,
                                     "layout": layout, "seconds": round(s, 4),
                                     "sql_seconds": round(sql_s, 4), "stored_bytes": int(size)})
                     print(f"{layout:>7} {kind:>9} rows {rows:>9,} earlier {releases:>4}: {s:.3f} s"
                           f" (reading {sql_s:.3f} s, {size / 1e6:.1f} MB stored)", flush=True)
-                    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+                    pathlib.Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
         db.close()
     with psycopg.connect(a.url, autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    plot(results)
+    plot(results + _before())
+
+
+def _before():
+    """The same check at f0452c7 (int8 ids, crossed row by row), measured on this machine."""
+    path = bench_paths.RESULTS / "composition_server_before.json"
+    return [dict(r, layout="before") for r in json.loads(path.read_text())] if path.exists() else []
 
 
 if __name__ == "__main__":

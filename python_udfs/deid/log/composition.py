@@ -62,9 +62,23 @@ def check_selections(db, req, row_id, ids):
             continue
         seen[key] = [runs.of_stored(key), int(e["k"] or 0)]
         layers.append(seen[key])
-    if layers and runs.too_small(layers, runs.of_ids(ids), req.k):
+    if layers and _selections_too_small(layers, ids, req.k):
         raise refusal(req, "a cell of the selections' partition would hold fewer than k rows")
     return [_Earlier(e) for e in earlier]
+
+
+RUNS_LIMIT = 1 << 21       # beyond this many runs in all, the per-row partition is the cheaper
+
+
+def _selections_too_small(layers, ids, k):
+    """Rule (a) over runs of ids (log/runs.py: ranges, all rows but a few -- a few runs each);
+    selections scattered into many runs are crossed row by row (partition.py)."""
+    new = runs.of_ids(ids)
+    if new.shape[0] + sum(r.shape[0] for r, _ in layers) <= RUNS_LIMIT:
+        return runs.too_small(layers, new, k)
+    return partition.too_small(partition.cells(
+        [partition.Layer(runs.ids_of(r), None, kk) for r, kk in layers],
+        partition.Layer(ids, None, k)))
 
 
 class _Earlier(dict):

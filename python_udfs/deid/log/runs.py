@@ -40,6 +40,13 @@ def of_stored(data) -> np.ndarray:
     return of_ids(rowids.unpack(data))
 
 
+def ids_of(runs: np.ndarray) -> np.ndarray:
+    """The sorted ids of runs."""
+    starts, lengths = runs[:, 0], runs[:, 1] - runs[:, 0]
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return offsets + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
 def _tags(count):
     """A distinct 64-bit tag per layer (splitmix64 of its index)."""
     x = np.arange(1, count + 1, dtype=np.uint64)

@@ -57,3 +57,16 @@ def test_a_band_of_a_million_rows_is_a_few_bytes():
     data = rowids.pack(np.concatenate([ids[:5000], ids[6000:]]))
     assert data[:1] == b"R" and len(data) == 1 + 2 * 16
     assert rowids.count(data) == 10 ** 6 - 1000
+
+
+def test_many_runs_are_crossed_row_by_row(monkeypatch):
+    """Scattered selections (more runs than the limit) take the partition's way: same answer."""
+    from deid.log import composition
+    rng = np.random.default_rng(3)
+    universe = np.arange(1, 400, dtype=np.int64)
+    layers = [(runs.of_ids(universe[rng.random(universe.size) < 0.5]), 3) for _ in range(3)]
+    new = universe[rng.random(universe.size) < 0.5]
+    want = runs.too_small(layers, runs.of_ids(new), 3)
+    monkeypatch.setattr(composition, "RUNS_LIMIT", 10)
+    assert composition._selections_too_small(layers, new, 3) == want
+    assert runs.ids_of(runs.of_ids(new)).tolist() == new.tolist()
