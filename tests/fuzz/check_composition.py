@@ -3,7 +3,7 @@ deid_reader reads (the released tables) and knows the quasi-identifiers of the p
 targets (here: every row of the source at the time of each release) and each release's
 selection predicate (it asked for it, or read it in the release's description).
 
-Two attacks:
+Four attacks:
 
 - linear: released totals over selections (a release's row count, a count table's sum)
   add and subtract. With the rows each release selected, the cells are the rows selected

@@ -67,14 +67,17 @@ def check_selections(db, req, row_id, ids):
     return [_Earlier(e) for e in earlier]
 
 
-RUNS_LIMIT = 1 << 21       # beyond this many runs in all, the per-row partition is the cheaper
+RUNS_LIMIT = 1 << 21       # beyond this many runs in all, or one run per 4 rows, the per-row
+                           # partition is the cheaper
 
 
 def _selections_too_small(layers, ids, k):
     """Rule (a) over runs of ids (log/runs.py: ranges, all rows but a few -- a few runs each);
-    selections scattered into many runs are crossed row by row (partition.py)."""
+    selections scattered into many short runs are crossed row by row (partition.py)."""
     new = runs.of_ids(ids)
-    if new.shape[0] + sum(r.shape[0] for r, _ in layers) <= RUNS_LIMIT:
+    count = new.shape[0] + sum(r.shape[0] for r, _ in layers)
+    rows = ids.size + sum(int((r[:, 1] - r[:, 0]).sum()) for r, _ in layers)
+    if count <= RUNS_LIMIT and 4 * count <= rows:
         return runs.too_small(layers, new, k)
     return partition.too_small(partition.cells(
         [partition.Layer(runs.ids_of(r), None, kk) for r, kk in layers],
