@@ -56,10 +56,13 @@ def test_regrouping_is_refused_or_harmless(regrouped):
     assert regrouped["attacks"].get("crowds", 0) >= 1, regrouped
 
 
-def test_the_checker_sees_every_method_regrouped(admin, url):
-    """With the override, the same regroupings give the attacker a crowd or a cell below k
-    (or anatomy values below l) for every method: each attack is armed where the rule
-    refuses."""
-    found = sequences.run(url, 3, SEED, override=True, regroup=True)
+def test_the_checker_finds_something_for_every_method(admin, url):
+    """With the override, regroupings and the ordinary sequences give the attacker a crowd or
+    a cell below k (or anatomy values below l) for every method: each attack is armed where
+    the rule refuses. (Disassociation's regroupings of the same records are nested -- a finer
+    split of the same clusters, harmless -- so its successes come from selections and rows
+    added between releases.)"""
+    found = dict(sequences.run(url, 3, SEED, override=True, regroup=True)["successes"])
+    found.update(sequences.run(url, 3, SEED, override=True)["successes"])
     for method in METHODS:
-        assert any(s.startswith(method + ":") for s in found["successes"]), found["successes"]
+        assert any(s.startswith(method + ":") for s in found), found

@@ -214,13 +214,36 @@ def _groups(db, method, release_id):
                            np.concatenate(counts or [np.zeros(0, ">i4")]))
         ids = np.concatenate(rids or [np.zeros(0, ">i8")])
     else:
-        rows = db.query("SELECT cluster_id, rids FROM deid.cluster_member WHERE release_id = $1",
-                        [release_id], ["bigint"])
-        ids = np.asarray([x for r in rows for x in r["rids"]], np.int64)
-        labels = np.repeat([r["cluster_id"] for r in rows], [len(r["rids"]) for r in rows])
+        ids, labels = _members(db, release_id)
     ids, labels = ids.astype(np.int64), np.asarray(labels, np.int64)
     order = np.argsort(ids, kind="stable")
     return ids[order], labels[order]
+
+
+def _members(db, release_id):
+    """(ids, cluster per id) of deid.cluster_member, read as one packed row: each cluster's
+    int8[] in PostgreSQL's binary array form (array_send), decoded by numpy, never as a Python
+    list of a million ints."""
+    row = db.query(
+        "SELECT coalesce(string_agg(int4send(cluster_id), ''::bytea ORDER BY cluster_id),"
+        " ''::bytea) AS c, coalesce(string_agg(int4send(coalesce(cardinality(rids), 0)),"
+        " ''::bytea ORDER BY cluster_id), ''::bytea) AS n,"
+        " coalesce(string_agg(array_send(rids), ''::bytea ORDER BY cluster_id), ''::bytea) AS r"
+        " FROM deid.cluster_member WHERE release_id = $1", [release_id], ["bigint"])[0]
+    clusters = np.frombuffer(bytes(row["c"]), ">i4").astype(np.int64)
+    counts = np.frombuffer(bytes(row["n"]), ">i4").astype(np.int64)
+    return _array_values(bytes(row["r"]), counts), np.repeat(clusters, counts)
+
+
+def _array_values(data, counts):
+    """The int8 values of back-to-back binary 1-D arrays (array_send: a header of 12 bytes,
+    8 more per dimension, then per element a 4-byte length and the 8-byte value; no NULLs)."""
+    header = np.where(counts > 0, 20, 12)
+    starts = np.concatenate([[0], np.cumsum(header + 12 * counts)[:-1]]) + header
+    at = np.repeat(starts - 12 * np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    at = at + 12 * np.arange(int(counts.sum())) + 4
+    raw = np.frombuffer(data, np.uint8)
+    return raw[at[:, None] + np.arange(8)].copy().view(">i8").ravel().astype(np.int64)
 
 
 def _attributes(db, release_id):
