@@ -13,8 +13,13 @@ analyst (SELECT) or the researcher (a policy); no override is ever passed.
 
 After each sequence a deid_reader reads the releases; the attacker knows every row's
 quasi-identifiers and each release's selection (evaluated on the source when it was
-released). Tallies: sequences, releases and refusals (by reason: the analyst's DETAIL, the
-researcher's uniform refusal) per method, and the attacks' successes, which must be 0.
+released), and each release's groups (_grouping: anatomy's groups and disassociation's
+clusters exactly, generalization's classes placed through the public hierarchies,
+condensation's clusters given). Attacks: totals, per-group statistics per column, crowds per
+method, anatomy's values (check_composition.py). Tallies: sequences, releases and refusals
+(by reason: the analyst's DETAIL, the researcher's uniform refusal) per method, attacks
+tried, and the successes, which must be 0. `regroup` (tests): every release of all rows by
+the main method, its parameters drawn anew.
 """
 import argparse
 import json
