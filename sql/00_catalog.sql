@@ -262,7 +262,10 @@ CREATE TABLE deid.equivalence_class (
 -- The composition rule (releases of one source read together single out no fewer than k
 -- rows; python_udfs/deid/log/composition.py): per release, the ids of the source rows it
 -- selected -- the values of its row_id column (disassociation: the record column), sorted,
--- distinct, packed as deid.rid_set's rids (int8 big-endian, back to back). A new release is
+-- distinct, in the smallest of three layouts its first byte names (python_udfs/deid/log/rowids.py):
+-- 'B', the smallest id (int8 big-endian) then a bitmap of the span (a million dense ids: 125 kB),
+-- 'R', runs of consecutive ids as (first id, length) int8 pairs (all rows but a band: 33 bytes),
+-- or 'I', the ids as int8 big-endian back to back (sparse ids). A new release is
 -- checked against every earlier one of the same source (deid.release_identity: a view's base
 -- table, a re-created table's name) whose audience meets its own -- committed,
 -- replaced or dropped: each was readable -- since the last deid.composition_reset. A set
@@ -273,8 +276,11 @@ CREATE TABLE deid.release_selection (
     release_id  bigint PRIMARY KEY,        -- deid.release (append-only; no FK, as deid.rid_set)
     row_id      name   NOT NULL,           -- the source column whose values rids holds
     n           bigint NOT NULL CHECK (n >= 0),
-    rids        bytea  NOT NULL,           -- n ids, ascending, distinct; int8 big-endian
-    CONSTRAINT release_selection_rids_check CHECK (length(rids) = 8 * n)
+    rids        bytea  NOT NULL,           -- n ids, ascending, distinct: 'B', 'R' or 'I'
+    CONSTRAINT release_selection_layout_check CHECK (
+        (get_byte(rids, 0) = 73 AND length(rids) = 8 * n + 1)
+        OR (get_byte(rids, 0) = 66 AND length(rids) >= 9 + (n + 7) / 8)
+        OR (get_byte(rids, 0) = 82 AND length(rids) % 16 = 1 AND length(rids) <= 16 * n + 1))
 );
 COMMENT ON TABLE deid.release_selection IS
   'The source rows each release selected (packed sorted row ids), for the overlap control; deid_admin reads it';

@@ -3,7 +3,7 @@ deid_reader reads (the released tables) and knows the quasi-identifiers of the p
 targets (here: every row of the source at the time of each release) and each release's
 selection predicate (it asked for it, or read it in the release's description).
 
-Two attacks:
+Four attacks:
 
 - linear: released totals over selections (a release's row count, a count table's sum)
   add and subtract. With the rows each release selected, the cells are the rows selected
@@ -17,10 +17,10 @@ Two attacks:
   holding the patient, fewer than the largest l of those releases is a success (each
   release alone gave at least its l).
 
-Imports the standard library and psycopg only (tests/security/test_fuzz_sample.py checks).
+Imports the standard library, numpy and psycopg only (tests/security/test_fuzz_sample.py checks).
 """
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from fractions import Fraction
 
 from psycopg import sql
@@ -144,3 +144,136 @@ def intersection(patients, releases):
             if len(left) < max(ls):
                 return rid, left, max(ls)
     return None
+
+
+# ------------------------------------------------------------------ groups: linear and crowds
+# A grouped release publishes statistics per group (anatomy's per-group value counts,
+# generalization's rows per class, condensation's per-cluster moments, disassociation's chunk
+# supports per cluster). Over the releases publishing a statistic of one attribute, every
+# integer combination of their groups' statistics is that statistic over a union of cells of
+# the groupings' common refinement; a cell of 0 < n < k rows whose indicator lies in the
+# span of the groups' indicators is isolated (its rows' values are read off). Decided over
+# GF(p), p = 2^31 - 1 (a 0/1 matrix's rational span, up to a vanishing chance).
+P = 2147483647
+
+
+def refinement(groupings):
+    """groupings: [{row id: label}]. {signature: set of row ids}, a signature holding each
+    grouping's label of the row (None where it does not hold the row)."""
+    rows = set().union(*groupings) if groupings else set()
+    out = defaultdict(set)
+    for r in rows:
+        out[tuple(g.get(r) for g in groupings)].add(r)
+    return out
+
+
+def linear_groups(groupings, ks):
+    """The smallest cell of fewer than k rows (k: the largest of the releases holding it) that
+    the groups' statistics isolate, as (rows, k), or None."""
+    import numpy as np
+    c = refinement(groupings)
+    sigs = list(c)
+    whole = _whole_groups(groupings)
+    small = [j for j, s in enumerate(sigs)
+             if len(c[s]) < max(k for k, lab in zip(ks, s) if lab is not None)
+             and frozenset(c[s]) not in whole]
+    if not small or len(groupings) < 2:
+        return None
+    vectors = {}
+    for i in range(len(groupings)):
+        for j, s in enumerate(sigs):
+            if s[i] is not None:
+                vectors.setdefault((i, s[i]), set()).add(j)
+    m = np.zeros((len(vectors), len(sigs)), np.int64)
+    for row, cols in enumerate(vectors.values()):
+        m[row, list(cols)] = 1
+    basis, pivots = _echelon(m)
+    for j in sorted(small, key=lambda j: len(c[sigs[j]])):
+        target = np.zeros(len(sigs), np.int64)
+        target[j] = 1
+        if _reduces_to_zero(basis, pivots, target):
+            s = sigs[j]
+            return c[s], max(k for k, lab in zip(ks, s) if lab is not None)
+    return None
+
+
+def _whole_groups(groupings):
+    """Every group of every release as a set of rows: a cell that is one release's whole group
+    is that release's own matter (its model, e.g. generalization's k per source system), not
+    the composition's."""
+    out = set()
+    for g in groupings:
+        members = defaultdict(set)
+        for r, lab in g.items():
+            members[lab].add(r)
+        out.update(frozenset(m) for m in members.values())
+    return out
+
+
+def _echelon(m):
+    """Row echelon form of m over GF(P): (rows, pivot column per row)."""
+    import numpy as np
+    m = m % P
+    rows, pivots, r = [], [], 0
+    for col in range(m.shape[1]):
+        nz = np.flatnonzero(m[r:, col]) + r if r < m.shape[0] else []
+        if len(nz) == 0:
+            continue
+        p = int(nz[0])
+        m[[r, p]] = m[[p, r]]
+        m[r] = m[r] * pow(int(m[r, col]), P - 2, P) % P
+        f = m[:, col].copy()
+        f[r] = 0
+        nzr = np.flatnonzero(f)
+        if nzr.size:
+            m[nzr] = (m[nzr] - (f[nzr, None] * m[r]) % P) % P
+        rows.append(m[r].copy())
+        pivots.append(col)
+        r += 1
+        if r == m.shape[0]:
+            break
+    return rows, pivots
+
+
+def _reduces_to_zero(basis, pivots, v):
+    for b, p in zip(basis, pivots):
+        if v[p]:
+            v = (v - (int(v[p]) * b) % P) % P
+    return not v.any()
+
+
+def crowds(groupings, ks):
+    """Intersection over releases of one method: a patient's crowd is the rows sharing its
+    group in every release holding it (the cell of the refinement); fewer than the largest k
+    of those releases is a success. (rows, k) or None."""
+    whole = _whole_groups(groupings)
+    for s, rows in sorted(refinement(groupings).items(), key=lambda x: len(x[1])):
+        k = max(k for k, lab in zip(ks, s) if lab is not None)
+        if sum(lab is not None for lab in s) >= 2 and len(rows) < k and \
+                frozenset(rows) not in whole:
+            return rows, k
+    return None
+
+
+# ------------------------------------------------------------------ generalization's classes
+def generalization_classes(released, source, hierarchies):
+    """A reader who knows the patients' quasi-identifiers and the (public) hierarchies puts
+    each selected row in its class: per quasi-identifier, the level whose image of the
+    selected rows' values is the released column (002: whole columns at one level).
+    released: {column: Counter of released values}; source: {row id: {column: value}};
+    hierarchies: {column: [mapping value -> label, one per level]}. {row id: class}."""
+    maps = {}
+    for col, seen in released.items():
+        for f in [lambda v: v] + hierarchies.get(col, []):
+            image = Counter(_label(f, rowv[col]) for rowv in source.values())
+            if image == seen:
+                maps[col] = f
+                break
+        else:
+            return None                     # a level the reader cannot place: no attack
+    return {rid: tuple(_label(maps[c], v[c]) for c in sorted(maps)) for rid, v in source.items()}
+
+
+def _label(f, v):
+    out = f(v)
+    return None if out is None else str(out)

@@ -13,8 +13,13 @@ analyst (SELECT) or the researcher (a policy); no override is ever passed.
 
 After each sequence a deid_reader reads the releases; the attacker knows every row's
 quasi-identifiers and each release's selection (evaluated on the source when it was
-released). Tallies: sequences, releases and refusals (by reason: the analyst's DETAIL, the
-researcher's uniform refusal) per method, and the attacks' successes, which must be 0.
+released), and each release's groups (_grouping: anatomy's groups and disassociation's
+clusters exactly, generalization's classes placed through the public hierarchies,
+condensation's clusters given). Attacks: totals, per-group statistics per column, crowds per
+method, anatomy's values (check_composition.py). Tallies: sequences, releases and refusals
+(by reason: the analyst's DETAIL, the researcher's uniform refusal) per method, attacks
+tried, and the successes, which must be 0. `regroup` (tests): every release of all rows by
+the main method, its parameters drawn anew.
 """
 import argparse
 import json
@@ -23,6 +28,7 @@ import random
 import re
 import sys
 from collections import Counter, defaultdict
+from decimal import Decimal
 
 import psycopg
 from psycopg import sql
@@ -31,7 +37,7 @@ if __package__ in (None, ""):                       # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     __package__ = "tests.fuzz"
 
-from . import check_composition, generator, tables  # noqa: E402
+from . import check_composition, checker, generator, tables  # noqa: E402
 from .runner import ANALYST, RESEARCHER, SCHEMA, _connect, setup  # noqa: E402
 
 READER = "deid_fz_reader"
@@ -73,8 +79,11 @@ class _Fixed:
         return self.v
 
 
-def plan(rng, t, main, count):
-    """The sequence's requests: [(method, selection)]."""
+def plan(rng, t, main, count, regroup=False):
+    """The sequence's requests: [(method, selection)]; `regroup`: all rows, each time by the
+    main method (its parameters drawn anew: the groupings cross)."""
+    if regroup:
+        return [(main, None)] * count
     target, median = _target(rng, t)
     methods = [main if rng.random() < 0.75 else rng.choice(generator.METHODS)
                for _ in range(count)]
@@ -134,7 +143,7 @@ def _request(rng, t, method, selection, name, override=False):
                 release=name, role=role)
 
 
-def run_sequence(conns, rng, tag, main, tally, override=False):
+def run_sequence(conns, rng, tag, main, tally, override=False, regroup=False):
     admin = conns["admin"]
     t = _table(rng, tag)
     tables.create(admin, t, rng, RESEARCHER, ANALYST)
@@ -142,8 +151,8 @@ def run_sequence(conns, rng, tag, main, tally, override=False):
     stats["sequences"] += 1
     done = []
     try:
-        for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6))):
-            if i and rng.random() < 0.3:
+        for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6), regroup)):
+            if i and rng.random() < 0.3 and not regroup:
                 _append(rng, admin, t)
             r = _request(rng, t, method, selection, f"fzs{tag}r{i}", override)
             outcome = _send(conns[r["role"]], t, r)
@@ -183,6 +192,8 @@ def _attack(reader, admin, t, done, tally, main):
         found = None                                # one release alone: not composition's
     if found:
         _success(tally, main, "linear", t, done, f"{len(found[0])} rows < k {found[1]}")
+    if len(done) >= 2:
+        _attack_groups(reader, admin, t, done, tally, main)
     anatomy = [r for r in done if r["method"] == "anatomy" and r["l"]]
     if len(anatomy) < 2:
         return
@@ -194,6 +205,113 @@ def _attack(reader, admin, t, done, tally, main):
         if hit:
             _success(tally, main, "intersection", t, done,
                      f"row {hit[0]}: {len(hit[1])} values < l {hit[2]}")
+
+
+def _attack_groups(reader, admin, t, done, tally, main):
+    """Linear over per-group statistics, per attribute, and crowds per method. Anatomy's
+    groups, generalization's classes and disassociation's clusters are read or placed from
+    the releases (a reader knows anatomy's groups from its quasi-identifier table, a class from
+    the generalized values, a record's cluster from its codes; the attacker is given the exact
+    membership where rows tie); condensation's clusters (no id in the release) only with
+    condensation releases, given exactly: a stronger attacker than a reader."""
+    for r in done:
+        if "groups" not in r:
+            r["groups"] = _grouping(reader, admin, t, r)
+    grouped = [r for r in done if r["groups"]]
+    families = defaultdict(list)
+    for r in grouped:
+        for a in _published(t, r):
+            families[(a, r["method"] == "condensation")].append(r)
+    for (a, _), rs in families.items():
+        if len(rs) < 2:
+            continue
+        hit = check_composition.linear_groups([r["groups"] for r in rs], [r["k"] for r in rs])
+        if hit:
+            tally["attacks"]["linear_groups"] += 1
+            _success(tally, main, "linear_groups", t, rs, f"{a}: {len(hit[0])} rows < k {hit[1]}")
+    for method in generator.METHODS:
+        rs = [r for r in grouped if r["method"] == method]
+        if len(rs) >= 2:
+            tally["attacks"]["crowds"] += 1
+            hit = check_composition.crowds([r["groups"] for r in rs], [r["k"] for r in rs])
+            if hit:
+                _success(tally, main, "crowd", t, rs, f"{method}: {len(hit[0])} rows < k {hit[1]}")
+
+
+def _published(t, r):
+    """The attributes whose statistics the release publishes per group."""
+    if r["method"] == "disassociation":
+        return ["codes"]
+    if r["method"] == "anatomy":
+        return [c for c in r["columns"] if t.col(c).role == "sensitive"]
+    if r["method"] == "generalization":
+        return [c for c in r["columns"] if t.col(c).role != "quasi_identifier"] or ["rows"]
+    return list(r["columns"])
+
+
+def _release_id(admin, name):
+    row = admin.execute("SELECT release_id FROM deid.release WHERE name = %s AND status ="
+                        " 'committed'", [name]).fetchone()
+    return row and row[0]
+
+
+def _grouping(reader, admin, t, r):
+    """{row id: group} as the attacker holds it, or None."""
+    rid = _release_id(admin, r["release"])
+    if rid is None:
+        return None
+    if r["method"] == "anatomy":
+        rows = admin.execute("SELECT DISTINCT group_id, unnest(rids) FROM deid.rid_sets"
+                             " WHERE release_id = %s", [rid]).fetchall()
+        return {x: g for g, x in rows}
+    if r["method"] == "disassociation" and r["options"].get("model") == "generalization":
+        return None                                 # generalized records: no cluster published
+    if r["method"] in ("condensation", "disassociation"):
+        rows = admin.execute("SELECT cluster_id, unnest(rids) FROM deid.cluster_member"
+                             " WHERE release_id = %s", [rid]).fetchall()
+        return {x: g for g, x in rows}
+    return _classes(reader, admin, t, r)
+
+
+def _classes(reader, admin, t, r):
+    qis = [c for c in r["columns"] if t.col(c).role == "quasi_identifier"]
+    if not qis:
+        return None
+    released = {c: Counter(checker._canon(v) for (v,) in reader.execute(
+        sql.SQL("SELECT {}::text FROM release.{}").format(sql.Identifier(c),
+                                                         sql.Identifier(r["release"]))))
+        for c in qis}
+    cols = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in qis)
+    source = {x[0]: {c: checker._canon(v) for c, v in zip(qis, x[1:])} for x in admin.execute(
+        sql.SQL("SELECT id, {} FROM {} WHERE id = ANY(%s)").format(cols, sql.SQL(t.name)),
+        [sorted(r["ids"])])}
+    levels = {c: _levels(admin, t.col(c).hierarchy) for c in qis if t.col(c).hierarchy}
+    return check_composition.generalization_classes(released, source, levels)
+
+
+def _levels(admin, hierarchy):
+    """A public hierarchy's levels above 0, each as a value -> label function."""
+    row = admin.execute("SELECT kind, levels, low, widths FROM deid.hierarchy WHERE name = %s",
+                        [hierarchy]).fetchone()
+    if not row:
+        return []
+    kind, levels, low, widths = row
+    null, star = checker.NULL, (lambda v: "*")
+    if kind == "member":
+        parent = {(lv, v): p for lv, v, p in admin.execute(
+            "SELECT level, value, parent FROM deid.hierarchy_member WHERE hierarchy = %s",
+            [hierarchy])}
+        out = []
+        for top in range(1, levels - 1):
+            def f(v, top=top):
+                for lv in range(top):
+                    v = null if v == null else parent.get((lv, v), v)
+                return v
+            out.append(f)
+        return out + [star]
+    bands = [lambda v, w=w: v if v == null else checker._band(Decimal(v), low, w)
+             for w in widths or ()]
+    return bands + [star]
 
 
 def _anatomy_view(reader, r, t, sensitive):
@@ -215,13 +333,13 @@ def _patients(admin, t):
 
 def _success(tally, main, kind, t, done, what):
     tally["successes"][f"{main}: {kind}"] += 1
-    if len(tally["examples"]) < 10:
+    if tally["successes"][f"{main}: {kind}"] <= 3:         # the first three of each kind
         tally["examples"].append({"kind": kind, "table": t.name, "what": what,
                                   "releases": [{k: v for k, v in r.items() if k != "ids"}
                                                for r in done]})
 
 
-def run(url, n, seed, quiet=True, override=False):
+def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
     """n sequences per method; `override`: every request passes the composition rule's
     override, so the attacks must then succeed (that the checker finds what the rule stops)."""
     setup(url)
@@ -233,20 +351,27 @@ def run(url, n, seed, quiet=True, override=False):
              "researcher": _connect(url, RESEARCHER), "reader": _connect(url, READER)}
     rng = random.Random(f"sequences:{seed}")
     tally = {"methods": defaultdict(Counter), "refusals": Counter(), "successes": Counter(),
-             "examples": []}
+             "attacks": Counter(), "examples": []}
     try:
         for i in range(n):
             for main in generator.METHODS:
-                run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override)
+                run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override, regroup)
+            if progress:                           # a long run's tallies so far
+                with open(progress, "w") as f:
+                    json.dump(_summary(tally, i + 1), f, indent=1, default=str)
             if not quiet and (i + 1) % 50 == 0:
                 print(f"{i + 1} sequences per method; successes {dict(tally['successes'])}",
                       file=sys.stderr, flush=True)
     finally:
         for c in conns.values():
             c.close()
-    return {"methods": {m: dict(c) for m, c in tally["methods"].items()},
+    return _summary(tally, n)
+
+
+def _summary(tally, done):
+    return {"per_method": done, "methods": {m: dict(c) for m, c in tally["methods"].items()},
             "refusals": dict(tally["refusals"]), "successes": dict(tally["successes"]),
-            "examples": tally["examples"]}
+            "attacks": dict(tally["attacks"]), "examples": tally["examples"]}
 
 
 def main(argv=None):
@@ -258,7 +383,8 @@ def main(argv=None):
     p.add_argument("--override", action="store_true",
                    help="pass the rule's override: the attacks must succeed (a check of the checker)")
     a = p.parse_args(argv)
-    result = run(a.url, a.n, a.seed, quiet=False, override=a.override)
+    result = run(a.url, a.n, a.seed, quiet=False, override=a.override,
+                 progress=a.out and a.out + ".partial")
     print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=1))
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)

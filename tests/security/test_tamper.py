@@ -156,7 +156,7 @@ CASES[("tmp_anag", "deid.rid_set")] = CASES[("tmp_ana", "deid.rid_set")]
 SELECTION = {
     # the overlap control's record of the rows a release selected
     "change a row id": "UPDATE deid.release_selection SET rids = overlay(rids placing"
-                       " int8send(-1) from 1 for 8) WHERE release_id = {rid}",
+                       " int8send(-1) from 2 for 8) WHERE release_id = {rid}",
     "delete the row": "DELETE FROM deid.release_selection WHERE release_id = {rid}",
 }
 for _r in RELEASES:

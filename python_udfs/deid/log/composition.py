@@ -43,7 +43,7 @@ from ..methods import registry
 from ..methods.kept_groups import KeptGroups
 from ..request.release import STORE_SCHEMA
 from ..sqltext import qualified
-from . import audience, partition, source_identity
+from . import audience, partition, rowids, runs, source_identity
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -75,13 +75,40 @@ def check_selections(db, req, row_id, ids):
     for e in earlier:
         key = bytes(e["rids"])
         if key in seen:                      # an identical selection creates no cell
-            seen[key].k = max(seen[key].k, int(e["k"] or 0))
+            seen[key][1] = max(seen[key][1], int(e["k"] or 0))
             continue
-        seen[key] = partition.Layer(_unpack(key), None, int(e["k"] or 0))
+        seen[key] = [runs.of_stored(key), int(e["k"] or 0)]
         layers.append(seen[key])
-    if layers and partition.too_small(partition.cells(layers, partition.Layer(ids, None, req.k))):
+    if layers and _selections_too_small(layers, ids, req.k):
         raise refusal(req, "a cell of the selections' partition would hold fewer than k rows")
-    return [dict(e, ids=seen[bytes(e["rids"])].ids) for e in earlier]
+    return [_Earlier(e) for e in earlier]
+
+
+RUNS_LIMIT = 1 << 21       # beyond this many runs in all, or one run per 4 rows, the per-row
+                           # partition is the cheaper
+
+
+def _selections_too_small(layers, ids, k):
+    """Rule (a) over runs of ids (log/runs.py: ranges, all rows but a few -- a few runs each);
+    selections scattered into many short runs are crossed row by row (partition.py)."""
+    new = runs.of_ids(ids)
+    count = new.shape[0] + sum(r.shape[0] for r, _ in layers)
+    rows = ids.size + sum(int((r[:, 1] - r[:, 0]).sum()) for r, _ in layers)
+    if count <= RUNS_LIMIT and 4 * count <= rows:
+        return runs.too_small(layers, new, k)
+    return partition.too_small(partition.cells(
+        [partition.Layer(runs.ids_of(r), None, kk) for r, kk in layers],
+        partition.Layer(ids, None, k)))
+
+
+class _Earlier(dict):
+    """An earlier release's row as read, its ids listed only when a rule asks for them (the
+    selections' check works on runs)."""
+    def __missing__(self, key):
+        if key != "ids":
+            raise KeyError(key)
+        self["ids"] = _unpack(bytes(self["rids"]))
+        return self["ids"]
 
 
 def check_groupings(db, req, ids, earlier):
@@ -165,7 +192,7 @@ def _earlier(db, req):
 
 
 def _unpack(data):
-    return np.frombuffer(data, dtype=">i8").astype(np.int64)
+    return rowids.unpack(data)
 
 
 # ------------------------------------------------------------------ generalization
@@ -316,13 +343,36 @@ def _groups(db, method, release_id):
                            np.concatenate(counts or [np.zeros(0, ">i4")]))
         ids = np.concatenate(rids or [np.zeros(0, ">i8")])
     else:
-        rows = db.query("SELECT cluster_id, rids FROM deid.cluster_member WHERE release_id = $1",
-                        [release_id], ["bigint"])
-        ids = np.asarray([x for r in rows for x in r["rids"]], np.int64)
-        labels = np.repeat([r["cluster_id"] for r in rows], [len(r["rids"]) for r in rows])
+        ids, labels = _members(db, release_id)
     ids, labels = ids.astype(np.int64), np.asarray(labels, np.int64)
     order = np.argsort(ids, kind="stable")
     return ids[order], labels[order]
+
+
+def _members(db, release_id):
+    """(ids, cluster per id) of deid.cluster_member, read as one packed row: each cluster's
+    int8[] in PostgreSQL's binary array form (array_send), decoded by numpy, never as a Python
+    list of a million ints."""
+    row = db.query(
+        "SELECT coalesce(string_agg(int4send(cluster_id), ''::bytea ORDER BY cluster_id),"
+        " ''::bytea) AS c, coalesce(string_agg(int4send(coalesce(cardinality(rids), 0)),"
+        " ''::bytea ORDER BY cluster_id), ''::bytea) AS n,"
+        " coalesce(string_agg(array_send(rids), ''::bytea ORDER BY cluster_id), ''::bytea) AS r"
+        " FROM deid.cluster_member WHERE release_id = $1", [release_id], ["bigint"])[0]
+    clusters = np.frombuffer(bytes(row["c"]), ">i4").astype(np.int64)
+    counts = np.frombuffer(bytes(row["n"]), ">i4").astype(np.int64)
+    return _array_values(bytes(row["r"]), counts), np.repeat(clusters, counts)
+
+
+def _array_values(data, counts):
+    """The int8 values of back-to-back binary 1-D arrays (array_send: a header of 12 bytes,
+    8 more per dimension, then per element a 4-byte length and the 8-byte value; no NULLs)."""
+    header = np.where(counts > 0, 20, 12)
+    starts = np.concatenate([[0], np.cumsum(header + 12 * counts)[:-1]]) + header
+    at = np.repeat(starts - 12 * np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    at = at + 12 * np.arange(int(counts.sum())) + 4
+    raw = np.frombuffer(data, np.uint8)
+    return raw[at[:, None] + np.arange(8)].copy().view(">i8").ravel().astype(np.int64)
 
 
 def _attributes(db, release_id):

@@ -6,8 +6,8 @@ source by the composition rule (log/composition.py: the cells the selections and
 induce hold at least k rows), then stored here for the next one.
 
 The row ids are the values of the request's row-id column (disassociation, 003: the record
-column), kept per release in deid.release_selection, packed as deid.rid_set's RIDs (sorted,
-distinct, int8 big-endian); the check is a set operation on them (numpy), never a re-read of
+column), kept per release in deid.release_selection (sorted, distinct, as a bitmap of their span or
+as int8: log/rowids.py); the check is a set operation on them (numpy), never a re-read of
 the source. Ids of another column are another id space: a release whose row-id column
 differs from an earlier release's of the source cannot be compared, and is refused.
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import locks
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE
-from . import composition, source_identity
+from . import composition, rowids, source_identity
 
 OPTION = "allow_overlap"
 REFUSAL, REFUSAL_HINT = composition.REFUSAL, composition.REFUSAL_HINT
@@ -44,12 +44,12 @@ def selected(rid):
 
 
 def pack(ids):
-    """Sorted distinct ids as deid's packed bytea (int8 big-endian, back to back)."""
-    return np.asarray(ids, dtype=">i8").tobytes()
+    """Sorted distinct ids as stored in deid.release_selection (log/rowids.py)."""
+    return rowids.pack(ids)
 
 
 def unpack(data):
-    return np.frombuffer(bytes(data or b""), dtype=">i8").astype(np.int64)
+    return rowids.unpack(data)
 
 
 def differences(a, b):

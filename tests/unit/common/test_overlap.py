@@ -1,16 +1,16 @@
-"""overlap.py's pure set logic: packing as deid.rid_set's RIDs, and the differences."""
+"""overlap.py's pure set logic: packing (log/rowids.py), and the differences."""
 import numpy as np
 
 from deid.log import overlap
 
 
-def test_pack_is_big_endian_int8_and_round_trips():
+def test_pack_of_sparse_ids_is_big_endian_int8_and_round_trips():
     ids = overlap.selected([5, 1, 1, 2 ** 40, -3])
     assert ids.tolist() == [-3, 1, 5, 2 ** 40]
     data = overlap.pack(ids)
-    assert data[:8] == (-3).to_bytes(8, "big", signed=True) and len(data) == 32
+    assert data[:9] == b"I" + (-3).to_bytes(8, "big", signed=True) and len(data) == 33
     assert overlap.unpack(data).tolist() == ids.tolist()
-    assert overlap.unpack(b"").size == 0 and overlap.selected(None).size == 0
+    assert overlap.unpack(overlap.pack([])).size == 0 and overlap.selected(None).size == 0
 
 
 def test_differences_either_way():
