@@ -414,7 +414,7 @@ def test_converted_rid_sets_read_the_same(updated):
 def test_old_selections_are_rebuilt_for_the_overlap_control(updated):
     """sql/upgrade/1.1.0/72_release_selection.sql: every old release of the sample but the
     generalization one (1.0.0 stored no row ids) has its selection, all 1200 patients by
-    patient_id, in the ids layout (76_release_selection_layout.sql: 'I', then int8)."""
+    patient_id, in the ids layout (78_release_selection_layout.sql: 'I', then int8)."""
     conn, last = updated["conn"], updated["last_release"]
     got = conn.execute(
         "SELECT r.name, s.row_id::text, s.n, s.rids = (SELECT '\\x49'::bytea"
