@@ -19,7 +19,7 @@ REQUEST = ("SELECT * FROM deid.anonymize_request(%(source)s::regclass, %(method)
            " options => %(options)s::jsonb, release => %(release)s)")
 PHASE = re.compile(r"^deid: (\S+) done in ([0-9.]+) s$")
 FRACTION = re.compile(r"^deid: (\S+) ([0-9]+) %$")
-PHASES = ["read", "method", "write", "verify"]
+PHASES = ["read", "method", "write", "verify", "publish", "digest"]
 
 
 def add_parser(sub, parents):
@@ -39,7 +39,7 @@ def add_parser(sub, parents):
 
 class Progress:
     """A progress bar per request on `err`, fed by deid's notices: `deid: <phase> done in <s> s`
-    closes a phase (read, method, write, verify: a quarter of the bar each), `deid: <phase>
+    closes a phase (read, method, write, verify, publish, digest: a sixth of the bar each), `deid: <phase>
     <p> %` (a long phase's fraction done, sent to a requester with SELECT) fills its quarter.
     On a terminal the bar is redrawn in place and each finished phase stays as a line of its
     own; elsewhere (a log, a pipe) every update is a line. Other notices pass through as psql

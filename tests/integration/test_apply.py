@@ -150,12 +150,12 @@ def test_release_shows_phases_and_the_result(url, admin, cleanup):
     assert "read" in phases and len(phases) >= 3
     table = dict((c.strip() for c in x.split(" | ", 1)) for x in r.stdout.splitlines()[2:-1])
     assert table["rows"] == "3000" and table["verified"] == "True"
-    # a progress bar, fed by the notices: the write's fraction done, then full at the verify
-    bar = re.compile(r"^  (read|method|write|verify) +[0-9.]+ (s|%)  \[#*-*\] +\d+%$")
+    # a progress bar, fed by the notices: the write's fraction done, then full at the digest
+    bar = re.compile(r"^  (read|method|write|verify|publish|digest) +[0-9.]+ (s|%)  \[#*-*\] +\d+%$")
     lines = r.stderr.splitlines()[1:]
     assert all(bar.match(x) for x in lines), lines
     assert any(re.match(r"^  write +[1-9]0 %", x) for x in lines), lines
-    assert lines[-1].startswith("  verify") and lines[-1].endswith("[####################] 100%")
+    assert lines[-1].startswith("  digest") and lines[-1].endswith("[####################] 100%")
     refused = deid(url, ADMIN, "release", "registry.patients", "--method", "anatomy", "--k", "10",
                    "--l", "2", "--columns", "age,sex,zip,diagnosis", "--name", "t_cli_release")
     assert refused.returncode == 1

@@ -69,7 +69,7 @@ def test_toy_method_runs_through_the_pipeline(toy, admin):
                          [rid]).fetchone()[0] == groups
     # progress: one NOTICE per phase
     phases = [n.split()[1] for n in notices if n.startswith("deid: ")]
-    assert phases == ["read", "method", "write", "verify"], notices
+    assert phases == ["read", "method", "write", "verify", "publish", "digest"], notices
 
 
 def test_toy_method_options_come_from_its_schema(toy):

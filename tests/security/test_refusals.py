@@ -177,7 +177,7 @@ def test_a_release_s_notices_carry_no_count_but_its_phases(refuse, connect):
     conn = connect(RESEARCHER)
     notices = phase_notices(conn, method="anatomy", k=3, columns="{age,sex,dx}",
                             options='{"nulls": "value"}')
-    assert [n.split()[1] for n in notices] == ["read", "method", "write", "verify"], notices
+    assert [n.split()[1] for n in notices] == ["read", "method", "write", "verify", "publish", "digest"], notices
     for n in notices:
         assert not re.search(r"\d", re.sub(r" in \d+\.\d+ s", "", n)), n
 
@@ -194,10 +194,10 @@ def test_fractions_done_only_for_a_requester_with_select(refuse, connect):
         refuse.execute("SELECT deid.drop_release('t_refuse_rel')")
     fractions = [n for n in seen[ANALYST] if fraction.match(n)]
     assert fractions and [n.split()[1] for n in seen[ANALYST] if n not in fractions] == \
-        ["read", "method", "write", "verify"], seen[ANALYST]
+        ["read", "method", "write", "verify", "publish", "digest"], seen[ANALYST]
     assert seen[ANALYST].index(fractions[-1]) < seen[ANALYST].index(
         next(n for n in seen[ANALYST] if n.startswith("deid: write done")))
-    assert [n.split()[1] for n in seen[RESEARCHER]] == ["read", "method", "write", "verify"]
+    assert [n.split()[1] for n in seen[RESEARCHER]] == ["read", "method", "write", "verify", "publish", "digest"]
     for n in seen[RESEARCHER]:
         assert not re.search(r"\d", re.sub(r" in \d+\.\d+ s", "", n)), n
 
