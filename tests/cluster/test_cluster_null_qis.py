@@ -131,8 +131,9 @@ def test_null_as_a_value_of_its_own_releases(nullq):
     assert row[-1] is True and row[2] == 280
 
 
-PRECHECK = ("SELECT deid._dist_node_eligible('nullq.t', 'anatomy', 5, 2, '{age,dx}', NULL,"
-            " %s, %s)")
+PRECHECK = ("SELECT deid._dist_node_eligible('nullq.t', jsonb_build_object('method', 'anatomy',"
+            " 'k', 5, 'l', 2, 'columns', '{age,dx}'::text[], 'options', %s::text,"
+            " 'name', %s::text))")
 
 
 @pytest.mark.parametrize("role, state", [("deid_t_analyst", "22004"), ("deid_t_researcher", "DE001")])
