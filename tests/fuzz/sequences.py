@@ -38,6 +38,7 @@ if __package__ in (None, ""):                       # run as a script
     __package__ = "tests.fuzz"
 
 from . import check_composition, checker, generator, tables  # noqa: E402
+from .checkers.generalization import NULL, _band, _canon  # noqa: E402  (as the checker compares)
 from .runner import ANALYST, RESEARCHER, SCHEMA, _connect, setup  # noqa: E402
 
 READER = "deid_fz_reader"
@@ -277,12 +278,12 @@ def _classes(reader, admin, t, r):
     qis = [c for c in r["columns"] if t.col(c).role == "quasi_identifier"]
     if not qis:
         return None
-    released = {c: Counter(checker._canon(v) for (v,) in reader.execute(
+    released = {c: Counter(_canon(v) for (v,) in reader.execute(
         sql.SQL("SELECT {}::text FROM release.{}").format(sql.Identifier(c),
                                                          sql.Identifier(r["release"]))))
         for c in qis}
     cols = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in qis)
-    source = {x[0]: {c: checker._canon(v) for c, v in zip(qis, x[1:])} for x in admin.execute(
+    source = {x[0]: {c: _canon(v) for c, v in zip(qis, x[1:])} for x in admin.execute(
         sql.SQL("SELECT id, {} FROM {} WHERE id = ANY(%s)").format(cols, sql.SQL(t.name)),
         [sorted(r["ids"])])}
     levels = {c: _levels(admin, t.col(c).hierarchy) for c in qis if t.col(c).hierarchy}
@@ -296,7 +297,7 @@ def _levels(admin, hierarchy):
     if not row:
         return []
     kind, levels, low, widths = row
-    null, star = checker.NULL, (lambda v: "*")
+    null, star = NULL, (lambda v: "*")
     if kind == "member":
         parent = {(lv, v): p for lv, v, p in admin.execute(
             "SELECT level, value, parent FROM deid.hierarchy_member WHERE hierarchy = %s",
@@ -309,7 +310,7 @@ def _levels(admin, hierarchy):
                 return v
             out.append(f)
         return out + [star]
-    bands = [lambda v, w=w: v if v == null else checker._band(Decimal(v), low, w)
+    bands = [lambda v, w=w: v if v == null else _band(Decimal(v), low, w)
              for w in widths or ()]
     return bands + [star]
 
