@@ -24,6 +24,7 @@ from dbfixtures import hint_of, sqlstate_of
 RESEARCHER = "deid_t_researcher"      # a policy, no SELECT
 ANALYST = "deid_t_analyst"            # SELECT on the source
 ROWS = 200
+LAB = "{age,lab}"         # another method's study publishes another sensitive column than dx
 SECRET = "SECRET_DX"
 REFUSED = "DE001"
 
@@ -37,32 +38,36 @@ def hierarchy(admin):
 
 @pytest.fixture
 def source(hierarchy, request):
-    """A fresh table public.ovl_<test>: ROWS patients, the one aged 99 holds SECRET; the
+    """A fresh table public.ovl_<test>: ROWS patients, the one aged 99 holds SECRET (a second
+    sensitive column, lab, for a second method's study); the
     researcher may request releases with k >= 5, the analyst holds SELECT."""
     admin = hierarchy
     table = "ovl_" + re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-30:]
     ident = sql.Identifier("public", table)
     admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
     admin.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, alt_id int NOT NULL UNIQUE,"
-                          " age int NOT NULL, dx text NOT NULL)").format(ident))
+                          " age int NOT NULL, dx text NOT NULL, lab text NOT NULL)").format(ident))
     admin.execute(sql.SQL(
         "INSERT INTO {} SELECT i, 1000 + i, CASE WHEN i = 7 THEN 99 ELSE 20 + i % 40 END,"
-        " CASE WHEN i = 7 THEN {} ELSE 'D' || (i % 4) END FROM generate_series(1, {}) i"
+        " CASE WHEN i = 7 THEN {} ELSE 'D' || (i % 4) END, 'L' || (i % 3)"
+        " FROM generate_series(1, {}) i"
     ).format(ident, sql.Literal(SECRET), sql.Literal(ROWS)))
     admin.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, sql.Identifier(ANALYST)))
     qualified = f"public.{table}"
     admin.execute("SELECT deid.set_role(%s, 'age', 'quasi_identifier', 'ovl_age')", [qualified])
     admin.execute("SELECT deid.set_role(%s, 'dx', 'sensitive')", [qualified])
+    admin.execute("SELECT deid.set_role(%s, 'lab', 'sensitive')", [qualified])
     admin.execute("SELECT deid.allow_requests(%s, %s, 5)", [RESEARCHER, qualified])
     yield qualified
     admin.execute("DELETE FROM deid.policy WHERE relation = %s::regclass", [qualified])
 
 
-def req(conn, source, release, method="generalization", selection=None, options=None, k=5):
+def req(conn, source, release, method="generalization", selection=None, options=None, k=5,
+        columns="{age,dx}"):
     return conn.execute(
-        "SELECT * FROM deid.anonymize_request(%s, %s, k => %s, columns => '{age,dx}',"
+        "SELECT * FROM deid.anonymize_request(%s, %s, k => %s, columns => %s,"
         " selection => %s, options => %s, release => %s)",
-        [source, method, k, selection, options, release]).fetchone()
+        [source, method, k, columns, selection, options, release]).fetchone()
 
 
 def refused(conn, source, release, **kw):
@@ -150,11 +155,13 @@ def test_policy_requester_may_not_allow_overlap(source, connect, admin):
 
 def test_differing_by_k_or_more_is_allowed(source, connect):
     """By another method (the same method's later release of other rows is a regrouping,
-    test_composition_attacks.py)."""
+    test_composition_attacks.py), which publishes lab, not dx (a second method's counts of dx over
+    the same rows are refused: test_rerelease.py)."""
     researcher = connect(RESEARCHER)
     assert req(researcher, source, "ovl_k_all")[5]
     # age 21: exactly 5 rows (= k) of 200
-    assert req(researcher, source, "ovl_k_ana_no21", method="anatomy", selection="age <> 21")[5]
+    assert req(researcher, source, "ovl_k_ana_no21", method="anatomy", selection="age <> 21",
+               columns=LAB)[5]
 
 
 def test_the_larger_k_of_the_two_counts(source, connect):
@@ -165,7 +172,7 @@ def test_the_larger_k_of_the_two_counts(source, connect):
     e = refused(researcher, source, "ovl_k5_no21", selection="age <> 21", k=5)
     assert sqlstate_of(e) == REFUSED
     assert req(researcher, source, "ovl_k5_no2x", selection="age <> 21 AND age <> 22", k=5,
-               method="anatomy")[5]
+               method="anatomy", columns=LAB)[5]
     # 15 rows from ovl_k10_all, but 5 from ovl_k5_no2x: fewer than this release's k = 10
     e = refused(researcher, source, "ovl_k10_no3x", k=10,
                 selection="age <> 21 AND age <> 22 AND age <> 23")
@@ -175,7 +182,7 @@ def test_the_larger_k_of_the_two_counts(source, connect):
 def test_identical_selection_is_allowed(source, connect):
     researcher = connect(RESEARCHER)
     assert req(researcher, source, "ovl_i_1")[5]
-    assert req(researcher, source, "ovl_i_2", method="anatomy")[5]
+    assert req(researcher, source, "ovl_i_2", method="anatomy", columns=LAB)[5]
     assert req(researcher, source, "ovl_i_3", selection="age > 0")[5]   # the same rows
 
 

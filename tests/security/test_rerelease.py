@@ -61,14 +61,14 @@ def registry(admin, request):
     admin.execute("DELETE FROM deid.policy WHERE relation = %s::regclass", [qualified])
 
 
-def release(conn, source, name, method, options=None):
+def release(conn, source, name, method, options=None, selection=None):
     """A release of `source`; its name made unique to the source (release names are global)."""
     m, k, l, columns, default = REQUESTS[method]
     name = f"{name}_{zlib.crc32(source.encode()):x}"
     return conn.execute(
         "SELECT * FROM deid.anonymize_request(%s, %s, k => %s, l => %s, columns => %s,"
-        " options => %s, release => %s)",
-        [source, m, k, l, columns, options or default, name]).fetchone()
+        " options => %s, selection => %s, release => %s)",
+        [source, m, k, l, columns, options or default, selection, name]).fetchone()
 
 
 def months_through(conn, source, grow, method, tag):
@@ -236,10 +236,37 @@ def test_disassociation_monthly_increments_go_through(registry, connect):
 @pytest.mark.parametrize("method", ["anatomy", "condensation", "generalization"])
 def test_several_studies_and_a_second_method(registry, connect, method):
     """Three studies of one cohort by the same method and columns (the first one's groups,
-    kept), then a study by another method, all by the policy requester."""
+    kept), then a study by another method, all by the policy requester. After generalization,
+    the anatomy study of the same dx takes the other patients (ages 50 and over): two methods
+    that publish exact per-group counts of dx over the same patients are refused (below)."""
     source, _ = registry
     researcher = connect(RESEARCHER)
+    mine, theirs = (("age < 50", "age >= 50") if method == "generalization" else (None, None))
     for study in range(3):
-        assert release(researcher, source, f"rr_st{study}_{method[:4]}", method)[5]
+        assert release(researcher, source, f"rr_st{study}_{method[:4]}", method,
+                       selection=mine)[5]
     other = "anatomy" if method != "anatomy" else "condensation"
-    assert release(researcher, source, f"rr_st_other_{method[:4]}", other)[5]
+    assert release(researcher, source, f"rr_st_other_{method[:4]}", other, selection=theirs)[5]
+
+
+def test_second_method_of_the_same_sensitive_column_is_refused(registry, connect, admin):
+    """Generalization publishes dx raw per class, anatomy its counts per group: over the same
+    patients, an anatomy group minus a class inside it would be a few patients whose dx is
+    the counts' difference. The policy requester gets the uniform refusal; an analyst with
+    SELECT may override with allow_overlap (the warning logged)."""
+    source, _ = registry
+    researcher, analyst = connect(RESEARCHER), connect(ANALYST)
+    assert release(researcher, source, "rr_cm_g", "generalization")[5]
+    with pytest.raises(psycopg.Error) as e:
+        release(researcher, source, "rr_cm_a", "anatomy")
+    d = e.value.diag
+    assert d.sqlstate == "DE001" and d.message_detail is None and d.message_hint
+    assert not re.search(r"\d", d.message_primary + " " + d.message_hint)
+    with pytest.raises(psycopg.Error) as e:
+        release(analyst, source, "rr_cm_a", "anatomy")
+    assert sqlstate_of(e) == "DE001" and "another method" in e.value.diag.message_detail
+    assert release(analyst, source, "rr_cm_a", "anatomy",
+                   options='{"allow_overlap": true}')[5]
+    warnings = admin.execute("SELECT metrics->'warnings' FROM deid.release WHERE name = %s",
+                             [f"rr_cm_a_{zlib.crc32(source.encode()):x}"]).fetchone()[0]
+    assert any("allow_overlap" in w for w in warnings)

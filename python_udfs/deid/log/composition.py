@@ -27,6 +27,13 @@ readable while it lived):
     release that holds it (a change would be its group's counts' difference).
     A re-release keeps the earlier groups by itself (kept_groups below,
     methods/kept_groups.py), which these rules then accept.
+(c) groupings of different methods are not crossed: a release by a method that publishes
+    exact per-group statistics of a column (methods/contract.py EXACT_PER_GROUP: anatomy's
+    count tables, generalization's raw values per class) is refused when an earlier release
+    by another such method published the same column, sensitive in either, outside the
+    quasi-identifiers over rows this one also selects (an anatomy group minus a
+    generalization class inside it can be two patients, their values the counts'
+    difference). The groupings' common refinement is not computed: refused outright.
 
 A superuser may reset a source's history (a row in deid.composition_reset, who and when):
 releases up to its after_release no longer bear on later ones. The cells are
@@ -40,6 +47,7 @@ import numpy as np
 
 from ..errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from ..methods import registry
+from ..methods.contract import EXACT_PER_GROUP
 from ..methods.kept_groups import KeptGroups
 from ..request.release import STORE_SCHEMA
 from ..sqltext import qualified
@@ -112,7 +120,9 @@ class _Earlier(dict):
 
 
 def check_groupings(db, req, ids, earlier):
-    """Rule (b) for the release `req` (its groups already written in this transaction)."""
+    """Rules (b) and (c) for the release `req` (its groups already written in this
+    transaction)."""
+    _one_method_per_column(db, req, ids, earlier)
     same = [e for e in earlier if e["method"] == req.method]
     if not same:
         return
@@ -178,6 +188,7 @@ def _earlier(db, req):
     rows = db.query(
         "SELECT DISTINCT ON (s.release_id) s.release_id, r.method,"
         " (r.parameters->>'k')::int AS k, (r.parameters->>'l')::int AS l,"
+        " r.parameters->'columns' AS columns, r.parameters->'roles' AS roles,"
         " r.parameters->'options'->'column_l' AS column_l,"
         " coalesce(i.row_id, s.row_id) AS row_id, s.rids"
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
@@ -193,6 +204,63 @@ def _earlier(db, req):
 
 def _unpack(data):
     return rowids.unpack(data)
+
+
+# ------------------------------------------------------------------ across methods
+def _one_method_per_column(db, req, ids, earlier):
+    """Rule (c): a column published with exact per-group statistics by two methods over
+    shared rows is refused (the two groupings would be crossed by subtraction)."""
+    if grouping(req.method) not in EXACT_PER_GROUP:
+        return
+    others = [e for e in earlier if e["method"] != req.method
+              and grouping(e["method"]) in EXACT_PER_GROUP]
+    if not others:
+        return
+    mine = _request_columns(db, req)
+    for e in others:
+        if _columns_meet(mine, _logged_columns(e["columns"], e["roles"])) and \
+                _shares_rows(ids, e["ids"]):
+            raise refusal(req, "an earlier release by another method published a sensitive "
+                               "column of this one for the same rows")
+
+
+def _columns_meet(a, b):
+    """Whether two releases' (columns outside the quasi-identifiers, sensitive ones) share a
+    column that either counts as sensitive; None (not known): they may."""
+    if a is None or b is None:
+        return True
+    common = a[0] & b[0]
+    return bool(common & (a[1] | b[1]))
+
+
+def _request_columns(db, req):
+    """(columns outside the quasi-identifiers, sensitive columns) of the release `req`: its
+    log row's (a release re-checked for a grant) or, before it is logged, the request's."""
+    row = db.query("SELECT parameters->'columns' AS columns, parameters->'roles' AS roles"
+                   " FROM deid.release WHERE release_id = $1", [req.release_id], ["bigint"])
+    if row:
+        return _logged_columns(row[0]["columns"], row[0]["roles"])
+    columns = getattr(req, "columns", None)
+    if columns is None:
+        return None
+    roles = {c: req.rel.columns[c].role for c in columns}
+    return ({c for c in columns if roles[c] != "quasi_identifier"},
+            {c for c in columns if roles[c] == "sensitive"})
+
+
+def _logged_columns(columns, roles):
+    """The same pair from a release log row's parameters (jsonb as text); a release logged
+    without its columns' roles counts each of its columns as sensitive; without its columns,
+    None (any column)."""
+    load = (lambda v: json.loads(v) if isinstance(v, str) else v)
+    columns, roles = load(columns), load(roles)
+    if not isinstance(columns, list):
+        return None
+    if not isinstance(roles, dict):
+        return set(columns), set(columns)
+    role = {c: (roles.get(c) or {}).get("role") for c in columns}
+    return ({c for c in columns if role[c] != "quasi_identifier"},
+            {c for c in columns if role[c] not in ("quasi_identifier", "insensitive")})
 
 
 # ------------------------------------------------------------------ generalization

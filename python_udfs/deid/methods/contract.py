@@ -64,6 +64,13 @@ ReadColumns = Callable[["Relation", Optional[Sequence[str]], Options],
 #                      k^m bounds itemsets' supports): released records keep their clusters
 #   "none"             no grouping is logged per row: rule (a), the selections, alone applies
 COMPOSITIONS = ("classes", "groups_values", "clusters", "whole_clusters", "none")
+# The groupings whose releases publish exact per-group statistics of the columns outside their
+# quasi-identifiers, the groups placed by a reader who knows a patient's quasi-identifiers:
+# anatomy's count tables per QIT group, generalization's raw values per class. Rule (c) of
+# log/composition.py: two different methods of this set may not publish the same sensitive
+# column over shared rows. Condensation's memberships are not published and disassociation
+# publishes item sets, not rows placed in a group: not in the set.
+EXACT_PER_GROUP = ("classes", "groups_values")
 
 
 @dataclass(frozen=True)
