@@ -76,6 +76,7 @@ def request(table, k):
     fresh = psycopg.connect(url(DB), autocommit=True)
     try:
         fresh.execute("SET client_min_messages = warning")
+        common.reset_composition(fresh)      # a first release: no kept clusters, no history
         t = time.perf_counter()
         row = fresh.execute(
             "SELECT release_id, rows, groups, verified FROM deid.anonymize_request(%s::regclass,"

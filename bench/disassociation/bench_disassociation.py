@@ -25,7 +25,7 @@ import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs impor
 import numpy as np  # noqa: E402
 
 from bench_disassociation_kernel import make_records  # noqa: E402
-from common import RESULTS, backend_peak_kb, connect, save, timed  # noqa: E402
+from common import RESULTS, backend_peak_kb, connect, reset_composition, save, timed  # noqa: E402
 
 
 def load(conn, table, n, seed=0):
@@ -125,6 +125,7 @@ def request(admin, table, n, args):
     admin.execute(f"SELECT deid.drop_release(name) FROM deid.release WHERE name = 'bench_dx_{n}'"
                   " AND status = 'committed'")
     conn = connect()
+    reset_composition(admin)              # a first release: no history to compare with
     conn.execute("SELECT deid.usage()")
     base_kb = backend_peak_kb(conn)
     sampler = RssSampler(conn.info.backend_pid)
