@@ -128,7 +128,7 @@ def test_a_bad_lock_wait_is_a_clean_error(connect, source):
     assert sqlstate_of(e) == "22023" and hint_of(e)
 
 
-def test_the_wait_ends_when_the_holder_commits(connect, holder):
+def test_the_wait_ends_when_the_holder_commits(connect, holder, admin):
     """A waiting request goes on once the holder commits, and sees its release (the name is
     taken: 42P07, not a duplicate)."""
     conn = connect(ANALYST)
@@ -142,7 +142,12 @@ def test_the_wait_ends_when_the_holder_commits(connect, holder):
             outcome["e"] = e
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(1.0)
+    waiting = ("SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = %s"
+               " AND wait_event_type = 'Lock'")
+    deadline = time.monotonic() + 20
+    while not admin.execute(waiting, [conn.info.backend_pid]).fetchone():
+        assert t.is_alive() and time.monotonic() < deadline, outcome
+        time.sleep(0.05)
     assert t.is_alive()                      # it waits for the holder ...
     holder.commit()
     t.join(timeout=30)

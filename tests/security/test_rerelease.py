@@ -270,3 +270,18 @@ def test_second_method_of_the_same_sensitive_column_is_refused(registry, connect
     warnings = admin.execute("SELECT metrics->'warnings' FROM deid.release WHERE name = %s",
                              [f"rr_cm_a_{zlib.crc32(source.encode()):x}"]).fetchone()[0]
     assert any("allow_overlap" in w for w in warnings)
+
+
+def test_clearing_a_dropped_tables_history_keeps_other_tables_groups(registry, connect, admin):
+    """A deid_admin's clearing of a dropped table's name bears on that name alone: another
+    table's re-release still keeps its earlier groups (it was regrouped, and refused, when the
+    clearing read as a reset of every source)."""
+    source, grow = registry
+    researcher = connect(RESEARCHER)
+    assert release(researcher, source, "rr_cl_0", "anatomy")[5]
+    admin.execute("DROP TABLE IF EXISTS public.rr_gone")
+    admin.execute("CREATE TABLE public.rr_gone (id int PRIMARY KEY)")
+    admin.execute("DROP TABLE public.rr_gone")
+    connect("deid_t_admin").execute("SELECT deid.clear_source_history('public.rr_gone')")
+    grow(FIRST + MONTHLY)
+    assert release(researcher, source, "rr_cl_1", "anatomy")[5]

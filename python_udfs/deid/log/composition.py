@@ -174,8 +174,10 @@ def _kept_levels(db, method, release_id):
                       {int(b): lv for b, lv in load(row["batches"]).items()})
 
 
+# a superuser's reset of every source (no source, no relation named) or of this one; a
+# deid_admin's clearing of a dropped table's name (relation only) bears on that name alone
 _AFTER_RESET = ("coalesce((SELECT max(after_release) FROM deid.composition_reset"
-                " WHERE source IS NULL OR source = $1), 0)")
+                " WHERE (source IS NULL AND relation IS NULL) OR source = $1), 0)")
 
 
 def _earlier(db, req):
