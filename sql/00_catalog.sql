@@ -339,6 +339,57 @@ CREATE TABLE deid.release_audience (
 COMMENT ON TABLE deid.release_audience IS
   'The roles each release was granted to (revoked ones stay, marked); written only by deid''s functions; deid_admin reads it';
 
+-- Releases of one source that the composition rule did not compare, their audiences sharing
+-- no role when the later one was made (python_udfs/deid/log/audience.py record_apart). A role
+-- membership granted since, outside deid, may join them: the later release's views then read
+-- only in a session none of whose roles reads the earlier one (deid._release_readable). A
+-- deid_admin's deid.grant_release re-checks a release and removes the pairs it checked.
+CREATE TABLE deid.release_apart (
+    release_id  bigint NOT NULL,           -- the later release (deid.release; no FK)
+    apart_from  bigint NOT NULL,           -- an earlier release of the same source
+    PRIMARY KEY (release_id, apart_from)
+);
+COMMENT ON TABLE deid.release_apart IS
+  'Pairs of releases of one source never compared by the composition rule; written only by deid''s functions; deid_admin reads it';
+
+-- Evaluated once per query of a release's view (an InitPlan), in the reader's session: true,
+-- or 42501 when some role of the session also reads a release this one was kept apart from
+-- (its requester or any role ever in its audience, as the rule counts them). Superusers read
+-- everything. It names no other release and no count.
+CREATE FUNCTION deid._release_readable(release bigint)
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user) THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (
+        SELECT 1
+          FROM deid.release_apart a
+          JOIN deid.release e ON e.release_id = a.apart_from
+          CROSS JOIN LATERAL (
+              SELECT e.requested_by AS role
+              UNION ALL
+              SELECT u.audience FROM deid.release_audience u WHERE u.release_id = e.release_id
+              UNION ALL
+              SELECT 'deid_reader'::name WHERE NOT EXISTS (
+                  SELECT 1 FROM deid.release_audience u WHERE u.release_id = e.release_id)
+          ) w
+          LEFT JOIN pg_catalog.pg_roles g ON g.rolname = w.role
+         WHERE a.release_id = release
+           AND (w.role = 'public' OR pg_catalog.pg_has_role(session_user, g.oid, 'MEMBER')))
+    THEN
+        RAISE EXCEPTION 'release "%" is not readable in this session', (
+                  SELECT r.name FROM deid.release r WHERE r.release_id = release)
+              USING ERRCODE = 'insufficient_privilege',
+                    HINT = 'A role of this session also reads another release of the same '
+                           'source that this one was never checked against (a role membership '
+                           'granted after both were made). A deid_admin re-checks it with '
+                           'deid.grant_release(release, role), or revokes the membership.';
+    END IF;
+    RETURN true;
+END $$;
+
 -- ---------------------------------------------------------------------
 -- Request locks (python_udfs/deid/locks.py)
 -- ---------------------------------------------------------------------
@@ -389,8 +440,8 @@ REVOKE ALL ON deid.release_selection FROM PUBLIC;
 GRANT SELECT ON deid.release_selection TO deid_admin;
 REVOKE ALL ON deid.composition_reset FROM PUBLIC;
 GRANT SELECT ON deid.composition_reset TO deid_admin;
-REVOKE ALL ON deid.release_identity, deid.release_audience FROM PUBLIC;
-GRANT SELECT ON deid.release_identity, deid.release_audience TO deid_admin;
+REVOKE ALL ON deid.release_identity, deid.release_audience, deid.release_apart FROM PUBLIC;
+GRANT SELECT ON deid.release_identity, deid.release_audience, deid.release_apart TO deid_admin;
 
 -- The catalog is part of pg_dump output of the database.
 SELECT pg_catalog.pg_extension_config_dump('deid.hierarchy', '');
@@ -405,6 +456,7 @@ SELECT pg_catalog.pg_extension_config_dump('deid.release_selection', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.composition_reset', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release_identity', '');
 SELECT pg_catalog.pg_extension_config_dump('deid.release_audience', '');
+SELECT pg_catalog.pg_extension_config_dump('deid.release_apart', '');
 -- ... and so is the release-id sequence: a restored database continues after the last id.
 SELECT pg_catalog.pg_extension_config_dump(
     pg_catalog.pg_get_serial_sequence('deid.release', 'release_id'), '');

@@ -21,6 +21,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA deid FROM PUBLIC;
 -- PostgreSQL's bare "permission denied").
 #@GRANT PUBLIC deid.usage deid._raise deid._relation deid._jsonb deid._column_roles
 #@GRANT PUBLIC deid._request_begin deid._request_finish deid._drop_release deid._verify_release
+-- every release view calls this in its reader's session (sql/00_catalog.sql)
+#@GRANT PUBLIC deid._release_readable
 -- The distributed path: the coordinator's definers and the nodes' functions PL/Proxy calls
 -- as the caller (sql/40_distributed.sql and the files after it).
 #@GRANT PUBLIC deid._dist_begin deid._dist_finish deid._dist_proof deid._dist_read deid._dist_runs

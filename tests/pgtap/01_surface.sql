@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(78);
+SELECT plan(81);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -123,6 +123,10 @@ SELECT has_table('deid', 'release_audience', 'the audience of each release');
 SELECT ok(NOT has_table_privilege('deid_admin', 'deid.release_audience', 'INSERT'),
           'audiences change only through deid''s functions');
 SELECT throws_ok($$SELECT deid.grant_release('pgtap_nope', 'deid_reader')$$, '42704');
+SELECT has_table('deid', 'release_apart', 'releases of one source the rule never compared');
+SELECT ok(NOT has_table_privilege('deid_admin', 'deid.release_apart', 'DELETE'),
+          'pairs kept apart change only through deid''s functions');
+SELECT is_definer('deid', '_release_readable', ARRAY['bigint']);
 SELECT has_function('deid', 'drop_release', ARRAY['text', 'boolean']);
 SELECT has_table('deid', 'distributed_forced_drop', 'the log of forced drops of distributed releases');
 SELECT is_definer('deid', '_request_finish', ARRAY['text', 'name']);

@@ -188,3 +188,79 @@ def test_an_audience_the_requester_does_not_belong_to_is_refused(source, connect
     assert sqlstate_of(e) == "42501" and e.value.diag.message_hint
     assert not admin.execute("SELECT count(*) FROM deid.release WHERE name = %s",
                              [f"{table}_x"]).fetchone()[0]
+
+
+def refused_read(conn, release):
+    """The SQLSTATE and hint of reading `release`'s diagnosis table, or None when it reads."""
+    try:
+        conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+            sql.Identifier("release", release + "_dx"))).fetchone()
+        return None
+    except psycopg.Error as e:
+        return e.diag.sqlstate, e.diag.message_hint
+
+
+def test_a_later_membership_stops_the_release_never_checked_with_the_other(
+        source, connect, admin):
+    """Two studies' releases that differ by one patient were allowed because their audiences
+    shared no role. A later GRANT of study A to a deid_reader (outside deid) would let that
+    reader subtract them: the later release, never checked against the earlier one, no longer
+    reads for a role that also reads the earlier one (42501 with a hint, no count, no release
+    named); its study keeps reading it, and the reader keeps the earlier release."""
+    first, second = two_studies(source, connect)
+    admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(STUDY), sql.Identifier(READER)))
+    try:
+        reader = connect(READER)
+        assert reads(reader, first)
+        state, hint = refused_read(reader, second)
+        assert state == "42501" and hint and first not in hint
+        with pytest.raises(psycopg.Error) as e:
+            reader.execute(sql.SQL("SELECT count(*) FROM {}").format(
+                sql.Identifier("release", second + "_estimate"))).fetchone()
+        assert sqlstate_of(e) in ("42501", "42P01")
+        assert reads(connect(STUDY_READER), second)
+    finally:
+        admin.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(STUDY),
+                                                         sql.Identifier(READER)))
+    assert reads(connect(STUDY_READER), second) and not reads(connect(READER), second)
+
+
+def test_a_noinherit_membership_is_a_membership(source, connect, admin):
+    """A login that inherits nothing (NOINHERIT) but may SET ROLE to deid_reader and to study
+    A reads both releases in one session: the later release is refused to it as well."""
+    first, second = two_studies(source, connect)
+    login = "deid_t_noinherit"
+    if not admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [login]).fetchone():
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOINHERIT").format(sql.Identifier(login)))
+    for role in ("deid_reader", STUDY):
+        admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role),
+                                                       sql.Identifier(login)))
+    try:
+        conn = connect(login)
+        conn.execute("SET ROLE deid_reader")
+        assert reads(conn, first)
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(STUDY)))
+        assert refused_read(conn, second)[0] == "42501"
+    finally:
+        admin.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(STUDY),
+                                                         sql.Identifier(login)))
+
+
+def test_a_grant_that_rechecks_the_later_release_makes_it_readable_again(
+        source, connect, admin):
+    """A release apart from an earlier one (audiences that met later by a membership) is
+    re-checked by deid.grant_release: when the rule holds for the two, the later release
+    reads again for the role that reads both."""
+    rel, table = source
+    first, later = f"{table}_1", f"{table}_young"
+    assert anatomy(connect(RESEARCHER), rel, first)[5]
+    assert anatomy(connect(STUDY_RESEARCHER), rel, later, selection="age < 50",
+                   audience=STUDY)[5]
+    admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(STUDY), sql.Identifier(READER)))
+    try:
+        assert refused_read(connect(READER), later)[0] == "42501"
+        connect(ADMIN).execute("SELECT deid.grant_release(%s, 'deid_reader')", [later])
+        assert refused_read(connect(READER), later) is None
+    finally:
+        admin.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(STUDY),
+                                                         sql.Identifier(READER)))

@@ -101,3 +101,23 @@ def record(db, release_id: int, role: str, by: str):
                " VALUES ($1, $2, $3) ON CONFLICT (release_id, audience) DO UPDATE SET"
                " granted_by = $3, granted_at = now(), revoked_by = NULL, revoked_at = NULL",
                [release_id, role, by], ["bigint", "name", "name"])
+
+
+def record_apart(db, release_id: int, apart: list):
+    """The earlier releases of its source that release `release_id` was not compared with
+    (their audiences shared no role). Its views read only in a session none of whose roles
+    reads one of them (deid._release_readable): a role membership granted later, outside
+    deid, would otherwise join the two unchecked."""
+    if apart:
+        db.execute("INSERT INTO deid.release_apart (release_id, apart_from)"
+                   " SELECT $1, a FROM pg_catalog.unnest($2::bigint[]) a ON CONFLICT DO NOTHING",
+                   [release_id, apart], ["bigint", "bigint[]"])
+
+
+def clear_apart(db, release_id: int, checked: list):
+    """`release_id` was just checked together with the releases `checked` (a grant's
+    re-check): no longer apart from them, either way."""
+    if checked:
+        db.execute("DELETE FROM deid.release_apart WHERE (release_id = $1 AND apart_from ="
+                   " ANY($2)) OR (apart_from = $1 AND release_id = ANY($2))",
+                   [release_id, checked], ["bigint", "bigint[]"])

@@ -184,15 +184,34 @@ def _earlier(db, req):
     """The other releases of the request's source identity (log/source_identity.py: a view's
     base table, a re-created table's name) that some role reads together with it
     (log/audience.py); row_id is the identity's row-id column."""
+    return audience.meeting(db, req, _same_source(db, req, _EARLIER_COLUMNS))
+
+
+def apart(db, req):
+    """The earlier releases of the request's source identity that the rule does not compare
+    with it, their audiences sharing no role now (log/audience.py record_apart: a membership
+    granted later must not let one role read both unchecked)."""
+    rows = [r for r in _same_source(db, req, "s.release_id")
+            if r["release_id"] < req.release_id]
+    met = {r["release_id"] for r in audience.meeting(db, req, rows)}
+    return [r["release_id"] for r in rows if r["release_id"] not in met]
+
+
+_EARLIER_COLUMNS = (
+    "s.release_id, r.method, (r.parameters->>'k')::int AS k, (r.parameters->>'l')::int AS l,"
+    " r.parameters->'columns' AS columns, r.parameters->'roles' AS roles,"
+    " r.parameters->'options'->'column_l' AS column_l,"
+    " coalesce(i.row_id, s.row_id) AS row_id, s.rids")
+
+
+def _same_source(db, req, columns):
+    """`columns` of every other release of the request's source identity since the source's
+    history was last cleared, whoever reads it."""
     idents = source_identity.of_release(db, req)
     names = [i.relation for i in idents]
     oids = [i.oid for i in idents if i.oid is not None] or [req.rel.oid]
-    rows = db.query(
-        "SELECT DISTINCT ON (s.release_id) s.release_id, r.method,"
-        " (r.parameters->>'k')::int AS k, (r.parameters->>'l')::int AS l,"
-        " r.parameters->'columns' AS columns, r.parameters->'roles' AS roles,"
-        " r.parameters->'options'->'column_l' AS column_l,"
-        " coalesce(i.row_id, s.row_id) AS row_id, s.rids"
+    return db.query(
+        "SELECT DISTINCT ON (s.release_id) " + columns +
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
         " LEFT JOIN deid.release_identity i ON i.release_id = s.release_id"
         "  AND i.relation = ANY($2)"
@@ -201,7 +220,6 @@ def _earlier(db, req):
         "    WHERE (source IS NULL AND relation IS NULL) OR source = ANY($3)"
         "       OR relation = ANY($2)), 0) ORDER BY s.release_id",
         [req.release_id, names, oids], ["bigint", "text[]", "oid[]"])
-    return audience.meeting(db, req, rows)
 
 
 def _unpack(data):

@@ -134,6 +134,7 @@ def _recheck(db, stored):
         if e.sqlstate != PRIVACY_MODEL_UNSATISFIABLE:
             raise
         raise DeidError(e.sqlstate, GRANT_REFUSAL, hint=GRANT_HINT, data_dependent=True) from None
+    audience.clear_apart(db, stored.release_id, [e["release_id"] for e in earlier])
 
 
 def _has_rows(db, release_id):

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import locks
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE
-from . import composition, rowids, source_identity
+from . import audience, composition, rowids, source_identity
 
 OPTION = "allow_overlap"
 REFUSAL, REFUSAL_HINT = composition.REFUSAL, composition.REFUSAL_HINT
@@ -80,6 +80,7 @@ def control(db, req, spec, rid):
                " VALUES ($1, $2, $3, $4)", [req.release_id, row_id, int(ids.size), packed],
                ["bigint", "name", "bigint", "bytea"])
     source_identity.store(db, req.release_id, ident)
+    audience.record_apart(db, req.release_id, composition.apart(db, req))
 
 
 def row_id_of(spec):

@@ -20,14 +20,17 @@ RID_CHUNK = 1 << 16          # RIDs per deid.rid_set row (a chunk ends at an ent
 
 def publish(db, req, tables, estimate=None):
     """Views in schema release over the stored tables, readable by the release's audience
-    (deid_reader, or options.audience: log/audience.py) and by the requester; and an anatomy
+    (deid_reader, or options.audience: log/audience.py) and by the requester, in a session
+    that reads no release the composition rule kept apart from this one
+    (deid._release_readable, once per query); and an anatomy
     release's estimate view (plan.EstimateView), with the same grants, which is not one of the
     relations returned (log/estimate_view.py)."""
     relations = []
     readers = audience.initial_grantee(db, req)
     for t in tables:
         view = qualified(VIEW_SCHEMA, t)
-        db.execute(f"CREATE VIEW {view} AS SELECT * FROM {qualified(STORE_SCHEMA, t)}")
+        db.execute(f"CREATE VIEW {view} AS SELECT * FROM {qualified(STORE_SCHEMA, t)}"
+                   f" WHERE (SELECT deid._release_readable({int(req.release_id)}::bigint))")
         db.execute(f"GRANT SELECT ON {view} TO {readers}, {quote_ident(req.caller)}")
         db.execute(f"COMMENT ON VIEW {view} IS " + db.quote_literal(
             f"deid release {req.name} (#{req.release_id}, {req.method}, k={req.k}"
