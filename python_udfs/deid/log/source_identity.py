@@ -5,14 +5,16 @@ source is not its relation's oid: a view over a table releases that table's rows
 are the table's), and a table dropped and re-created under the same name is, to a reader who
 kept the old releases, the same patients. So a release counts as a release of its *identity*:
 
-- the base table (or materialized view, foreign table) that its row-id column comes from,
-  followed through views and subqueries in FROM, each a plain column reference
-  (``SELECT id AS pid FROM t WHERE ...``), its row-id column being that table's column;
+- the base table (or foreign table) that its row-id column comes from, followed through
+  views, materialized views (their rows were copied by their stored query) and subqueries in
+  FROM, each a plain column reference (``SELECT id AS pid FROM t WHERE ...``), its row-id
+  column being that table's column; a partition or an inheriting child counts as its topmost
+  ancestor (a read of the ancestor includes its rows);
 - named by schema and table (``format('%I.%I')``), so a re-created table inherits the history
   of its name until a deid_admin clears it (``deid.clear_source_history``, logged in
   deid.composition_reset).
 
-A view whose row ids cannot be followed is refused before anything is read: a computed row id,
+A view or materialized view whose row ids cannot be followed is refused before anything is read: a computed row id,
 a join or a set-returning function (a row may appear twice), an aggregate or GROUP BY, a set
 operation (UNION ...), a CTE or a function in FROM. The walk reads the view's stored rule
 (pg_rewrite.ev_action, log/node_tree.py): no code of the view's owner runs.
@@ -28,7 +30,8 @@ from ..errors import DeidError, FEATURE_NOT_SUPPORTED
 from . import node_tree
 
 MAX_DEPTH = 32          # views over views: deeper is refused, not followed forever
-_BASE_KINDS = ("r", "p", "m", "f")
+_BASE_KINDS = ("r", "p", "f")
+_QUERY_KINDS = ("v", "m")      # a materialized view's rows were copied by its stored query
 _REMEMBERED: Dict[int, "Identity"] = {}     # release id -> its identity, for this request
 
 REFUSAL = "the row ids of this view cannot be traced to one table's row-id column"
@@ -106,8 +109,8 @@ def resolve(db, oid: int, kind: str, column: str) -> Identity:
     attno = _attnum(db, oid, column)
     for _ in range(MAX_DEPTH):
         if kind in _BASE_KINDS:
-            return _identity(db, oid, attno)
-        if kind != "v":
+            return _identity(db, *_topmost(db, oid, attno))
+        if kind not in _QUERY_KINDS:
             break
         where, what = _follow_view(db, oid, attno)
         while where == "subquery":
@@ -116,6 +119,25 @@ def resolve(db, oid: int, kind: str, column: str) -> Identity:
         kind = db.value("SELECT relkind::text FROM pg_catalog.pg_class WHERE oid = $1",
                         [oid], ["oid"])
     raise Unmapped("the view's row ids pass through too many views")
+
+
+def _topmost(db, oid, attno):
+    """(oid, attno) of the topmost ancestor of a table -- a partition's partitioned table, an
+    inheriting child's parent -- whose reads include the table's rows, the row-id column
+    found there by its name (a partition tree's and an inheritance tree's columns share their
+    names)."""
+    for _ in range(MAX_DEPTH):
+        parents = db.query("SELECT inhparent FROM pg_catalog.pg_inherits WHERE inhrelid = $1",
+                           [oid], ["oid"])
+        if not parents:
+            return oid, attno
+        if len(parents) > 1:
+            raise Unmapped("the table inherits from more than one parent")
+        name = db.value("SELECT attname::text FROM pg_catalog.pg_attribute WHERE attrelid = $1"
+                        " AND attnum = $2", [oid, attno], ["oid", "int2"])
+        oid = int(parents[0]["inhparent"])
+        attno = _attnum(db, oid, name)
+    raise Unmapped("the table's ancestors are too many")
 
 
 def _follow_view(db, oid, attno):
