@@ -108,7 +108,9 @@ def count_rare_copies(source, released, k):
     values, the codes combined in mixed radix, re-factorized before the radix would
     overflow); a released row takes the ids of its values among the source's, and a row with
     a value no source row has equals no source row (it is left out).  Only the source's
-    values are sorted, not those of both sides together."""
+    values are sorted, not those of both sides together; and only the combinations some
+    released row has are counted (a synthetic number rarely equals a source value, so they
+    are usually few: the source's ids are looked up among them, not sorted)."""
     n = source.shape[0]
     if n == 0 or released.shape[0] == 0:
         return 0
@@ -125,9 +127,18 @@ def count_rare_copies(source, released, k):
         src_ids = src_ids * values.size + code.reshape(-1)
         rel_ids = rel_ids * values.size + pos
         size *= values.size
-    ids, sources = np.unique(src_ids, return_counts=True)
-    at = np.minimum(np.searchsorted(ids, rel_ids), ids.size - 1)
-    held = np.where(found & (ids[at] == rel_ids), sources[at], 0)
+    return _rare_among(src_ids, rel_ids[found], k)
+
+
+def _rare_among(src_ids, candidates, k):
+    """How many of ``candidates`` (released rows' ids) are ids of 1..k-1 source rows."""
+    if candidates.size == 0:
+        return 0
+    wanted = np.unique(candidates)
+    at = np.minimum(np.searchsorted(wanted, src_ids), wanted.size - 1)
+    hit = wanted[at] == src_ids
+    sources = np.bincount(at[hit], minlength=wanted.size)
+    held = sources[np.searchsorted(wanted, candidates)]
     return int(((held > 0) & (held < k)).sum())
 
 
