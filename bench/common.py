@@ -29,6 +29,14 @@ def timed(conn, sql, params=None):
     return time.perf_counter() - t, rows
 
 
+def backend_cpu_s(conn):
+    """utime + stime of the backend serving `conn`, in seconds (Linux /proc): what a request
+    cost in CPU, whatever else the machine runs."""
+    with open(f"/proc/{conn.info.backend_pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def backend_peak_kb(conn):
     """VmHWM of the backend serving `conn` (Linux /proc)."""
     pid = conn.info.backend_pid

@@ -25,7 +25,7 @@ import psycopg
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs importable)
-from common import backend_peak_kb, save, url  # noqa: E402
+from common import backend_cpu_s, backend_peak_kb, save, url  # noqa: E402
 import common  # noqa: E402
 
 DB = "deid_bench_cond"
@@ -61,13 +61,17 @@ def load(conn, table, n):
                  " FROM unnest('{surv_months,vital}'::text[]) c")
 
 
-def ctas(conn, table, runs):
+def ctas(conn, table, runs, cpu=None):
+    """Seconds of ``runs`` CTAS of the table's columns; their backend CPU seconds appended to
+    ``cpu`` (the leader's only: a parallel plan's workers are not counted)."""
     out = []
     for _ in range(runs):
         conn.execute("DROP TABLE IF EXISTS ctas_copy")
-        t = time.perf_counter()
+        c, t = backend_cpu_s(conn), time.perf_counter()
         conn.execute(f"CREATE TABLE ctas_copy AS SELECT {', '.join(COLUMNS)} FROM {table}")
         out.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(backend_cpu_s(conn) - c)
     conn.execute("DROP TABLE IF EXISTS ctas_copy")
     return out
 
@@ -77,18 +81,19 @@ def request(table, k):
     try:
         fresh.execute("SET client_min_messages = warning")
         common.reset_composition(fresh)      # a first release: no kept clusters, no history
-        t = time.perf_counter()
+        cpu, t = backend_cpu_s(fresh), time.perf_counter()
         row = fresh.execute(
             "SELECT release_id, rows, groups, verified FROM deid.anonymize_request(%s::regclass,"
             " 'condensation', k => %s, columns => %s, options => %s::jsonb, release => %s)",
             (table, k, "{" + ",".join(COLUMNS) + "}", OPTIONS, f"{table}_synth")).fetchone()
         seconds = time.perf_counter() - t
+        cpu = backend_cpu_s(fresh) - cpu
         peak = backend_peak_kb(fresh)
         metrics = fresh.execute("SELECT metrics FROM deid.release WHERE release_id = %s",
                                 (row[0],)).fetchone()[0]
     finally:
         fresh.close()
-    return {"seconds": seconds, "rows": row[1], "clusters": row[2], "verified": row[3],
+    return {"seconds": seconds, "cpu_s": cpu, "rows": row[1], "clusters": row[2], "verified": row[3],
             "backend_vmhwm_kb": peak, "phases": metrics.get("seconds"),
             "kernel": metrics.get("kernel_seconds"), "blocks": metrics.get("blocks")}
 
@@ -130,21 +135,24 @@ def main():
         t = time.perf_counter()
         load(conn, table, n)
         print(f"[{n:>8} rows] loaded in {time.perf_counter() - t:.1f} s", flush=True)
-        before = ctas(conn, table, 3)
+        ctas_cpu = []
+        before = ctas(conn, table, 3, ctas_cpu)
         runs = [request(table, args.k) for _ in range(args.repeat)]
-        after = ctas(conn, table, 3)
+        after = ctas(conn, table, 3, ctas_cpu)
         floor = float(np.median(before + after))
         r = sorted(runs, key=lambda x: x["seconds"])[len(runs) // 2]
         best = min(x["seconds"] for x in runs)
         r.update(ctas_s=floor, ctas_min_s=min(before + after), ratio=r["seconds"] / floor,
                  min_s=best, ratio_min=best / min(before + after),
-                 runs_s=[x["seconds"] for x in runs],
+                 runs_s=[x["seconds"] for x in runs], cpu_runs_s=[x["cpu_s"] for x in runs],
+                 ctas_cpu_s=float(np.median(ctas_cpu)),
                  vmhwm_kb_runs=[x["backend_vmhwm_kb"] for x in runs], load=os.getloadavg())
         out["sizes"][n] = r
         print(f"[{n:>8} rows] deid min {best:.2f} s / median {r['seconds']:.2f} s of "
               f"{len(runs)}; CTAS min {r['ctas_min_s']:.3f} s / median {floor:.3f} s; ratio "
               f"min/min {r['ratio_min']:.1f} x, median/median {r['ratio']:.1f} x; "
-              f"load {r['load'][0]:.1f}", flush=True)
+              f"load {r['load'][0]:.1f}; backend CPU min {min(r['cpu_runs_s']):.2f} s"
+              f" (CTAS {r['ctas_cpu_s']:.2f} s)", flush=True)
         print(f"[{n:>8} rows] median run: {r['seconds']:.2f} s;"
               f" {r['clusters']} clusters in {r['blocks']} blocks; backend VmHWM"
               f" {r['backend_vmhwm_kb'] / 1024:.0f} MB; phases"

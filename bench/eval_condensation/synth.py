@@ -42,6 +42,18 @@ DEID_VARIANTS = {
     "deid-ranked": {"survival_times": "ranked"},
     "deid-alg1": {"algorithm": "original"},                    # 004 Alg. 1 (Aggarwal)
 }
+# evaluation variants of the kernel's clustering (not request options: what a decision on
+# 004 Alg. 2 step 2a's rounds would weigh): name -> condense() keywords. The defaults are
+# max_iter 5 Lloyd rounds, then 3 rebalanced rounds; rebalance_rounds 0 is 004 as printed.
+KERNEL_VARIANTS = {
+    "deid-iter3": {"max_iter": 3},
+    "deid-iter2": {"max_iter": 2},
+    "deid-iter1": {"max_iter": 1},
+    "deid-rebal1": {"rebalance_rounds": 1},
+    "deid-rebal0": {"rebalance_rounds": 0},
+    "deid-iter2-rebal1": {"max_iter": 2, "rebalance_rounds": 1},
+}
+DEID_VARIANTS.update({name: {} for name in KERNEL_VARIANTS})
 METHOD_DIR = os.path.join(ROOT, "python_udfs", "deid", "methods", "condensation")
 
 
@@ -57,7 +69,9 @@ CODE_DIGEST = _code_digest()      # read with the plug-in's import: a later edit
 def deid_fingerprint(variant):
     """What a deid release depends on: the condensation plug-in's code and the options."""
     from .cache import digest
-    return digest(CODE_DIGEST, sorted(DEID_VARIANTS[variant].items()))
+    kernel = KERNEL_VARIANTS.get(variant)
+    return digest(CODE_DIGEST, sorted(DEID_VARIANTS[variant].items()),
+                  *([sorted(kernel.items())] if kernel else []))
 
 
 def bootstrap(ds, seed):
@@ -102,7 +116,8 @@ def deid_release(ds, variant, seed, k=None, extra=None):
     frame, rel = _frame_and_relation(ds)
     req = Request(rel, "condensation", k, None, list(ds.df.columns), None, None, options,
                   "eval", 1, seed, "eval", {"via": "select"})
-    plan = plugin.run(frame, req)
+    with kernel_variant(variant):
+        plan = plugin.run(frame, req)
     out = {}
     for col in plan.tables[0].columns:
         if isinstance(col, Labels):
@@ -117,6 +132,24 @@ def deid_release(ds, variant, seed, k=None, extra=None):
     df = pd.DataFrame(out, columns=ds.df.columns)
     df.attrs["metrics"] = plan.metrics
     return df
+
+
+class kernel_variant:
+    """Within the block, the plug-in's condense() runs with the variant's kernel keywords
+    (the plug-in imports condense() from its module at each run)."""
+
+    def __init__(self, variant):
+        self.keywords = KERNEL_VARIANTS.get(variant)
+
+    def __enter__(self):
+        if self.keywords:
+            from deid.methods.condensation import condense as module
+            self.module, self.original = module, module.condense
+            module.condense = lambda *a, **kw: self.original(*a, **dict(kw, **self.keywords))
+
+    def __exit__(self, *exc):
+        if self.keywords:
+            self.module.condense = self.original
 
 
 def _ungeneralize(ds, col, seed):

@@ -39,9 +39,9 @@ checked in memory, then the stored catalog and release table are proven to be th
   * under survival_times 'recode' (verify.survival_pairs): every released (time, status) pair
     stands for >= k source rows, each value within the times of the rows it stands for, and
     deid.verify_release re-counts the pairs in the stored table;
-  * the stored table's row-hash digest under a fresh seed (its sum taken in the same pass
-    over the table as the check's) is logged with the report, for
-    deid.verify_release (verify_stored) to compare with later.
+  * the stored table's row-hash digest is logged with the report, for deid.verify_release
+    (verify_stored) to compare with later: the check's own count and sum under its fresh seed
+    (one row hash per stored row; the seed is logged only after the check has run).
 """
 import dataclasses
 import hashlib
@@ -274,22 +274,23 @@ def _category(req, frame, generalized, j):
 def check_stored(db, req, frame, table, released, generalized=None):
     """The stored table holds exactly the released rows, as a multiset: by the row-hash sum
     (module docstring), else value by value (check_values). Returns how it was compared and
-    the stored table's digest (:func:`stored_digest`), the sums under both seeds taken in the
-    same pass over the table."""
+    the stored table's digest (:func:`stored_digest`): the check's own sum, under its seed."""
     generalized = generalized or {}
     hashes = _digest_columns(db, req, frame, released, generalized)
     if hashes is None:
         check_values(db, req, frame, table, released, generalized)
         return "values (a numeric column)", stored_digest(db, req.columns, table)
+    # one seed for the check and the logged digest: one row hash per stored row, not two.
+    # The seed is fresh (drawn after the table was written) and logged only with the
+    # verification's report, so the check is as strong as under a seed of its own, and the
+    # digest is what it was (its seed is logged either way)
     seed, columns = hashes
-    digest_seed = _fresh_seed()
-    stored_rows, (stored_sum, digest_sum) = stored_table_sums(db, req.columns, table,
-                                                              (seed, digest_seed))
+    stored_rows, stored_sum = stored_table_sum(db, req.columns, table, seed)
     if stored_rows != released.shape[0]:
         raise DeidError(VERIFICATION_FAILED, "the stored release table does not hold the released "
                         "rows", detail=f"stored {stored_rows}, released {released.shape[0]}",
                         hint=HINT)
-    digest = {"seed": str(digest_seed), "sum": str(digest_sum), "rows": stored_rows}
+    digest = {"seed": str(seed), "sum": str(stored_sum), "rows": stored_rows}
     if stored_sum == row_hash.row_hash_sum(columns, seed):
         return "row-hash sum", digest
     check_values(db, req, frame, table, released, generalized)      # names the column, or the sums were off

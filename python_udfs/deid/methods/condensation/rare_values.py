@@ -140,6 +140,34 @@ def _keys(rows):
     return h
 
 
+def _any_row_of_source_values(source, released):
+    """Whether some released row has, in every column, a value its source column holds (only
+    such a row can equal a source row).  Columns are tested on the rows still left; a column
+    of synthetic numbers usually leaves none, and the rows' keys are then never made."""
+    if source.shape[0] == 0 or released.shape[0] == 0:
+        return False
+    alive = np.arange(released.shape[0])
+    for j in range(source.shape[1]):
+        values = _sorted_values(source[:, j])
+        x = released[alive, j]
+        at = np.minimum(np.searchsorted(values, x), values.size - 1)
+        alive = alive[values[at] == x]
+        if alive.size == 0:
+            return False
+    return True
+
+
+def _sorted_values(column):
+    """The sorted distinct values of a column (a presence table for whole numbers of a short
+    range)."""
+    if np.array_equal(column, np.rint(column)):
+        lo, hi = column.min(), column.max()
+        if hi - lo < max(2 * column.size, 1024):
+            present = np.bincount((column - lo).astype(np.int64)) > 0
+            return lo + np.flatnonzero(present).astype(np.float64)
+    return np.unique(column)
+
+
 def rare_keys(source, k):
     """Sorted keys of the source rows' combinations held by fewer than k rows."""
     keys, counts = np.unique(_keys(source), return_counts=True)
@@ -219,8 +247,10 @@ def avoid_rare_copies(source, source_cluster, release, k, rules, rng, max_rounds
     moved off every rare source row.
     """
     n, m = source.shape
-    rare = KeySet(rare_keys(source, k) if n and m else np.zeros(0, np.uint64))
     released = release.values
+    if not _any_row_of_source_values(source, released):
+        return 0                 # no released row equals any source row: nothing to hash
+    rare = KeySet(rare_keys(source, k) if n and m else np.zeros(0, np.uint64))
     bad = np.flatnonzero(rare.member(_keys(released))) if rare.keys.size else \
         np.zeros(0, np.int64)
     if bad.size == 0:

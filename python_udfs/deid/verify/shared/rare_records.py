@@ -108,9 +108,15 @@ def count_rare_copies(source, released, k):
     values, the codes combined in mixed radix, re-factorized before the radix would
     overflow); a released row takes the ids of its values among the source's, and a row with
     a value no source row has equals no source row (it is left out).  Only the source's
-    values are sorted, not those of both sides together."""
+    values are sorted, not those of both sides together; and only the released rows whose
+    every value occurs in the source, and the combinations they have, are counted (a
+    synthetic number rarely equals a source value, so they are usually few or none: the
+    source's ids are then looked up among them, not sorted, or not made at all)."""
     n = source.shape[0]
     if n == 0 or released.shape[0] == 0:
+        return 0
+    released = released[_rows_of_source_values(source, released)]
+    if released.shape[0] == 0:
         return 0
     src_ids = np.zeros(n, np.int64)
     rel_ids = np.zeros(released.shape[0], np.int64)
@@ -125,9 +131,43 @@ def count_rare_copies(source, released, k):
         src_ids = src_ids * values.size + code.reshape(-1)
         rel_ids = rel_ids * values.size + pos
         size *= values.size
-    ids, sources = np.unique(src_ids, return_counts=True)
-    at = np.minimum(np.searchsorted(ids, rel_ids), ids.size - 1)
-    held = np.where(found & (ids[at] == rel_ids), sources[at], 0)
+    return _rare_among(src_ids, rel_ids[found], k)
+
+
+def _rows_of_source_values(source, released):
+    """The released rows whose every value occurs in its source column (only they can equal
+    a source row); columns are tested on the rows still left, and a column whose released
+    values no source row has (a synthetic number) usually leaves none."""
+    alive = np.arange(released.shape[0])
+    for j in range(source.shape[1]):
+        values = _distinct(source[:, j])
+        x = released[alive, j]
+        alive = alive[values[_positions(values, x)] == x]
+        if alive.size == 0:
+            break
+    return alive
+
+
+def _distinct(column):
+    """The sorted distinct values of a column; through a presence table for whole numbers of
+    a short range."""
+    if column.size and np.array_equal(column, np.rint(column)):
+        lo, hi = column.min(), column.max()
+        if hi - lo < max(2 * column.size, 1024):
+            present = np.bincount((column - lo).astype(np.int64)) > 0
+            return lo + np.flatnonzero(present).astype(column.dtype)
+    return np.unique(column)
+
+
+def _rare_among(src_ids, candidates, k):
+    """How many of ``candidates`` (released rows' ids) are ids of 1..k-1 source rows."""
+    if candidates.size == 0:
+        return 0
+    wanted = np.unique(candidates)
+    at = np.minimum(np.searchsorted(wanted, src_ids), wanted.size - 1)
+    hit = wanted[at] == src_ids
+    sources = np.bincount(at[hit], minlength=wanted.size)
+    held = sources[np.searchsorted(wanted, candidates)]
     return int(((held > 0) & (held < k)).sum())
 
 

@@ -50,11 +50,11 @@ def check_pairs(source_time, source_status, released_time, released_status, k, g
     released_status = np.asarray(released_status)
     smallest, pairs = None, 0
     for s in np.union1d(np.unique(source_status), np.unique(released_status)):
-        src = np.sort(source_time[source_status == s])
-        rel = np.sort(released_time[released_status == s])
+        src = _sort(source_time[source_status == s])
+        rel = _sort(released_time[released_status == s])
         if src.size != rel.size:
             _fail("the release does not hold the source's rows of each vital status")
-        values, first, counts = np.unique(rel, return_index=True, return_counts=True)
+        values, first, counts = _runs(rel)
         if counts.size and counts.min() < k:
             _fail("a released (survival time, vital status) pair is shared by fewer than k rows")
         last = first + counts - 1
@@ -77,15 +77,15 @@ def released_source_times(source_time, source_status, released_time, released_st
     out = np.empty(source_time.size, np.float64)
     for s in np.unique(source_status):
         rows = np.flatnonzero(np.asarray(source_status) == s)
-        order = rows[np.argsort(source_time[rows], kind="stable")]
-        out[order] = np.sort(np.asarray(released_time, np.float64)[
+        order = rows[_argsort_stable(source_time[rows])]
+        out[order] = _sort(np.asarray(released_time, np.float64)[
             np.asarray(released_status) == s])
     return out
 
 
 def _check_grain(src, first, last, k):
     """Check 4: a released value stands for at most one source time held by >= k rows."""
-    times, counts = np.unique(src, return_counts=True)
+    times, _, counts = _runs(src)
     dense = times[counts >= k]
     if dense.size == 0:
         return
@@ -94,6 +94,45 @@ def _check_grain(src, first, last, k):
     hi = np.searchsorted(dense, src[last], side="right")
     if np.any(hi - lo > 1):
         _fail("a released survival time merges source times that k rows already share")
+
+
+def _short_range(x):
+    """The lowest value of ``x`` when its values are whole numbers of a range below 2^16 (the
+    usual survival times: months or days), else None."""
+    if x.size == 0:
+        return None
+    lo, hi = x.min(), x.max()
+    if hi - lo >= 1 << 16 or not np.array_equal(x, np.rint(x)):
+        return None
+    return lo
+
+
+def _sort(x):
+    """``np.sort(x)``; by counting when the values are whole numbers of a short range."""
+    lo = _short_range(x)
+    if lo is None:
+        return np.sort(x)
+    counts = np.bincount((x - lo).astype(np.int64))
+    return lo + np.repeat(np.arange(counts.size, dtype=np.float64), counts)
+
+
+def _argsort_stable(x):
+    """``np.argsort(x, kind="stable")``; on 16-bit keys (a radix sort) when the values are
+    whole numbers of a short range."""
+    lo = _short_range(x)
+    if lo is None:
+        return np.argsort(x, kind="stable")
+    return np.argsort((x - lo).astype(np.uint16), kind="stable")
+
+
+def _runs(ordered):
+    """(distinct values, index of each one's first row, its count) of a sorted array, as
+    np.unique(return_index=True, return_counts=True) gives them."""
+    if ordered.size == 0:
+        empty = np.zeros(0, np.int64)
+        return ordered[:0], empty, empty
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    return ordered[first], first, np.diff(np.r_[first, ordered.size])
 
 
 def stored_pairs(db, table, time_column, status_column, k):
