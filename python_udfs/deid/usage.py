@@ -144,7 +144,9 @@ deid.drop_release(release text, force boolean) -> text
   pieces of one constraint of the release's utility policy go to one record of their
   cluster with that probability, wherever the release allows. Needs deid_admin or the role
   that requested the release; readable by deid_reader and the caller; dropped with the
-  release.
+  release. On a sharded warehouse's coordinator, every node reconstructs its own part
+  (as the caller, who must be allowed on every node) and release.<target> adds each
+  record's node (docs/sharding.md).
   e.g. SELECT deid.reconstruct('dx_2026', 'dx_2026_r1', 1);
        SELECT deid.reconstruct('dx_2026_policy', 'dx_2026_c1', 1, colocate => 0.5);
        SELECT count(*) FROM release.dx_2026_r1 WHERE codes @> '{401.9}';""",
