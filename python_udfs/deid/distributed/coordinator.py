@@ -213,10 +213,8 @@ def finish(db, token, caller):
         schema, _, table = view.partition(".")
         shown = replace.shown(table, r)   # a replacement's parts carry a name of their own
         relations.append(f"{schema}.{shown}")
-        coldefs = columns[view] + ", node text"      # ids of groups are per node
-        db.execute(f"CREATE VIEW {qualified(schema, shown)} AS SELECT * FROM deid._dist_read("
-                   f"{int(r['release_id'])}, {db.quote_literal(table)},"
-                   f" {db.quote_literal(coldefs)}) AS t({coldefs})")
+        _create_view(db, qualified(schema, shown), r["release_id"], table, columns[view],
+                     global_merge=bool(parts[0].get("global")))
         db.execute(f"GRANT SELECT ON {qualified(schema, shown)} TO deid_reader, {quote_ident(caller)}")
         db.execute(f"COMMENT ON VIEW {qualified(schema, shown)} IS " + db.quote_literal(
             f"deid distributed release {r['name']} (#{r['release_id']}, {r['method']}, k={r['k']}"
@@ -247,6 +245,27 @@ def finish(db, token, caller):
                 "text", "text[]", "text", "text"])
     return [(r["release_id"], relations, total["rows"], total["groups"],
              float(total["discernibility"]), True)]
+
+
+def _create_view(db, view, release_id, table, coldefs, global_merge):
+    """The view of one table over every node's part. Shard-local: each row with its node (ids
+    of groups and clusters are per node). A global merge's classes span the nodes, and k holds
+    over their union only: a node is a function of the shard key, so a view that told a row's
+    node would show a class's share on one node, below k. Its view has no node column and
+    orders the rows by their values, so that neither a column nor the order tells a node."""
+    coldefs = coldefs + ", node text"
+    read = (f"deid._dist_read({int(release_id)}, {db.quote_literal(table)},"
+            f" {db.quote_literal(coldefs)}) AS t({coldefs})")
+    db.execute(f"CREATE VIEW {view} AS SELECT * FROM {read}")
+    if not global_merge:
+        return
+    names = [quote_ident(n["attname"]) for n in db.query(
+        "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attnum > 0"
+        " AND NOT attisdropped AND attname <> 'node' ORDER BY attnum", [view], ["text"])]
+    db.execute(f"DROP VIEW {view}")
+    # the text of the row: every type has one, not every type an ordering
+    db.execute(f"CREATE VIEW {view} AS SELECT {', '.join(names)} FROM {read}"
+               f" ORDER BY ROW({', '.join(names)})::text")
 
 
 def _estimate_view(db, r, relations):
