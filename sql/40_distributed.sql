@@ -219,6 +219,20 @@ BEGIN
         $p$deid._dist_gen_stored(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_gen_stored(run, current_user); $b$$p$,
+        $p$deid._dist_gen_classes_sealed(cluster_name text, run text, source text, k int,
+            columns text[], selection text, options text) RETURNS SETOF bytea AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_gen_sealed_classes(run, source, k, columns, selection,
+                                                      options); $b$$p$,
+        $p$deid._dist_store_part_sealed(cluster_name text, run text, coord_release bigint,
+            source text, k int, columns text[], selection text, options text, release text,
+            chosen text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_store_part_sealed(run, coord_release, source, k, columns,
+                                                     selection, options, release, chosen); $b$$p$,
+        $p$deid._dist_gen_stored_sealed(cluster_name text, run text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_gen_stored_sealed(run, current_user); $b$$p$,
         $p$deid._dist_reconstruct(cluster_name text, run text, proof text, target text, seed int,
             colocate float8, step text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;

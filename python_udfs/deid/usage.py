@@ -162,9 +162,10 @@ deid.drop_release(release text, force boolean) -> text
   cluster `cluster` (a foreign server of the plproxy wrapper), sharded by key_column (the patient
   or record id). deid.anonymize_request on it then runs on every node at once, as you, with each
   node's own grants, policies and RLS; the release is logged when every node stored and verified
-  its part, readable here in schema release (each row with the node that holds it). Run per
-  node: {shard_local} (a set-valued source's records sharded by their record column). A global
-  recoding over the nodes' class tables merged here, which needs SELECT on the source:
+  its part, readable here in schema release (each row with the node that holds it, but for a
+  global recoding). Run per node: {shard_local} (a set-valued source's records sharded by their
+  record column). A global recoding over the nodes' class tables merged here (for a requester
+  without SELECT, sealed for the coordinator; its policy is needed here too):
   {global_merge}. An owner of the source or a deid_admin registers it.
   e.g. SELECT deid.register_distributed_source('registry.patients', 'deid_shards', 'patient_id');""",
     "cleanup_distributed": """deid.cleanup_distributed() -> bigint

@@ -72,16 +72,16 @@ def open_one(key: bytes, run: str, purpose: str, sealed: bytes) -> Tuple[str, by
     run and purpose."""
     sealed = bytes(sealed or b"")
     if len(sealed) < 1 + NONCE + 2 + TAG or sealed[:1] != VERSION:
-        raise _refused()
+        raise refused()
     nonce = sealed[1:1 + NONCE]
     (n,) = struct.unpack(">H", sealed[1 + NONCE:3 + NONCE])
     start = 3 + NONCE + n
     if len(sealed) < start + TAG:
-        raise _refused()
+        raise refused()
     name, body, tag = sealed[3 + NONCE:start], sealed[start:-TAG], sealed[-TAG:]
     enc, mac = _subkeys(key, run)
     if not hmac.compare_digest(tag, _tag(mac, nonce, purpose, name, body)):
-        raise _refused()
+        raise refused()
     return name.decode(), _xor(body, enc, nonce)
 
 
@@ -92,12 +92,12 @@ def open_all(key: bytes, run: str, purpose: str, sealed: Iterable[bytes],
     for s in sealed:
         node, payload = open_one(key, run, purpose, s)
         if node in out:
-            raise _refused()
+            raise refused()
         out[node] = payload
     if len(out) != nodes:
-        raise _refused()
+        raise refused()
     return out
 
 
-def _refused() -> DeidError:
+def refused() -> DeidError:
     return DeidError(VERIFICATION_FAILED, "a sealed class table does not open", hint=HINT)
