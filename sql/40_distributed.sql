@@ -219,6 +219,29 @@ BEGIN
         $p$deid._dist_gen_stored(cluster_name text, run text) RETURNS SETOF text AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             SELECT deid._dist_node_gen_stored(run, current_user); $b$$p$,
+        $p$deid._dist_gen_classes_sealed(cluster_name text, run text, source text, k int,
+            columns text[], selection text, options text) RETURNS SETOF bytea AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_gen_sealed_classes(run, source, k, columns, selection,
+                                                      options); $b$$p$,
+        $p$deid._dist_store_part_sealed(cluster_name text, run text, coord_release bigint,
+            source text, k int, columns text[], selection text, options text, release text,
+            chosen text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_store_part_sealed(run, coord_release, source, k, columns,
+                                                     selection, options, release, chosen); $b$$p$,
+        $p$deid._dist_gen_stored_sealed(cluster_name text, run text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_gen_stored_sealed(run, current_user); $b$$p$,
+        $p$deid._dist_reconstruct(cluster_name text, run text, proof text, target text, seed int,
+            colocate float8, step text) RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
+            SELECT deid._dist_node_reconstruct(run, proof, target, seed, colocate, step,
+                                               current_user); $b$$p$,
+        $p$deid._dist_reconstruct_on(cluster_name text, part int, run text, proof text, target text)
+            RETURNS SETOF text AS $b$
+            CLUSTER deid._dist_cluster(cluster_name); RUN ON part;
+            SELECT deid._dist_node_reconstruct(run, proof, target, 0, 0, 'undo', current_user); $b$$p$,
         $p$deid._dist_fetch(cluster_name text, run text, proof text, tbl text) RETURNS SETOF record AS $b$
             CLUSTER deid._dist_cluster(cluster_name); RUN ON ALL;
             TARGET deid._dist_node_rows; $b$$p$]
@@ -294,7 +317,10 @@ BEGIN
                   HINT = 'A release is readable by deid_reader and by the role that requested it.';
     END IF;
     IF NOT ('release.' || quote_ident(tbl)) = ANY (part.relations)
-       AND NOT ('release.' || tbl) = ANY (part.relations) THEN
+       AND NOT ('release.' || tbl) = ANY (part.relations)
+       -- a reconstruction drawn from the part (deid.reconstruct on the coordinator)
+       AND NOT EXISTS (SELECT 1 FROM deid.reconstruction x WHERE x.release_id = part.release_id
+                       AND x.relation = 'release.' || tbl) THEN
         RAISE EXCEPTION 'the release has no table %', quote_ident(tbl)
             USING ERRCODE = 'undefined_table', HINT = 'Read the release through its views.';
     END IF;

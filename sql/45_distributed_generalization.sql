@@ -59,3 +59,58 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('distributed.generalization_sql.stored', run, caller)
 $$;
+
+-- A requester without SELECT (a policy's): the sealed path (python_udfs/deid/distributed/
+-- sealed_generalization.py, docs/sharding.md). Every reply of a node that holds its own
+-- counts is sealed by a node's definer and opened only by the coordinator's; the choice is
+-- sealed for the nodes' definers. The PL/Proxy functions deid._dist_gen_classes_sealed,
+-- deid._dist_store_part_sealed and deid._dist_gen_stored_sealed are installed by
+-- deid._install_proxies (sql/40_distributed.sql).
+-- Node, as the caller: the request begun as on one node (a policy's grantor reads) ...
+CREATE FUNCTION deid._dist_node_gen_sealed_classes(run text, source text, k int, columns text[],
+                                                   selection text, options text)
+RETURNS bytea LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.sealed_generalization.classes', run, source, k, columns, selection, options)
+$$;
+-- ... and its class table sealed.
+CREATE FUNCTION deid._dist_seal_classes(token text, caller name, run text)
+RETURNS bytea LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.sealed_generalization.seal_classes', token, caller, run)
+$$;
+-- Node, as the caller: the request begun again; then its part stored at the sealed choice,
+-- held pending, its report sealed.
+CREATE FUNCTION deid._dist_node_store_part_sealed(run text, coord_release bigint, source text,
+                                                  k int, columns text[], selection text,
+                                                  options text, release text, chosen text)
+RETURNS text LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.sealed_generalization.store', run, coord_release, source, k, columns, selection, options, release, chosen)
+$$;
+CREATE FUNCTION deid._dist_part_finish_sealed(token text, caller name, run text,
+                                              coord_release bigint, chosen text)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.sealed_generalization.finish', token, caller, run, coord_release, chosen)
+$$;
+-- Node: the stored classes of its pending part (its requester), sealed.
+CREATE FUNCTION deid._dist_node_gen_stored_sealed(run text, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.sealed_generalization.stored', run, caller)
+$$;
+-- Coordinator: the nodes' sealed tables opened, merged and searched; the choice sealed.
+CREATE FUNCTION deid._dist_gen_choose(token text, caller name, run text, tables bytea[])
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.coordinator.sealed_choose', token, caller, run, tables)
+$$;
+-- Coordinator: the parts' sealed reports and stored classes opened and checked, kept for
+-- deid._dist_finish.
+CREATE FUNCTION deid._dist_gen_accept(run text, caller name, parts text[], stored text[],
+                                      checks text[])
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.coordinator.sealed_accept', run, caller, parts, stored, checks)
+$$;

@@ -68,3 +68,35 @@ RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, 
 #@BOOT
 return entry('distributed.releases.node_verify', run, caller)
 $$;
+
+-- deid.reconstruct of a distributed disassociation release (python_udfs/deid/distributed/
+-- reconstruct.py): as the caller, every node draws a reconstruction of its own part; a name
+-- that is no distributed release goes to deid._reconstruct unchanged.
+CREATE FUNCTION deid._reconstruct_any(release text, target text, seed int,
+                                      colocate double precision, caller name)
+RETURNS bigint LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.reconstruct.reconstruct', release, target, seed, colocate, caller)
+$$;
+-- Coordinator: the release, checked for the caller as on one node, and its run's proof.
+CREATE FUNCTION deid._dist_reconstruct_of(release text, target text, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.reconstruct.reconstruct_of', release, target, caller)
+$$;
+-- Coordinator: the view over every node's reconstruction and its log row.
+CREATE FUNCTION deid._dist_reconstruct_finish(release text, target text, seed int,
+                                              colocate double precision, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.reconstruct.finish', release, target, seed, colocate, caller)
+$$;
+-- Node (through PL/Proxy, as the caller): check, draw or undo the reconstruction of this
+-- node's part of a logged run (the run's proof).
+CREATE FUNCTION deid._dist_node_reconstruct(run text, proof text, target text, seed int,
+                                            colocate double precision, step text, caller name)
+RETURNS text LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#@BOOT
+return entry('distributed.reconstruct.node_step', run, proof, target, seed, colocate, step,
+             caller)
+$$;

@@ -32,6 +32,11 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA deid FROM PUBLIC;
 #@GRANT PUBLIC deid._dist_node_pending deid._dist_node_rows deid._dist_node_eligible
 #@GRANT PUBLIC deid._dist_node_gen_classes deid._dist_node_store_part deid._dist_node_gen_stored
 #@GRANT PUBLIC deid._dist_node_drop deid._dist_node_verify deid._dist_drop_forced
+#@GRANT PUBLIC deid._reconstruct deid._dist_reconstruct_of deid._dist_reconstruct_finish
+#@GRANT PUBLIC deid._dist_node_reconstruct
+#@GRANT PUBLIC deid._dist_node_gen_sealed_classes deid._dist_seal_classes deid._dist_gen_choose
+#@GRANT PUBLIC deid._dist_node_store_part_sealed deid._dist_part_finish_sealed deid._dist_gen_accept
+#@GRANT PUBLIC deid._dist_node_gen_stored_sealed
 -- deid.rid_sets (audit view for deid_admin) expands chunks with this pure helper; the policy
 -- roles' store (checks deid_admin itself).
 #@GRANT deid_admin deid._store_role deid._rid_set_entries

@@ -144,7 +144,9 @@ deid.drop_release(release text, force boolean) -> text
   pieces of one constraint of the release's utility policy go to one record of their
   cluster with that probability, wherever the release allows. Needs deid_admin or the role
   that requested the release; readable by deid_reader and the caller; dropped with the
-  release.
+  release. On a sharded warehouse's coordinator, every node reconstructs its own part
+  (as the caller, who must be allowed on every node) and release.<target> adds each
+  record's node (docs/sharding.md).
   e.g. SELECT deid.reconstruct('dx_2026', 'dx_2026_r1', 1);
        SELECT deid.reconstruct('dx_2026_policy', 'dx_2026_c1', 1, colocate => 0.5);
        SELECT count(*) FROM release.dx_2026_r1 WHERE codes @> '{401.9}';""",
@@ -160,9 +162,10 @@ deid.drop_release(release text, force boolean) -> text
   cluster `cluster` (a foreign server of the plproxy wrapper), sharded by key_column (the patient
   or record id). deid.anonymize_request on it then runs on every node at once, as you, with each
   node's own grants, policies and RLS; the release is logged when every node stored and verified
-  its part, readable here in schema release (each row with the node that holds it). Run per
-  node: {shard_local} (a set-valued source's records sharded by their record column). A global
-  recoding over the nodes' class tables merged here, which needs SELECT on the source:
+  its part, readable here in schema release (each row with the node that holds it, but for a
+  global recoding). Run per node: {shard_local} (a set-valued source's records sharded by their
+  record column). A global recoding over the nodes' class tables merged here (for a requester
+  without SELECT, sealed for the coordinator; its policy is needed here too):
   {global_merge}. An owner of the source or a deid_admin registers it.
   e.g. SELECT deid.register_distributed_source('registry.patients', 'deid_shards', 'patient_id');""",
     "cleanup_distributed": """deid.cleanup_distributed() -> bigint

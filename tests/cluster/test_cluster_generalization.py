@@ -265,14 +265,14 @@ def test_distributed_generalization_is_the_single_node_release(gen_warehouse, k,
     assert got == want
 
 
-def test_distributed_generalization_needs_select(gen_warehouse):
-    """A policy requester (no SELECT on the nodes' rows) is refused before any node reads: the
-    nodes' class tables hold counts below k. Nothing is left on a node."""
+def test_distributed_generalization_needs_select_or_a_policy(gen_warehouse):
+    """A requester with neither SELECT nor a policy is refused before any node reads (a policy
+    requester's path: tests/cluster/test_cluster_generalization_policy.py). Nothing is left on
+    a node."""
     w = gen_warehouse
-    w.on_all("SELECT deid.allow_requests('deid_t_researcher', %s, 5)", [GEN])
-    researcher = w.connect("coord", RESEARCHER)
+    attacker = w.connect("coord", ATTACKER)
     with pytest.raises(psycopg.Error) as e:
-        researcher.execute(GEN_REQUEST, [GEN, 5, "{}", "cl_gen_policy"])
+        attacker.execute(GEN_REQUEST, [GEN, 5, "{}", "cl_gen_policy"])
     assert e.value.diag.sqlstate == "42501" and e.value.diag.message_hint
     assert e.value.diag.message_detail is None
     from .test_cluster_release import _parts_named

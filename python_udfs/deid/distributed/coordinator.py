@@ -17,7 +17,8 @@ STRATEGIES maps a method's declared distribution (methods/contract.py DISTRIBUTI
 runs; "global_merge" is generalization's: each node's class table merged and searched here,
 every part stored at the chosen levels and held, k checked over every node's stored classes
 (distributed/generalization_sql.py), and the result row's groups and discernibility those of
-the classes over all the nodes. It needs SELECT on the source on the nodes.
+the classes over all the nodes. A caller without SELECT on the source takes its sealed path
+(sealed_generalization.py: every node's reply sealed for this member's definers).
 """
 import dataclasses
 import json
@@ -61,17 +62,13 @@ def anonymize_request(db, args):
     clock.phase("precheck")
     parts = []
     try:
-        parts, chosen = _store(db, run, args, clock)
-        clock.phase("store")
-        _test_pause(db)
-        checks = [json.loads(t) for t in protocol.call(
-            db, "SELECT deid._dist_check($1, $2) AS r", [cluster, run["run"]])]
-        _compare(parts, checks)
-        if run["strategy"] == "global_merge":
-            from . import generalization_sql
-            parts[0]["global"] = generalization_sql.check_parts(db, run, args.k, parts, chosen)
+        if _sealed(db, run, args):       # the parts stay in the coordinator's definers
+            from . import sealed_generalization
+            sealed_generalization.run_parts(db, run, args, clock)
+        else:
+            parts = _store_and_check(db, run, args, clock)
+            _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
         clock.phase("check")
-        _RUNS[run["run"]]["parts"] = parts     # only this code path hands finish its parts
         _RUNS[run["run"]]["seconds"] = clock.times
         old = _RUNS[run["run"]].get("old")
         result = db.query("SELECT * FROM deid._dist_finish($1, current_user)", [run["run"]])
@@ -83,6 +80,30 @@ def anonymize_request(db, args):
                 p.get("via") == "policy" for p in parts):
             raise uniform_refusal() from None
         raise
+
+
+def _sealed(db, run, args):
+    """A global merge for a caller without SELECT on the source: the sealed path
+    (sealed_generalization.py), whose nodes' replies the caller can neither read nor forge."""
+    if run["strategy"] != "global_merge":
+        return False
+    from . import sealed_generalization
+    return sealed_generalization.applies(db, args.relid)
+
+
+def _store_and_check(db, run, args, clock):
+    """Every node's part stored, its digests checked (and for a global merge k over every
+    part): the parts' reports."""
+    parts, chosen = _store(db, run, args, clock)
+    clock.phase("store")
+    _test_pause(db)
+    checks = [json.loads(t) for t in protocol.call(
+        db, "SELECT deid._dist_check($1, $2) AS r", [run["cluster"], run["run"]])]
+    _compare(parts, checks)
+    if run["strategy"] == "global_merge":
+        from . import generalization_sql
+        parts[0]["global"] = generalization_sql.check_parts(db, run, args.k, parts, chosen)
+    return parts
 
 
 def _store(db, run, args, clock):
@@ -135,6 +156,32 @@ def _compare(parts, checks):
                             hint="Something changed a part between its store and the "
                                  "coordinator's check; the request was undone on every node. "
                                  "Check the node's deid_release schema, then run it again.")
+
+
+def _run_of(run, caller):
+    r = _RUNS.get(run)
+    if r is None or r["caller"] != caller:
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "no distributed request of this session waits",
+                        hint="Call deid.anonymize_request(...).")
+    return r
+
+
+def sealed_choose(db, token, caller, run, tables):
+    """SECURITY DEFINER (deid._dist_gen_choose): sealed_generalization.choose for this
+    backend's run."""
+    from . import sealed_generalization
+    access.caller_role(db, caller)
+    return sealed_generalization.choose(db, token, caller, run, tables, _run_of(run, caller))
+
+
+def sealed_accept(db, run, caller, parts, stored, checks):
+    """SECURITY DEFINER (deid._dist_gen_accept): the run's parts, opened and checked by
+    sealed_generalization.accept, kept for finish (never returned to the caller)."""
+    from . import sealed_generalization
+    access.caller_role(db, caller)
+    r = _run_of(run, caller)
+    r["parts"] = sealed_generalization.accept(db, run, r, parts, stored, checks, _compare)
+    return "accepted"
 
 
 def begin(db, request, caller):
@@ -213,10 +260,8 @@ def finish(db, token, caller):
         schema, _, table = view.partition(".")
         shown = replace.shown(table, r)   # a replacement's parts carry a name of their own
         relations.append(f"{schema}.{shown}")
-        coldefs = columns[view] + ", node text"      # ids of groups are per node
-        db.execute(f"CREATE VIEW {qualified(schema, shown)} AS SELECT * FROM deid._dist_read("
-                   f"{int(r['release_id'])}, {db.quote_literal(table)},"
-                   f" {db.quote_literal(coldefs)}) AS t({coldefs})")
+        _create_view(db, qualified(schema, shown), r["release_id"], table, columns[view],
+                     global_merge=bool(parts[0].get("global")))
         db.execute(f"GRANT SELECT ON {qualified(schema, shown)} TO deid_reader, {quote_ident(caller)}")
         db.execute(f"COMMENT ON VIEW {qualified(schema, shown)} IS " + db.quote_literal(
             f"deid distributed release {r['name']} (#{r['release_id']}, {r['method']}, k={r['k']}"
@@ -247,6 +292,27 @@ def finish(db, token, caller):
                 "text", "text[]", "text", "text"])
     return [(r["release_id"], relations, total["rows"], total["groups"],
              float(total["discernibility"]), True)]
+
+
+def _create_view(db, view, release_id, table, coldefs, global_merge):
+    """The view of one table over every node's part. Shard-local: each row with its node (ids
+    of groups and clusters are per node). A global merge's classes span the nodes, and k holds
+    over their union only: a node is a function of the shard key, so a view that told a row's
+    node would show a class's share on one node, below k. Its view has no node column and
+    orders the rows by their values, so that neither a column nor the order tells a node."""
+    coldefs = coldefs + ", node text"
+    read = (f"deid._dist_read({int(release_id)}, {db.quote_literal(table)},"
+            f" {db.quote_literal(coldefs)}) AS t({coldefs})")
+    db.execute(f"CREATE VIEW {view} AS SELECT * FROM {read}")
+    if not global_merge:
+        return
+    names = [quote_ident(n["attname"]) for n in db.query(
+        "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attnum > 0"
+        " AND NOT attisdropped AND attname <> 'node' ORDER BY attnum", [view], ["text"])]
+    db.execute(f"DROP VIEW {view}")
+    # the text of the row: every type has one, not every type an ordering
+    db.execute(f"CREATE VIEW {view} AS SELECT {', '.join(names)} FROM {read}"
+               f" ORDER BY ROW({', '.join(names)})::text")
 
 
 def _estimate_view(db, r, relations):

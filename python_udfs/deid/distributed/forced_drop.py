@@ -70,7 +70,7 @@ def forced_finish(db, name, caller, lost):
     r = rows[0]
     named = set(json.loads(lost or "[]"))
     parts = [p for p in json.loads(r["parts"]) if p.get("node") in named]
-    release.drop_relations(db, r["relations"])
+    release.drop_release_relations(db, r)       # its views and the reconstructions drawn from it
     db.execute("DELETE FROM deid.distributed_release WHERE release_id = $1", [r["release_id"]],
                ["bigint"])
     db.execute("INSERT INTO deid.distributed_forced_drop (release_id, name, run, cluster,"

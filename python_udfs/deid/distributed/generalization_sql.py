@@ -64,8 +64,9 @@ def begin_select(db, args, read=True):
                     [args.relid], ["oid"]):
         raise DeidError(INSUFFICIENT_PRIVILEGE,
                         f"method {args.method} over shards needs SELECT on the source",
-                        hint="Request it as a role with SELECT on the source; a policy-based "
-                             "request over shards is not supported for this method yet.")
+                        hint="Request it as a role with SELECT on the source; a policy's "
+                             "requester calls deid.anonymize_request on the coordinator, whose "
+                             "steps seal what the nodes send.")
     return pending.begin_and_read(db, args, read_rows=read)
 
 

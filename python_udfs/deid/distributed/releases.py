@@ -124,7 +124,7 @@ def drop_finish(db, name, caller):
                         hint="SELECT name FROM deid.distributed_release; lists them (deid_admin).")
     r = rows[0]
     _may_drop(db, r, name, caller)
-    release.drop_relations(db, r["relations"])
+    release.drop_release_relations(db, r)       # its views and the reconstructions drawn from it
     db.execute("DELETE FROM deid.distributed_release WHERE release_id = $1", [r["release_id"]],
                ["bigint"])
     return f"release {name} dropped"

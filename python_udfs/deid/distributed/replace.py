@@ -56,7 +56,7 @@ def shown(table, r):
 def switch(db, old):
     if old is None:
         return
-    release.drop_relations(db, old["relations"])
+    release.drop_release_relations(db, old)     # its views and the reconstructions drawn from it
     db.execute("DELETE FROM deid.distributed_release WHERE release_id = $1", [old["release_id"]],
                ["bigint"])
 

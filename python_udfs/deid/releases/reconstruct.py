@@ -27,45 +27,7 @@ from ..methods.disassociation import plugin as disassociation
 def reconstruct(db, name, target, seed, caller, colocate=0.0):
     from ..methods.disassociation.disassociate import constraint_ids, reconstruct as draw
     from .constrained_assignment import constrained_reconstruct
-    access.caller_role(db, caller)
-    if name is None or target is None:
-        raise DeidError(NULL_VALUE_NOT_ALLOWED, "release and target must not be NULL",
-                        hint="SELECT deid.reconstruct('<release>', '<new table>', seed => 7);")
-    if seed is None or seed < 0:
-        raise DeidError(INVALID_PARAMETER_VALUE, "seed must be an integer >= 0",
-                        hint="The same seed draws the same reconstruction, e.g. seed => 7.")
-    if colocate is None or not 0.0 <= colocate <= 1.0:
-        raise DeidError(INVALID_PARAMETER_VALUE, "colocate must be a number in [0, 1]",
-                        hint="0 deals the chunks at random (003 Fig. 5); 1 puts the pieces of "
-                             "one utility constraint on one record wherever the release allows.")
-    rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by, method,"
-                    " (parameters->>'k')::int AS k, parameters->'options'->>'model' AS model,"
-                    " parameters->'options'->'utility' AS utility"
-                    " FROM deid.release r WHERE name = $1 AND status = 'committed'"
-                    # a node's part of a distributed release, not yet confirmed, is no release
-                    " AND NOT EXISTS (SELECT 1 FROM deid.distributed_part p WHERE"
-                    " p.release_id = r.release_id AND p.status = 'pending')", [name])
-    if not rows or rows[0]["method"] != disassociation.NAME or \
-            rows[0]["model"] not in (None, disassociation.NAME):   # k^m generalization has no chunks
-        raise DeidError(UNDEFINED_OBJECT, "no committed disassociation release of that name",
-                        hint="SELECT name FROM deid.release WHERE method = 'disassociation' "
-                             "AND status = 'committed';")
-    r = rows[0]
-    if r["requested_by"] != caller and not access.is_admin(db, caller):
-        raise DeidError(INSUFFICIENT_PRIVILEGE, "the release belongs to another role",
-                        hint="Only the role that requested a release, or a deid_admin, may "
-                             "reconstruct it.")
-    if not rel_mod.NAME_RE.fullmatch(target):
-        raise DeidError(INVALID_PARAMETER_VALUE, "invalid target name",
-                        hint="A target is a new table name: lower-case letters, digits and _, "
-                             "starting with a letter.")
-    exists = db.value("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = $1 AND"
-                      " relnamespace IN ('release'::regnamespace, 'deid_release'::regnamespace)",
-                      [target])
-    if exists:
-        raise DeidError(DUPLICATE_TABLE, "a relation of the target name exists",
-                        hint="Choose another target name, or drop the old reconstruction with "
-                             "its release.")
+    r = checked(db, name, target, seed, caller, colocate)
     utility = _policy(r["utility"]) if colocate > 0 else None
     stored = [q.split(".", 1)[1] for q in r["relations"]]
     tables = release_tables(stored)
@@ -100,6 +62,75 @@ def reconstruct(db, name, target, seed, caller, colocate=0.0):
                [r["release_id"], f"{rel_mod.VIEW_SCHEMA}.{target}", int(seed), caller,
                 float(colocate)], ["bigint", "text", "int", "name", "float8"])
     return n
+
+
+def check_arguments(name, target, seed, colocate):
+    """The arguments' own refusals, before any release is looked up."""
+    if name is None or target is None:
+        raise DeidError(NULL_VALUE_NOT_ALLOWED, "release and target must not be NULL",
+                        hint="SELECT deid.reconstruct('<release>', '<new table>', seed => 7);")
+    if seed is None or seed < 0:
+        raise DeidError(INVALID_PARAMETER_VALUE, "seed must be an integer >= 0",
+                        hint="The same seed draws the same reconstruction, e.g. seed => 7.")
+    if colocate is None or not 0.0 <= colocate <= 1.0:
+        raise DeidError(INVALID_PARAMETER_VALUE, "colocate must be a number in [0, 1]",
+                        hint="0 deals the chunks at random (003 Fig. 5); 1 puts the pieces of "
+                             "one utility constraint on one record wherever the release allows.")
+
+
+def no_release():
+    return DeidError(UNDEFINED_OBJECT, "no committed disassociation release of that name",
+                     hint="SELECT name FROM deid.release WHERE method = 'disassociation' "
+                          "AND status = 'committed';")
+
+
+def reconstructable(method, model):
+    """A disassociation release with chunks (k^m generalization has none)."""
+    return method == disassociation.NAME and model in (None, disassociation.NAME)
+
+
+def check_owner(requested_by, caller, is_admin):
+    if requested_by != caller and not is_admin:
+        raise DeidError(INSUFFICIENT_PRIVILEGE, "the release belongs to another role",
+                        hint="Only the role that requested a release, or a deid_admin, may "
+                             "reconstruct it.")
+
+
+def check_target(db, target):
+    """A valid name of no relation in the release schemas."""
+    if not rel_mod.NAME_RE.fullmatch(target):
+        raise DeidError(INVALID_PARAMETER_VALUE, "invalid target name",
+                        hint="A target is a new table name: lower-case letters, digits and _, "
+                             "starting with a letter.")
+    exists = db.value("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = $1 AND"
+                      " relnamespace IN ('release'::regnamespace, 'deid_release'::regnamespace)",
+                      [target])
+    if exists:
+        raise DeidError(DUPLICATE_TABLE, "a relation of the target name exists",
+                        hint="Choose another target name, or drop the old reconstruction with "
+                             "its release.")
+
+
+def checked(db, name, target, seed, caller, colocate=0.0):
+    """The release's log row, once every refusal of deid.reconstruct has been passed (the
+    same checks, in the same order, as the draw makes)."""
+    access.caller_role(db, caller)
+    check_arguments(name, target, seed, colocate)
+    rows = db.query("SELECT release_id, relations, requested_by::text AS requested_by, method,"
+                    " (parameters->>'k')::int AS k, parameters->'options'->>'model' AS model,"
+                    " parameters->'options'->'utility' AS utility"
+                    " FROM deid.release r WHERE name = $1 AND status = 'committed'"
+                    # a node's part of a distributed release, not yet confirmed, is no release
+                    " AND NOT EXISTS (SELECT 1 FROM deid.distributed_part p WHERE"
+                    " p.release_id = r.release_id AND p.status = 'pending')", [name])
+    if not rows or not reconstructable(rows[0]["method"], rows[0]["model"]):
+        raise no_release()
+    r = rows[0]
+    check_owner(r["requested_by"], caller, access.is_admin(db, caller))
+    check_target(db, target)
+    if colocate > 0:
+        _policy(r["utility"])
+    return r
 
 
 def _policy(utility):

@@ -143,4 +143,4 @@ def test_usage_lists_of_methods_come_from_the_registry(monkeypatch):
     assert "has an l: anatomy, fifth_m;" in usage.usage("allow_requests")
     text = usage.usage("register_distributed_source")
     assert "node: anatomy, condensation, disassociation, fifth_m (" in text
-    assert "merged here, which needs SELECT on the source:\n  generalization." in text
+    assert "its policy is needed here too):\n  generalization." in text

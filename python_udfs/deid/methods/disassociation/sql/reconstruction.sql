@@ -30,7 +30,9 @@ RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog
 #@BOOT
 return entry('releases.reconstruct.reconstruct', release, target, seed, caller, colocate)
 $$;
-#@WRAP deid.reconstruct(release text, target text, seed int DEFAULT 0, colocate double precision DEFAULT 0) RETURNS bigint => deid._reconstruct(release, target, seed, colocate, current_user)
+-- The public function reaches it through deid._reconstruct_any (sql/47_distributed_releases.sql),
+-- which sends a distributed release's name to every node's part instead.
+#@WRAP deid.reconstruct(release text, target text, seed int DEFAULT 0, colocate double precision DEFAULT 0) RETURNS bigint => deid._reconstruct_any(release, target, seed, colocate, current_user)
 
 -- 003 Sec. 6.1: a hierarchy-based utility policy (one constraint per node at `level`) as the
 -- JSON list of code lists that options.utility takes. deid_admin only (hierarchies are its
