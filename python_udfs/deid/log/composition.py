@@ -51,7 +51,7 @@ from ..methods.contract import EXACT_PER_GROUP
 from ..methods.kept_groups import KeptGroups
 from ..request.release import STORE_SCHEMA
 from ..sqltext import qualified
-from . import audience, partition, rowids, runs, source_identity
+from . import audience, cellstate, cellstore, partition, rowids, runs, source_identity
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -75,10 +75,18 @@ def grouping(method):
 
 def check_selections(db, req, row_id, ids):
     """Rule (a), and the row-id column every earlier release must share; returns the earlier
-    releases (release_id, method, k, ids)."""
+    releases (release_id, method, k, ids), with the cells to store once the release passes
+    (log/cellstore.py remember)."""
     earlier = _earlier(db, req)
     if any(e["row_id"] != row_id for e in earlier):
         raise refusal(req, "an earlier release used another row id column")
+    if earlier.complete:
+        c = cellstore.crossing(req, earlier, "selections", earlier, ids, None,
+                               lambda e: (e["release_id"], e["ids"], None, int(e["k"] or 0)))
+        if len(earlier) and cellstate.too_small(c):
+            raise refusal(req, "a cell of the selections' partition would hold fewer than k rows")
+        return earlier
+    cellstore.fetch_rids(db, earlier)
     layers, seen = [], {}
     for e in earlier:
         key = bytes(e["rids"])
@@ -89,7 +97,7 @@ def check_selections(db, req, row_id, ids):
         layers.append(seen[key])
     if layers and _selections_too_small(layers, ids, req.k):
         raise refusal(req, "a cell of the selections' partition would hold fewer than k rows")
-    return [_Earlier(e) for e in earlier]
+    return earlier
 
 
 RUNS_LIMIT = 1 << 21       # beyond this many runs in all, or one run per 4 rows, the per-row
@@ -110,9 +118,18 @@ def _selections_too_small(layers, ids, k):
 
 
 class _Earlier(dict):
-    """An earlier release's row as read, its ids listed only when a rule asks for them (the
-    selections' check works on runs)."""
+    """An earlier release's row as read, its ids read and listed only when a rule asks for
+    them (the stored cells need none; the selections' full check works on runs)."""
+    def __init__(self, row, db):
+        super().__init__(row)
+        self.db = db
+
     def __missing__(self, key):
+        if key == "rids":
+            self["rids"] = self.db.value("SELECT rids FROM deid.release_selection"
+                                         " WHERE release_id = $1", [self["release_id"]],
+                                         ["bigint"])
+            return self["rids"]
         if key != "ids":
             raise KeyError(key)
         self["ids"] = _unpack(bytes(self["rids"]))
@@ -129,7 +146,7 @@ def check_groupings(db, req, ids, earlier):
     if grouping(req.method) == "classes":
         _same_classes_or_disjoint(db, req, ids, same)
     elif grouping(req.method) in GROUPED:
-        _refined_groups_hold(db, req, same)
+        _refined_groups_hold(db, req, same, earlier)
 
 
 def kept_groups(db, req, row_id):
@@ -192,7 +209,7 @@ def _earlier(db, req):
         " (r.parameters->>'k')::int AS k, (r.parameters->>'l')::int AS l,"
         " r.parameters->'columns' AS columns, r.parameters->'roles' AS roles,"
         " r.parameters->'options'->'column_l' AS column_l,"
-        " coalesce(i.row_id, s.row_id) AS row_id, s.rids"
+        " coalesce(i.row_id, s.row_id) AS row_id"
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
         " LEFT JOIN deid.release_identity i ON i.release_id = s.release_id"
         "  AND i.relation = ANY($2)"
@@ -201,7 +218,9 @@ def _earlier(db, req):
         "    WHERE (source IS NULL AND relation IS NULL) OR source = ANY($3)"
         "       OR relation = ANY($2)), 0) ORDER BY s.release_id",
         [req.release_id, names, oids], ["bigint", "text[]", "oid[]"])
-    return audience.meeting(db, req, rows)
+    meeting = audience.meeting(db, req, rows)
+    return cellstore.Found(db, [_Earlier(e, db) for e in meeting],
+                           len(meeting) == len(rows), cellstore.identity_key(names, oids))
 
 
 def _unpack(data):
@@ -334,7 +353,9 @@ def _same_classes(db, a, b):
 
 
 # ------------------------------------------------------------------ grouped methods
-def _refined_groups_hold(db, req, same):
+def _refined_groups_hold(db, req, same, found):
+    if getattr(found, "complete", False) and not _any_l(req, same):
+        return _stored_groups_hold(db, req, same, found)
     pairs = [(e, partition.Layer(*_groups(db, req.method, e["release_id"]), int(e["k"] or 0)))
              for e in same]
     pairs = [(e, x) for e, x in pairs if x.ids.size]
@@ -354,6 +375,33 @@ def _refined_groups_hold(db, req, same):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
     if grouping(req.method) == "groups_values":
         _values_hold(db, req, pairs, new, c)
+
+
+def _any_l(req, same):
+    """Whether a release holds a cell to l distinct values (anatomy): the stored cells keep
+    no values, so the rule then crosses the releases themselves."""
+    if grouping(req.method) != "groups_values":
+        return False
+    mine = bool(int(req.l or 0) or req.options.get("column_l"))
+    return mine or any(int(e["l"] or 0) or e["column_l"] for e in same)
+
+
+def _stored_groups_hold(db, req, same, found):
+    """Rule (b) over the stored cells of the method's earlier groupings: the same decisions
+    as the crossing below (log/cellstate.py), in time of the rows."""
+    ids, labels = _groups(db, req.method, req.release_id)
+    c = cellstore.crossing(req, found, "groups:" + req.method, same, ids, labels,
+                           lambda e: (e["release_id"], *_groups(db, req.method, e["release_id"]),
+                                      int(e["k"] or 0)))
+    if not c.released.any():
+        return                         # no earlier grouping holds a row: nothing to cross
+    if grouping(req.method) == "whole_clusters":
+        if cellstate.regroups(c):
+            raise refusal(req, "an earlier disassociation release clustered these records otherwise")
+        if cellstate.small_remainders(c, req.k):
+            raise refusal(req, "a cluster would join released records to fewer than k new ones")
+    elif cellstate.too_small(c):
+        raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
 
 
 def _values_hold(db, req, pairs, new, c):
