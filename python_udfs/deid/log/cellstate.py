@@ -51,6 +51,7 @@ class Crossing:
     old_in_group: np.ndarray        # per new group: rows an earlier release held
     after: State                    # the state with the new release folded in
     cell_of_new: np.ndarray         # per new id, its cell
+    parent: np.ndarray              # per cell, the state's cell it refines (-1: new rows)
 
 
 def lookup(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -114,7 +115,8 @@ def cross(state: State, ids: np.ndarray, groups, k: int, release_id: int) -> Cro
     return Crossing(sizes, np.maximum(earlier_k, int(k)), changed, held, released,
                     fresh_in_group,
                     np.bincount(g, weights=old, minlength=width - 1).astype(np.int64),
-                    after, cell_of_new)
+                    after, cell_of_new,
+                    np.concatenate([parent, np.full(fresh_groups.size, -1, np.int64)]))
 
 
 def _fold(state, ids, old, old_cell, cell_of_new, cell_k, release_id):

@@ -16,31 +16,36 @@ def identity_key(names, oids) -> str:
     return json.dumps([sorted(str(n) for n in names), sorted(int(o) for o in oids)])
 
 
-def load(db, identity: str, kind: str, covers):
-    """The stored state of exactly the releases `covers`, or None."""
+def load_body(db, identity: str, kind: str, covers):
+    """The stored body of exactly the releases `covers`, or None."""
     covers = sorted({int(c) for c in covers})
     rows = db.query(
         "SELECT CASE WHEN covers = $3 THEN body END AS body FROM deid.composition_state"
         " WHERE identity = $1 AND kind = $2", [identity, kind, covers],
         ["text", "text", "bigint[]"])
-    if not rows or rows[0]["body"] is None:
-        return None
-    return cellstate.decode(covers, rows[0]["body"])
+    return bytes(rows[0]["body"]) if rows and rows[0]["body"] is not None else None
 
 
-def save(db, identity: str, kind: str, state):
+def load(db, identity: str, kind: str, covers):
+    """The stored cells of exactly the releases `covers`, or None."""
+    body = load_body(db, identity, kind, covers)
+    return None if body is None else cellstate.decode(covers, body)
+
+
+def save(db, identity: str, kind: str, covers, body: bytes):
     db.execute(
         "INSERT INTO deid.composition_state (identity, kind, covers, body)"
         " VALUES ($1, $2, $3, $4) ON CONFLICT (identity, kind)"
         " DO UPDATE SET covers = EXCLUDED.covers, body = EXCLUDED.body",
-        [identity, kind, [int(c) for c in state.covers], cellstate.encode(state)],
+        [identity, kind, sorted({int(c) for c in covers}), body],
         ["text", "text", "bigint[]", "bytea"])
 
 
 class Found(list):
     """The earlier releases the rule reads. complete: every earlier release of the source
     identity is among them (every audience meets), so a state of all of them applies;
-    pending: per kind, the cells with the new release folded in, stored once it passes."""
+    pending: per kind, (the releases folded in, their encoder) with the new release, stored
+    once it passes."""
     def __init__(self, db, rows, complete: bool, identity: str):
         super().__init__(rows)
         self.db, self.complete, self.identity, self.pending = db, complete, identity, {}
@@ -54,15 +59,15 @@ def crossing(req, found: Found, kind: str, releases, ids, groups, layer_of):
     if state is None:
         state = cellstate.fold_all(layer_of(e) for e in releases)
     c = cellstate.cross(state, ids, groups, req.k, req.release_id)
-    found.pending[kind] = c.after
+    found.pending[kind] = (c.after.covers, lambda: cellstate.encode(c.after))
     return c
 
 
 def remember(db, found):
     """Store the cells with the new release folded in (its transaction, under the source's
     lock); nothing when the rule was overridden (no Found)."""
-    for kind, state in getattr(found, "pending", {}).items():
-        save(db, found.identity, kind, state)
+    for kind, (covers, body) in getattr(found, "pending", {}).items():
+        save(db, found.identity, kind, covers, body())
 
 
 def fetch_rids(db, earlier):

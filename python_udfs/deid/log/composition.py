@@ -51,7 +51,8 @@ from ..methods.contract import EXACT_PER_GROUP
 from ..methods.kept_groups import KeptGroups
 from ..request.release import STORE_SCHEMA
 from ..sqltext import qualified
-from . import audience, cellstate, cellstore, partition, rowids, runs, source_identity
+from . import (audience, cellstate, cellstore, cellvalues, groupreads, partition, rowids, runs,
+               source_identity)
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -64,6 +65,9 @@ WARNING = ("composition rule overridden (options.allow_overlap): read together w
            "releases of the source, this release may single out fewer than k rows")
 # the groupings (methods/contract.py COMPOSITIONS) whose rows are logged per group
 GROUPED = ("groups_values", "clusters", "whole_clusters")
+# the readers of groups and values (log/groupreads.py), by their names here
+_groups, _array_values = groupreads.groups, groupreads.array_values
+_attributes, _values = groupreads.attributes, groupreads.values
 
 
 def grouping(method):
@@ -354,8 +358,8 @@ def _same_classes(db, a, b):
 
 # ------------------------------------------------------------------ grouped methods
 def _refined_groups_hold(db, req, same, found):
-    if getattr(found, "complete", False) and not _any_l(req, same):
-        return _stored_groups_hold(db, req, same, found)
+    if getattr(found, "complete", False) and _stored_groups_hold(db, req, same, found):
+        return
     pairs = [(e, partition.Layer(*_groups(db, req.method, e["release_id"]), int(e["k"] or 0)))
              for e in same]
     pairs = [(e, x) for e, x in pairs if x.ids.size]
@@ -377,24 +381,24 @@ def _refined_groups_hold(db, req, same, found):
         _values_hold(db, req, pairs, new, c)
 
 
-def _any_l(req, same):
-    """Whether a release holds a cell to l distinct values (anatomy): the stored cells keep
-    no values, so the rule then crosses the releases themselves."""
-    if grouping(req.method) != "groups_values":
-        return False
-    mine = bool(int(req.l or 0) or req.options.get("column_l"))
-    return mine or any(int(e["l"] or 0) or e["column_l"] for e in same)
-
-
 def _stored_groups_hold(db, req, same, found):
-    """Rule (b) over the stored cells of the method's earlier groupings: the same decisions
-    as the crossing below (log/cellstate.py), in time of the rows."""
+    """Rule (b) over the kept cells of the method's earlier groupings (log/cellstate.py,
+    log/cellvalues.py): the same decisions as the crossing below, in time of the rows; False
+    when the kept values are conflicted (the crossing below decides)."""
+    valued = grouping(req.method) == "groups_values"
+    state, vals = _kept_cells(db, req, same, found, valued)
+    if valued and vals.conflicted:
+        return False
     ids, labels = _groups(db, req.method, req.release_id)
-    c = cellstore.crossing(req, found, "groups:" + req.method, same, ids, labels,
-                           lambda e: (e["release_id"], *_groups(db, req.method, e["release_id"]),
-                                      int(e["k"] or 0)))
+    c = cellstate.cross(state, ids, labels, req.k, req.release_id)
+    found.pending["groups:" + req.method] = (c.after.covers, lambda: cellstate.encode(c.after))
+    column_l = _load(req.options.get("column_l"))
+    if valued:
+        new = _new_values(db, req.release_id, vals)
+        found.pending["values:" + req.method] = (c.after.covers, lambda: cellvalues.encode(
+            cellvalues.fold(vals, c, state.ids, new, req.l, column_l)))
     if not c.released.any():
-        return                         # no earlier grouping holds a row: nothing to cross
+        return True                    # no earlier grouping holds a row: nothing to cross
     if grouping(req.method) == "whole_clusters":
         if cellstate.regroups(c):
             raise refusal(req, "an earlier disassociation release clustered these records otherwise")
@@ -402,6 +406,40 @@ def _stored_groups_hold(db, req, same, found):
             raise refusal(req, "a cluster would join released records to fewer than k new ones")
     elif cellstate.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
+    why = cellvalues.check(vals, c, state.ids, new, req.l, column_l) if valued else None
+    if why:
+        raise refusal(req, why)
+    return True
+
+
+def _kept_cells(db, req, same, found, valued):
+    """The stored cells (and values) of exactly the releases `same`, or folded again from
+    them when none are stored."""
+    covers = [e["release_id"] for e in same]
+    state = cellstore.load(db, found.identity, "groups:" + req.method, covers)
+    body = cellstore.load_body(db, found.identity, "values:" + req.method, covers) \
+        if valued else None
+    if state is not None and (body is not None or not valued):
+        return state, cellvalues.decode(body) if valued else None
+    state, vals = cellstate.empty(), cellvalues.Values()
+    for e in same:
+        c = cellstate.cross(state, *_groups(db, req.method, e["release_id"]),
+                            int(e["k"] or 0), e["release_id"])
+        if valued:
+            vals = cellvalues.fold(vals, c, state.ids, _new_values(db, e["release_id"], vals),
+                                   e["l"], _load(e["column_l"]))
+        state = c.after
+    return state, vals if valued else None
+
+
+def _new_values(db, release_id, vals):
+    """{attribute: (row ids, codes)} of a release's RID sets, in the kept code space."""
+    return {a: cellvalues.encode_new(vals, a, *groupreads.entries(db, a, release_id))
+            for a in _attributes(db, release_id)}
+
+
+def _load(value):
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _values_hold(db, req, pairs, new, c):
@@ -445,77 +483,6 @@ def _l_of(l, column_l, attribute):
         column_l = json.loads(column_l)
     limit = column_l.get(attribute) if isinstance(column_l, dict) else None
     return min(l, int(limit)) if limit is not None else l
-
-
-def _groups(db, method, release_id):
-    """(sorted ids, group per id) of a release of a grouped method."""
-    if grouping(method) == "groups_values":
-        rows = db.query(
-            "SELECT group_ids, rid_counts, rids FROM deid.rid_set WHERE release_id = $1"
-            " AND attribute = (SELECT min(attribute) FROM deid.rid_set WHERE release_id = $1)"
-            " ORDER BY chunk", [release_id], ["bigint"])
-        groups = [np.frombuffer(bytes(r["group_ids"]), ">i4") for r in rows]
-        counts = [np.frombuffer(bytes(r["rid_counts"]), ">i4") for r in rows]
-        rids = [np.frombuffer(bytes(r["rids"]), ">i8") for r in rows]
-        labels = np.repeat(np.concatenate(groups or [np.zeros(0, ">i4")]),
-                           np.concatenate(counts or [np.zeros(0, ">i4")]))
-        ids = np.concatenate(rids or [np.zeros(0, ">i8")])
-    else:
-        ids, labels = _members(db, release_id)
-    ids, labels = ids.astype(np.int64), np.asarray(labels, np.int64)
-    order = np.argsort(ids, kind="stable")
-    return ids[order], labels[order]
-
-
-def _members(db, release_id):
-    """(ids, cluster per id) of deid.cluster_member, read as one packed row: each cluster's
-    int8[] in PostgreSQL's binary array form (array_send), decoded by numpy, never as a Python
-    list of a million ints."""
-    row = db.query(
-        "SELECT coalesce(string_agg(int4send(cluster_id), ''::bytea ORDER BY cluster_id),"
-        " ''::bytea) AS c, coalesce(string_agg(int4send(coalesce(cardinality(rids), 0)),"
-        " ''::bytea ORDER BY cluster_id), ''::bytea) AS n,"
-        " coalesce(string_agg(array_send(rids), ''::bytea ORDER BY cluster_id), ''::bytea) AS r"
-        " FROM deid.cluster_member WHERE release_id = $1", [release_id], ["bigint"])[0]
-    clusters = np.frombuffer(bytes(row["c"]), ">i4").astype(np.int64)
-    counts = np.frombuffer(bytes(row["n"]), ">i4").astype(np.int64)
-    return _array_values(bytes(row["r"]), counts), np.repeat(clusters, counts)
-
-
-def _array_values(data, counts):
-    """The int8 values of back-to-back binary 1-D arrays (array_send: a header of 12 bytes,
-    8 more per dimension, then per element a 4-byte length and the 8-byte value; no NULLs)."""
-    header = np.where(counts > 0, 20, 12)
-    starts = np.concatenate([[0], np.cumsum(header + 12 * counts)[:-1]]) + header
-    at = np.repeat(starts - 12 * np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    at = at + 12 * np.arange(int(counts.sum())) + 4
-    raw = np.frombuffer(data, np.uint8)
-    return raw[at[:, None] + np.arange(8)].copy().view(">i8").ravel().astype(np.int64)
-
-
-def _attributes(db, release_id):
-    return [r["attribute"] for r in db.query(
-        "SELECT DISTINCT attribute FROM deid.rid_set WHERE release_id = $1", [release_id],
-        ["bigint"])]
-
-
-def _values(db, attribute, releases, codes=None):
-    """(row ids, value codes) of `attribute` over the releases' RID sets (a row's value is the
-    source's, the same in every release that holds it: _values_hold refuses a change);
-    `codes`: value -> code, to share a code space between calls."""
-    rows = db.query(
-        "SELECT value_list, rid_counts, rids FROM deid.rid_set WHERE attribute = $1"
-        " AND release_id = ANY($2)", [attribute, releases], ["text", "bigint[]"])
-    codes = {} if codes is None else codes
-    rid, val = [], []
-    for r in rows:
-        per_entry = [codes.setdefault(v, len(codes)) for v in r["value_list"]]
-        val.append(np.repeat(np.asarray(per_entry, np.int64),
-                             np.frombuffer(bytes(r["rid_counts"]), ">i4")))
-        rid.append(np.frombuffer(bytes(r["rids"]), ">i8").astype(np.int64))
-    if not rid:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(rid), np.concatenate(val)
 
 
 def _position(layers, pos, rid):
