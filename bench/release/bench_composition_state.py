@@ -33,7 +33,7 @@ import psycopg
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_paths  # noqa: E402
-from deid.log import cellstate, cellstore, rowids  # noqa: E402
+from deid.log import cellstate, cellstore, cellvalues, rowids  # noqa: E402
 
 DB = "deid_bench_composition_state"
 RESULTS = bench_paths.RESULTS / "composition_state.json"
@@ -79,7 +79,12 @@ try:
         pass
 except DeidError:
     refused = 1.0
-return [time.perf_counter() - t, db.sql_seconds, refused]
+seconds, sql_seconds = time.perf_counter() - t, db.sql_seconds
+found = composition._earlier(db, req)     # were the kept cells read (not folded again)?
+covers = [e["release_id"] for e in found]
+kinds = ["selections"] + (["groups:anatomy", "values:anatomy"] if grouped else [])
+kept = all(cellstore.load_body(db, found.identity, k, covers) is not None for k in kinds)
+return [seconds, sql_seconds, refused, float(kept)]
 $$;
 """
 
@@ -135,7 +140,7 @@ def _new_release(db, kind, rows):
     db.execute("DELETE FROM deid.release_selection WHERE release_id = %s", [rid])
     g = groups(kind, rows, -1)
     if g is not None:
-        values = np.where(ids % 2 == 0, 1, 0)
+        values = ids % 2                         # "v0" for even ids, as the history
         key, counts = np.unique(np.stack([g, values]), axis=1, return_counts=True)
         order = np.lexsort((values, g))
         db.execute("INSERT INTO deid.rid_set (release_id, attribute, chunk, group_ids,"
@@ -150,6 +155,7 @@ class History:
     def __init__(self, db, kind, rows):
         self.db, self.kind, self.rows = db, kind, rows
         self.sel, self.grp, self.made = cellstate.empty(), cellstate.empty(), 0
+        self.vals = cellvalues.Values()
         oid = db.execute("SELECT 'public.src'::regclass::oid").fetchone()[0]
         self.identity = cellstore.identity_key([], [oid])
 
@@ -160,19 +166,25 @@ class History:
             self.sel = cellstate.cross(self.sel, sel, None, K, rid).after
             g = groups(self.kind, self.rows, self.made)
             if g is not None:
-                self.grp = cellstate.cross(self.grp, sel, g, K, rid).after
+                c = cellstate.cross(self.grp, sel, g, K, rid)
+                even, odd = sel[sel % 2 == 0], sel[sel % 2 == 1]
+                new = {"dx": cellvalues.encode_new(self.vals, "dx", np.concatenate([even, odd]),
+                                                   ["v0", "v1"], [even.size, odd.size])}
+                self.vals = cellvalues.fold(self.vals, c, self.grp.ids, new, L, None)
+                self.grp = c.after
             self.made += 1
-        self._store("selections", self.sel)
+        self._store("selections", self.sel.covers, cellstate.encode(self.sel))
         if self.kind.startswith("anatomy"):
-            self._store("groups:anatomy", self.grp)
+            self._store("groups:anatomy", self.grp.covers, cellstate.encode(self.grp))
+            self._store("values:anatomy", self.grp.covers, cellvalues.encode(self.vals))
         self.db.execute("VACUUM ANALYZE deid.release_selection")
 
-    def _store(self, kind, state):
+    def _store(self, kind, covers, body):
         self.db.execute(
             "INSERT INTO deid.composition_state (identity, kind, covers, body)"
             " VALUES (%s, %s, %s, %s) ON CONFLICT (identity, kind) DO UPDATE"
             " SET covers = EXCLUDED.covers, body = EXCLUDED.body",
-            [self.identity, kind, state.covers.tolist(), cellstate.encode(state)])
+            [self.identity, kind, covers.tolist(), body])
 
     def stored_bytes(self):
         return int(self.db.execute("SELECT coalesce(sum(length(body)), 0)"
@@ -186,7 +198,7 @@ def seconds(db, new, rows, kind, repeat=3):
            .fetchone()[0] for _ in range(repeat + 1)][1:]
     db.execute("DROP FUNCTION pg_temp.state_check(oid, bigint, bigint, text)")
     return (statistics.median(x[0] for x in out), statistics.median(x[1] for x in out),
-            bool(out[0][2]))
+            bool(out[0][2]), all(x[3] for x in out))
 
 
 def run(url, rows, kind, releases, out, results):
@@ -198,13 +210,13 @@ def run(url, rows, kind, releases, out, results):
         t = time.perf_counter()
         history.grow(r)
         fold = time.perf_counter() - t
-        s, sql_s, refused = seconds(db, new, rows, kind)
+        s, sql_s, refused, kept = seconds(db, new, rows, kind)
         load = os.getloadavg()[0]
         results.append({"rows": rows, "releases": r, "kind": kind, "seconds": round(s, 4),
-                        "sql_seconds": round(sql_s, 4), "refused": refused,
+                        "sql_seconds": round(sql_s, 4), "refused": refused, "kept_cells_read": kept,
                         "state_bytes": history.stored_bytes(), "load_average": round(load, 1)})
         print(f"{kind:>17} rows {rows:>9,} earlier {r:>4}: {s:.3f} s (sql {sql_s:.3f} s,"
-              f" state {results[-1]['state_bytes'] / 1e6:.2f} MB, refused {refused},"
+              f" state {results[-1]['state_bytes'] / 1e6:.2f} MB, refused {refused}, kept {kept},"
               f" load {load:.1f}; history built in {fold:.0f} s)", flush=True)
         pathlib.Path(out).write_text(json.dumps(results, indent=1) + "\n")
     db.close()

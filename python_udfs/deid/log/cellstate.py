@@ -16,7 +16,6 @@ hashing (a pair of labels is a label), and the same decisions (too_small, regrou
 small_remainders), checked against partition.py on random and degenerate sequences
 (tests/unit/common/test_cellstate.py). Pure numpy, no plpy.
 """
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +59,10 @@ def lookup(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     if ids.size == 0 or wanted.size == 0:
         return np.full(wanted.size, -1, np.int64)
     lo, hi = int(ids[0]), int(ids[-1])
+    if hi - lo + 1 == ids.size:                 # every id of the span: no table needed
+        if int(wanted.min()) >= lo and int(wanted.max()) <= hi:
+            return wanted - lo
+        return np.where((wanted >= lo) & (wanted <= hi), wanted - lo, -1)
     if hi - lo + 1 <= _DENSE * ids.size + 1024:
         table = np.full(hi - lo + 1, -1, np.int64)
         table[ids - lo] = np.arange(ids.size)
@@ -80,12 +83,20 @@ def _compact(keys: np.ndarray, bound: int):
     return np.unique(keys, return_inverse=True)
 
 
+def _group_codes(ids, groups):
+    """The new release's groups as codes 0..n-1 (a selection: one group, 0)."""
+    if groups is None or ids.size == 0:
+        return np.zeros(ids.size, np.int64)
+    g = np.asarray(groups, np.int64)
+    lo = int(g.min())
+    return _compact(g - lo, int(g.max()) - lo + 1)[1]
+
+
 def cross(state: State, ids: np.ndarray, groups, k: int, release_id: int) -> Crossing:
     """Refine the state's cells by a new release: `ids` sorted distinct, `groups` an int64
     group per id (None: one group, a selection), `k` its k."""
     ids = np.asarray(ids, np.int64)
-    g = np.zeros(ids.size, np.int64) if groups is None else np.asarray(groups, np.int64)
-    _, g = _compact(g - (g.min() if g.size else 0), int(g.max() - g.min() + 1) if g.size else 0)
+    g = _group_codes(ids, groups)
     width = int(g.max()) + 2 if g.size else 1
     at = lookup(state.ids, ids)
     old = at >= 0
@@ -109,12 +120,11 @@ def cross(state: State, ids: np.ndarray, groups, k: int, release_id: int) -> Cro
     cell_of_new[~old] = n_old + fresh_cell
     after = _fold(state, ids, old, old_cell, cell_of_new,
                   np.where(held, np.maximum(earlier_k, int(k)), earlier_k), release_id)
-    fresh_in_group = np.bincount(g, weights=~old, minlength=width - 1).astype(np.int64)
+    fresh_in_group = np.bincount(g[~old], minlength=width - 1)
     if groups is None:              # a selection joins no group: no remainder to judge
         fresh_in_group[:] = 0
     return Crossing(sizes, np.maximum(earlier_k, int(k)), changed, held, released,
-                    fresh_in_group,
-                    np.bincount(g, weights=old, minlength=width - 1).astype(np.int64),
+                    fresh_in_group, np.bincount(g[old], minlength=width - 1),
                     after, cell_of_new,
                     np.concatenate([parent, np.full(fresh_groups.size, -1, np.int64)]))
 
@@ -123,9 +133,12 @@ def _fold(state, ids, old, old_cell, cell_of_new, cell_k, release_id):
     """The state with the new release's rows and cells in it (rows new to the history join
     the id list in order)."""
     fresh = ids[~old]
+    if fresh.size == 0:                         # no row new to the history: the same ids
+        covers = np.union1d(state.covers, [int(release_id)]).astype(np.int64)
+        return State(covers, state.ids, old_cell, np.asarray(cell_k, np.int64))
     union = np.concatenate([state.ids, fresh])
     labels = np.concatenate([old_cell, cell_of_new[~old]])
-    if fresh.size and state.ids.size and fresh[0] <= state.ids[-1]:
+    if state.ids.size and fresh[0] <= state.ids[-1]:
         order = np.argsort(union, kind="stable")
         union, labels = union[order], labels[order]
     covers = np.union1d(state.covers, [int(release_id)]).astype(np.int64)
@@ -164,22 +177,34 @@ def usable(state, covers) -> bool:
     return want.size == state.covers.size and bool(np.array_equal(want, state.covers))
 
 
+def _narrow(values: np.ndarray) -> bytes:
+    """Non-negative ints in the narrowest of 1, 2 or 4 bytes (a width byte first): a
+    history of few cells stores a byte per row. Not deflated: random cells would cost more
+    time to deflate than the rule's whole check."""
+    top = int(values.max()) if values.size else 0
+    width = 1 if top < 1 << 8 else 2 if top < 1 << 16 else 4
+    return bytes([width]) + values.astype(f"<u{width}").tobytes()
+
+
+def _widen(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, f"<u{data[0]}", offset=1).astype(np.int64)
+
+
 def encode(state: State) -> bytes:
     """The stored body of a state (its covers are stored beside it): the ids as the
-    selections are (log/rowids.py: a bitmap of a dense span, runs, or int8), then the labels
-    and the cells' k as int32, deflated."""
-    ids = rowids.pack(state.ids)
-    rest = zlib.compress(np.concatenate([state.labels, state.cell_k]).astype("<i4").tobytes(), 1)
-    return len(ids).to_bytes(8, "big") + ids + int(state.cell_k.size).to_bytes(8, "big") + rest
+    selections are (log/rowids.py: runs, a bitmap of a dense span, or int8), the cell of
+    each id, and each cell's k."""
+    parts = [rowids.pack(state.ids), _narrow(state.labels), _narrow(state.cell_k)]
+    return b"".join(len(p).to_bytes(8, "big") + p for p in parts)
 
 
 def decode(covers, body: bytes) -> State:
-    body = bytes(body)
-    n = int.from_bytes(body[:8], "big")
-    ids = rowids.unpack(body[8:8 + n])
-    cells = int.from_bytes(body[8 + n:16 + n], "big")
-    rest = np.frombuffer(zlib.decompress(body[16 + n:]), "<i4").astype(np.int64)
-    if rest.size != ids.size + cells:
+    body, parts, at = bytes(body), [], 0
+    while at < len(body):
+        n = int.from_bytes(body[at:at + 8], "big")
+        parts.append(body[at + 8:at + 8 + n])
+        at += 8 + n
+    ids, labels, cell_k = rowids.unpack(parts[0]), _widen(parts[1]), _widen(parts[2])
+    if len(parts) != 3 or labels.size != ids.size:
         raise ValueError("a stored composition state does not add up")
-    return State(np.unique(np.asarray(list(covers), np.int64)), ids, rest[:ids.size],
-                 rest[ids.size:])
+    return State(np.unique(np.asarray(list(covers), np.int64)), ids, labels, cell_k)
