@@ -177,7 +177,7 @@ def usable(state, covers) -> bool:
     return want.size == state.covers.size and bool(np.array_equal(want, state.covers))
 
 
-def _narrow(values: np.ndarray) -> bytes:
+def narrow(values: np.ndarray) -> bytes:
     """Non-negative ints in the narrowest of 1, 2 or 4 bytes (a width byte first): a
     history of few cells stores a byte per row. Not deflated: random cells would cost more
     time to deflate than the rule's whole check."""
@@ -186,7 +186,7 @@ def _narrow(values: np.ndarray) -> bytes:
     return bytes([width]) + values.astype(f"<u{width}").tobytes()
 
 
-def _widen(data: bytes) -> np.ndarray:
+def widen(data: bytes) -> np.ndarray:
     return np.frombuffer(data, f"<u{data[0]}", offset=1).astype(np.int64)
 
 
@@ -194,7 +194,7 @@ def encode(state: State) -> bytes:
     """The stored body of a state (its covers are stored beside it): the ids as the
     selections are (log/rowids.py: runs, a bitmap of a dense span, or int8), the cell of
     each id, and each cell's k."""
-    parts = [rowids.pack(state.ids), _narrow(state.labels), _narrow(state.cell_k)]
+    parts = [rowids.pack(state.ids), narrow(state.labels), narrow(state.cell_k)]
     return b"".join(len(p).to_bytes(8, "big") + p for p in parts)
 
 
@@ -204,7 +204,7 @@ def decode(covers, body: bytes) -> State:
         n = int.from_bytes(body[at:at + 8], "big")
         parts.append(body[at + 8:at + 8 + n])
         at += 8 + n
-    ids, labels, cell_k = rowids.unpack(parts[0]), _widen(parts[1]), _widen(parts[2])
+    ids, labels, cell_k = rowids.unpack(parts[0]), widen(parts[1]), widen(parts[2])
     if len(parts) != 3 or labels.size != ids.size:
         raise ValueError("a stored composition state does not add up")
     return State(np.unique(np.asarray(list(covers), np.int64)), ids, labels, cell_k)

@@ -11,11 +11,11 @@ column_l for that attribute when smaller), kept once for every attribute no colu
 (`default`) and once per named attribute. Pure numpy, no plpy.
 """
 import json
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import cellstate
 from .cellstate import Crossing, lookup
 
 
@@ -62,6 +62,17 @@ def _row_codes(values, attribute, before_ids, after_ids):
     return out
 
 
+def _distinct(cells, codes, count):
+    """Per cell, how many distinct codes its rows hold (-1: no value, not counted)."""
+    keep = codes >= 0
+    width = int(codes.max()) + 1 if keep.any() else 1
+    key = cells[keep] * width + codes[keep]
+    if count * width <= 4 * key.size + 1024:       # few values: count, not sort
+        present = np.bincount(key, minlength=count * width) > 0
+        return present.reshape(count, width).sum(axis=1)
+    return np.bincount(np.unique(key) // width, minlength=count)
+
+
 def check(values, c: Crossing, before_ids, new, l, column_l):
     """(why, or None) for the new release's values: `new` {attribute: (row ids, codes)}."""
     for attribute, (rid, code) in new.items():
@@ -75,10 +86,7 @@ def check(values, c: Crossing, before_ids, new, l, column_l):
         if not bar.any():
             continue
         rows[at] = code
-        keep = rows >= 0
-        pairs = np.unique(c.after.labels[keep] * (int(rows.max()) + 1) + rows[keep])
-        distinct = np.bincount(pairs // (int(rows.max()) + 1), minlength=c.sizes.size)
-        if np.any((c.changed | c.held) & (distinct < bar)):
+        if np.any((c.changed | c.held) & (_distinct(c.after.labels, rows, c.sizes.size) < bar)):
             return "a cell of the groupings' common refinement would hold fewer than l sensitive values"
     return None
 
@@ -105,24 +113,26 @@ def fold(values, c: Crossing, before_ids, new, l, column_l) -> Values:
 
 
 def encode(values: Values) -> bytes:
-    """A JSON head (names, the order of the arrays) then the arrays as int32, deflated."""
+    """A JSON head (names, the order of the arrays) then the arrays, each in the narrowest
+    of 1, 2 or 4 bytes per entry (codes shifted by one: -1, no value, is 0)."""
     attrs, named = sorted(values.codes), sorted(values.named)
+    arrays = [values.codes[a] + 1 for a in attrs] + [values.default] + \
+        [values.named[a] for a in named]
+    parts = [cellstate.narrow(a) for a in arrays]
     head = json.dumps({"names": values.names, "codes": attrs, "named": named,
-                       "conflicted": values.conflicted}).encode()
-    arrays = [values.codes[a] for a in attrs] + [values.default] + [values.named[a] for a in named]
-    sizes = [int(a.size) for a in arrays]
-    body = zlib.compress(np.concatenate(arrays).astype("<i4").tobytes(), 1)
-    head = json.dumps({"head": json.loads(head), "sizes": sizes}).encode()
-    return len(head).to_bytes(8, "big") + head + body
+                       "conflicted": values.conflicted,
+                       "sizes": [len(p) for p in parts]}).encode()
+    return len(head).to_bytes(8, "big") + head + b"".join(parts)
 
 
 def decode(data: bytes) -> Values:
     data = bytes(data)
     n = int.from_bytes(data[:8], "big")
-    meta = json.loads(data[8:8 + n])
-    flat = np.frombuffer(zlib.decompress(data[8 + n:]), "<i4").astype(np.int64)
-    parts = np.split(flat, np.cumsum(meta["sizes"])[:-1]) if meta["sizes"] else []
-    head = meta["head"]
+    head = json.loads(data[8:8 + n])
+    parts, at = [], 8 + n
+    for size in head["sizes"]:
+        parts.append(cellstate.widen(data[at:at + size]))
+        at += size
     k = len(head["codes"])
-    return Values(head["names"], dict(zip(head["codes"], parts[:k])), parts[k],
-                  dict(zip(head["named"], parts[k + 1:])), head["conflicted"])
+    return Values(head["names"], {a: p - 1 for a, p in zip(head["codes"], parts[:k])},
+                  parts[k], dict(zip(head["named"], parts[k + 1:])), head["conflicted"])

@@ -27,6 +27,11 @@ def groups(db, method, release_id):
     else:
         ids, labels = members(db, release_id)
     ids, labels = ids.astype(np.int64), np.asarray(labels, np.int64)
+    if ids.size and int(ids.max()) - int(ids.min()) + 1 == ids.size:
+        order = np.empty(ids.size, np.int64)      # every id of a span once: placed, not sorted
+        order[ids - int(ids.min())] = np.arange(ids.size)
+        if np.array_equal(ids[order], np.arange(int(ids.min()), int(ids.min()) + ids.size)):
+            return ids[order], labels[order]
     order = np.argsort(ids, kind="stable")
     return ids[order], labels[order]
 

@@ -98,3 +98,12 @@ def test_kept_values_decide_as_the_full_crossing(seed):
             assert back.conflicted == vals.conflicted and back.names == vals.names
             assert all(np.array_equal(back.codes[a], vals.codes[a]) for a in vals.codes)
     assert compared >= 60
+
+
+def test_distinct_values_per_cell_by_counting_or_sorting():
+    rng = np.random.default_rng(2)
+    for cells, values, rows in ((5, 3, 40), (3000, 900, 50)):     # counted; sorted
+        cell = rng.integers(0, cells, rows)
+        code = rng.integers(-1, values, rows)
+        want = [len({v for c, v in zip(cell, code) if c == i and v >= 0}) for i in range(cells)]
+        assert cellvalues._distinct(cell, code, cells).tolist() == want
