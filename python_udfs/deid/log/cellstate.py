@@ -92,6 +92,19 @@ def _group_codes(ids, groups):
     return _compact(g - lo, int(g.max()) - lo + 1)[1]
 
 
+def _refine(labels, mark, cells, width):
+    """(distinct (cell, new group) keys, index of each row's key): when every cell's rows
+    fall in one new group (groups kept, a selection holding whole cells) the cells stay,
+    found in time of the rows; else the pairs are compacted."""
+    if labels.size:
+        rep = np.empty(cells, np.int64)
+        rep[labels] = np.arange(labels.size)          # a row of each cell
+        first = mark[rep]
+        if np.array_equal(mark, first[labels]):
+            return np.arange(cells) * width + first + 1, labels
+    return _compact(labels * width + mark + 1, cells * width)
+
+
 def cross(state: State, ids: np.ndarray, groups, k: int, release_id: int) -> Crossing:
     """Refine the state's cells by a new release: `ids` sorted distinct, `groups` an int64
     group per id (None: one group, a selection), `k` its k."""
@@ -100,31 +113,40 @@ def cross(state: State, ids: np.ndarray, groups, k: int, release_id: int) -> Cro
     width = int(g.max()) + 2 if g.size else 1
     at = lookup(state.ids, ids)
     old = at >= 0
+    every = bool(old.all())                     # no row new to the history: no masks
     mark = np.full(state.ids.size, -1, np.int64)
-    mark[at[old]] = g[old]
+    if every:
+        mark[at] = g
+    else:
+        mark[at[old]] = g[old]
     cells_before = state.cell_k.size
-    old_keys, old_cell = _compact(state.labels * width + mark + 1, cells_before * width)
-    fresh_groups, fresh_cell = _compact(g[~old], width - 1)
+    old_keys, old_cell = _refine(state.labels, mark, cells_before, width)
+    fresh_g = g[:0] if every else g[~old]
+    fresh_groups, fresh_cell = _compact(fresh_g, width - 1)
     n_old = old_keys.size
     parent = old_keys // width
     held = np.concatenate([old_keys % width != 0, np.ones(fresh_groups.size, bool)])
     sizes = np.concatenate([np.bincount(old_cell, minlength=n_old),
                             np.bincount(fresh_cell, minlength=fresh_groups.size)])
-    before = np.bincount(state.labels, minlength=cells_before)
+    before = sizes[:n_old] if old_cell is state.labels else \
+        np.bincount(state.labels, minlength=cells_before)
     changed = np.concatenate([sizes[:n_old] != before[parent],
                               np.ones(fresh_groups.size, bool)])
     released = np.concatenate([np.ones(n_old, bool), np.zeros(fresh_groups.size, bool)])
     earlier_k = np.concatenate([state.cell_k[parent], np.zeros(fresh_groups.size, np.int64)])
-    cell_of_new = np.empty(ids.size, np.int64)
-    cell_of_new[old] = old_cell[at[old]]
-    cell_of_new[~old] = n_old + fresh_cell
+    if every:
+        cell_of_new = old_cell[at]
+    else:
+        cell_of_new = np.empty(ids.size, np.int64)
+        cell_of_new[old] = old_cell[at[old]]
+        cell_of_new[~old] = n_old + fresh_cell
     after = _fold(state, ids, old, old_cell, cell_of_new,
                   np.where(held, np.maximum(earlier_k, int(k)), earlier_k), release_id)
-    fresh_in_group = np.bincount(g[~old], minlength=width - 1)
+    fresh_in_group = np.bincount(fresh_g, minlength=width - 1)
     if groups is None:              # a selection joins no group: no remainder to judge
         fresh_in_group[:] = 0
     return Crossing(sizes, np.maximum(earlier_k, int(k)), changed, held, released,
-                    fresh_in_group, np.bincount(g[old], minlength=width - 1),
+                    fresh_in_group, np.bincount(g if every else g[old], minlength=width - 1),
                     after, cell_of_new,
                     np.concatenate([parent, np.full(fresh_groups.size, -1, np.int64)]))
 

@@ -61,6 +61,8 @@ def test_incremental_decides_as_the_full_crossing(style, grouped):
         history, state = [], cellstate.empty()
         for step in range(int(rng.integers(1, 7))):
             new = _release(rng, step + 1, n, rng.choice([style, style, "random"]), grouped)
+            if history and rng.random() < 0.3:          # an earlier release again: kept
+                new = (step + 1,) + history[int(rng.integers(0, len(history)))][1:]
             assert _incremental(state, new) == _full(history, new)
             cases += 1
             history.append(new)
