@@ -393,10 +393,15 @@ def _stored_groups_hold(db, req, same, found):
     c = cellstate.cross(state, ids, labels, req.k, req.release_id)
     found.pending["groups:" + req.method] = (c.after.covers, lambda: cellstate.encode(c.after))
     column_l = _load(req.options.get("column_l"))
+    memo = {}                          # the new release's values: read once, only if asked
+
+    def new():
+        if "v" not in memo:
+            memo["v"] = _new_values(db, req.release_id, vals)
+        return memo["v"]
     if valued:
-        new = _new_values(db, req.release_id, vals)
         found.pending["values:" + req.method] = (c.after.covers, lambda: cellvalues.encode(
-            cellvalues.fold(vals, c, state.ids, new, req.l, column_l)))
+            cellvalues.fold(vals, c, state.ids, new(), req.l, column_l)))
     if not c.released.any():
         return True                    # no earlier grouping holds a row: nothing to cross
     if grouping(req.method) == "whole_clusters":
@@ -406,7 +411,7 @@ def _stored_groups_hold(db, req, same, found):
             raise refusal(req, "a cluster would join released records to fewer than k new ones")
     elif cellstate.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
-    why = cellvalues.check(vals, c, state.ids, new, req.l, column_l) if valued else None
+    why = cellvalues.check(vals, c, state.ids, new(), req.l, column_l) if valued else None
     if why:
         raise refusal(req, why)
     return True
