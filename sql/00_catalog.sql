@@ -311,6 +311,23 @@ CREATE TABLE deid.composition_reset (
 COMMENT ON TABLE deid.composition_reset IS
   'Resets of the composition rule''s history (releases up to after_release no longer bear on later ones); written by a superuser or deid.clear_source_history';
 
+-- The composition rule's cells kept between releases (python_udfs/deid/log/cellstore.py): per
+-- source identity and kind (the selections, or one method's groupings), the partition the
+-- releases listed in covers induce on the rows -- their ids, a cell per id and each cell's
+-- largest k (python_udfs/deid/log/cellstate.py) -- written in the transaction of the release
+-- that folded itself in. A cache: read only when covers is exactly the releases the rule must
+-- read (else rebuilt from them), so it is not dumped; deid_admin reads it.
+CREATE TABLE deid.composition_state (
+    identity  text     NOT NULL,           -- the source identity (names and live oids, json)
+    kind      text     NOT NULL,           -- 'selections', or 'groups:' and a method
+    covers    bigint[] NOT NULL,           -- the release ids folded in, ascending
+    body      bytea    NOT NULL,           -- ids, cells and k (cellstate.encode)
+    PRIMARY KEY (identity, kind)
+);
+ALTER TABLE deid.composition_state ALTER body SET STORAGE EXTERNAL;
+COMMENT ON TABLE deid.composition_state IS
+  'The composition rule''s cells per source, kept between releases (a cache of what the releases listed in covers induce); deid_admin reads it';
+
 -- Which source each release counts as a release of (python_udfs/deid/log/source_identity.py):
 -- the base table its row ids come from (a view's, followed through its rule), by name, so a
 -- re-created table keeps the history of its name; row_id is that table's column.
@@ -440,6 +457,8 @@ REVOKE ALL ON deid.release_selection FROM PUBLIC;
 GRANT SELECT ON deid.release_selection TO deid_admin;
 REVOKE ALL ON deid.composition_reset FROM PUBLIC;
 GRANT SELECT ON deid.composition_reset TO deid_admin;
+REVOKE ALL ON deid.composition_state FROM PUBLIC;
+GRANT SELECT ON deid.composition_state TO deid_admin;
 REVOKE ALL ON deid.release_identity, deid.release_audience, deid.release_apart FROM PUBLIC;
 GRANT SELECT ON deid.release_identity, deid.release_audience, deid.release_apart TO deid_admin;
 

@@ -1,6 +1,6 @@
 -- pgTAP: the SQL surface of deid (run by pg_prove in make test).
 BEGIN;
-SELECT plan(81);
+SELECT plan(83);
 
 SELECT has_extension('deid');
 SELECT has_schema('deid');
@@ -120,6 +120,9 @@ SELECT has_function('deid', 'revoke_release', ARRAY['text', 'name']);
 SELECT has_function('deid', 'clear_source_history', ARRAY['text']);
 SELECT has_table('deid', 'release_identity', 'the source identity of each release');
 SELECT has_table('deid', 'release_audience', 'the audience of each release');
+SELECT has_table('deid', 'composition_state', 'the composition rule''s cells per source');
+SELECT ok(NOT has_table_privilege('deid_admin', 'deid.composition_state', 'UPDATE'),
+          'the kept cells change only through deid''s requests');
 SELECT ok(NOT has_table_privilege('deid_admin', 'deid.release_audience', 'INSERT'),
           'audiences change only through deid''s functions');
 SELECT throws_ok($$SELECT deid.grant_release('pgtap_nope', 'deid_reader')$$, '42704');

@@ -51,7 +51,8 @@ from ..methods.contract import EXACT_PER_GROUP
 from ..methods.kept_groups import KeptGroups
 from ..request.release import STORE_SCHEMA
 from ..sqltext import qualified
-from . import audience, partition, rowids, runs, source_identity
+from . import (audience, cellstate, cellstore, cellvalues, groupreads, partition, rowids, runs,
+               source_identity)
 
 REFUSAL = ("the release, read together with the earlier releases of the same source, would "
            "single out too few rows")
@@ -64,6 +65,9 @@ WARNING = ("composition rule overridden (options.allow_overlap): read together w
            "releases of the source, this release may single out fewer than k rows")
 # the groupings (methods/contract.py COMPOSITIONS) whose rows are logged per group
 GROUPED = ("groups_values", "clusters", "whole_clusters")
+# the readers of groups and values (log/groupreads.py), by their names here
+_groups, _array_values = groupreads.groups, groupreads.array_values
+_attributes, _values = groupreads.attributes, groupreads.values
 
 
 def grouping(method):
@@ -75,10 +79,18 @@ def grouping(method):
 
 def check_selections(db, req, row_id, ids):
     """Rule (a), and the row-id column every earlier release must share; returns the earlier
-    releases (release_id, method, k, ids)."""
+    releases (release_id, method, k, ids), with the cells to store once the release passes
+    (log/cellstore.py remember)."""
     earlier = _earlier(db, req)
     if any(e["row_id"] != row_id for e in earlier):
         raise refusal(req, "an earlier release used another row id column")
+    if earlier.complete:
+        c = cellstore.crossing(req, earlier, "selections", earlier, ids, None,
+                               lambda e: (e["release_id"], e["ids"], None, int(e["k"] or 0)))
+        if len(earlier) and cellstate.too_small(c):
+            raise refusal(req, "a cell of the selections' partition would hold fewer than k rows")
+        return earlier
+    cellstore.fetch_rids(db, earlier)
     layers, seen = [], {}
     for e in earlier:
         key = bytes(e["rids"])
@@ -89,7 +101,7 @@ def check_selections(db, req, row_id, ids):
         layers.append(seen[key])
     if layers and _selections_too_small(layers, ids, req.k):
         raise refusal(req, "a cell of the selections' partition would hold fewer than k rows")
-    return [_Earlier(e) for e in earlier]
+    return earlier
 
 
 RUNS_LIMIT = 1 << 21       # beyond this many runs in all, or one run per 4 rows, the per-row
@@ -110,9 +122,18 @@ def _selections_too_small(layers, ids, k):
 
 
 class _Earlier(dict):
-    """An earlier release's row as read, its ids listed only when a rule asks for them (the
-    selections' check works on runs)."""
+    """An earlier release's row as read, its ids read and listed only when a rule asks for
+    them (the stored cells need none; the selections' full check works on runs)."""
+    def __init__(self, row, db):
+        super().__init__(row)
+        self.db = db
+
     def __missing__(self, key):
+        if key == "rids":
+            self["rids"] = self.db.value("SELECT rids FROM deid.release_selection"
+                                         " WHERE release_id = $1", [self["release_id"]],
+                                         ["bigint"])
+            return self["rids"]
         if key != "ids":
             raise KeyError(key)
         self["ids"] = _unpack(bytes(self["rids"]))
@@ -129,7 +150,7 @@ def check_groupings(db, req, ids, earlier):
     if grouping(req.method) == "classes":
         _same_classes_or_disjoint(db, req, ids, same)
     elif grouping(req.method) in GROUPED:
-        _refined_groups_hold(db, req, same)
+        _refined_groups_hold(db, req, same, earlier)
 
 
 def kept_groups(db, req, row_id):
@@ -184,14 +205,17 @@ def _earlier(db, req):
     """The other releases of the request's source identity (log/source_identity.py: a view's
     base table, a re-created table's name) that some role reads together with it
     (log/audience.py); row_id is the identity's row-id column."""
-    return audience.meeting(db, req, _same_source(db, req, _EARLIER_COLUMNS))
+    rows, key = _same_source(db, req, _EARLIER_COLUMNS)
+    meeting = audience.meeting(db, req, rows)
+    return cellstore.Found(db, [_Earlier(e, db) for e in meeting], len(meeting) == len(rows),
+                           key)
 
 
 def apart(db, req):
     """The earlier releases of the request's source identity that the rule does not compare
     with it, their audiences sharing no role now (log/audience.py record_apart: a membership
     granted later must not let one role read both unchecked)."""
-    rows = [r for r in _same_source(db, req, "s.release_id")
+    rows = [r for r in _same_source(db, req, "s.release_id")[0]
             if r["release_id"] < req.release_id]
     met = {r["release_id"] for r in audience.meeting(db, req, rows)}
     return [r["release_id"] for r in rows if r["release_id"] not in met]
@@ -201,16 +225,16 @@ _EARLIER_COLUMNS = (
     "s.release_id, r.method, (r.parameters->>'k')::int AS k, (r.parameters->>'l')::int AS l,"
     " r.parameters->'columns' AS columns, r.parameters->'roles' AS roles,"
     " r.parameters->'options'->'column_l' AS column_l,"
-    " coalesce(i.row_id, s.row_id) AS row_id, s.rids")
+    " coalesce(i.row_id, s.row_id) AS row_id")
 
 
 def _same_source(db, req, columns):
     """`columns` of every other release of the request's source identity since the source's
-    history was last cleared, whoever reads it."""
+    history was last cleared, whoever reads it; and the identity's key (log/cellstore.py)."""
     idents = source_identity.of_release(db, req)
     names = [i.relation for i in idents]
     oids = [i.oid for i in idents if i.oid is not None] or [req.rel.oid]
-    return db.query(
+    rows = db.query(
         "SELECT DISTINCT ON (s.release_id) " + columns +
         " FROM deid.release_selection s JOIN deid.release r ON r.release_id = s.release_id"
         " LEFT JOIN deid.release_identity i ON i.release_id = s.release_id"
@@ -220,6 +244,7 @@ def _same_source(db, req, columns):
         "    WHERE (source IS NULL AND relation IS NULL) OR source = ANY($3)"
         "       OR relation = ANY($2)), 0) ORDER BY s.release_id",
         [req.release_id, names, oids], ["bigint", "text[]", "oid[]"])
+    return rows, cellstore.identity_key(names, oids)
 
 
 def _unpack(data):
@@ -352,7 +377,9 @@ def _same_classes(db, a, b):
 
 
 # ------------------------------------------------------------------ grouped methods
-def _refined_groups_hold(db, req, same):
+def _refined_groups_hold(db, req, same, found):
+    if getattr(found, "complete", False) and _stored_groups_hold(db, req, same, found):
+        return
     pairs = [(e, partition.Layer(*_groups(db, req.method, e["release_id"]), int(e["k"] or 0)))
              for e in same]
     pairs = [(e, x) for e, x in pairs if x.ids.size]
@@ -372,6 +399,72 @@ def _refined_groups_hold(db, req, same):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
     if grouping(req.method) == "groups_values":
         _values_hold(db, req, pairs, new, c)
+
+
+def _stored_groups_hold(db, req, same, found):
+    """Rule (b) over the kept cells of the method's earlier groupings (log/cellstate.py,
+    log/cellvalues.py): the same decisions as the crossing below, in time of the rows; False
+    when the kept values are conflicted (the crossing below decides)."""
+    valued = grouping(req.method) == "groups_values"
+    state, vals = _kept_cells(db, req, same, found, valued)
+    if valued and vals.conflicted:
+        return False
+    ids, labels = _groups(db, req.method, req.release_id)
+    c = cellstate.cross(state, ids, labels, req.k, req.release_id)
+    found.pending["groups:" + req.method] = (c.after.covers, lambda: cellstate.encode(c.after))
+    column_l = _load(req.options.get("column_l"))
+    memo = {}                          # the new release's values: read once, only if asked
+
+    def new():
+        if "v" not in memo:
+            memo["v"] = _new_values(db, req.release_id, vals)
+        return memo["v"]
+    if valued:
+        found.pending["values:" + req.method] = (c.after.covers, lambda: cellvalues.encode(
+            cellvalues.fold(vals, c, state.ids, new(), req.l, column_l)))
+    if not c.released.any():
+        return True                    # no earlier grouping holds a row: nothing to cross
+    if grouping(req.method) == "whole_clusters":
+        if cellstate.regroups(c):
+            raise refusal(req, "an earlier disassociation release clustered these records otherwise")
+        if cellstate.small_remainders(c, req.k):
+            raise refusal(req, "a cluster would join released records to fewer than k new ones")
+    elif cellstate.too_small(c):
+        raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
+    why = cellvalues.check(vals, c, state.ids, new(), req.l, column_l) if valued else None
+    if why:
+        raise refusal(req, why)
+    return True
+
+
+def _kept_cells(db, req, same, found, valued):
+    """The stored cells (and values) of exactly the releases `same`, or folded again from
+    them when none are stored."""
+    covers = [e["release_id"] for e in same]
+    state = cellstore.load(db, found.identity, "groups:" + req.method, covers)
+    body = cellstore.load_body(db, found.identity, "values:" + req.method, covers) \
+        if valued else None
+    if state is not None and (body is not None or not valued):
+        return state, cellvalues.decode(body) if valued else None
+    state, vals = cellstate.empty(), cellvalues.Values()
+    for e in same:
+        c = cellstate.cross(state, *_groups(db, req.method, e["release_id"]),
+                            int(e["k"] or 0), e["release_id"])
+        if valued:
+            vals = cellvalues.fold(vals, c, state.ids, _new_values(db, e["release_id"], vals),
+                                   e["l"], _load(e["column_l"]))
+        state = c.after
+    return state, vals if valued else None
+
+
+def _new_values(db, release_id, vals):
+    """{attribute: (row ids, codes)} of a release's RID sets, in the kept code space."""
+    return {a: cellvalues.encode_new(vals, a, *groupreads.entries(db, a, release_id))
+            for a in _attributes(db, release_id)}
+
+
+def _load(value):
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _values_hold(db, req, pairs, new, c):
@@ -415,77 +508,6 @@ def _l_of(l, column_l, attribute):
         column_l = json.loads(column_l)
     limit = column_l.get(attribute) if isinstance(column_l, dict) else None
     return min(l, int(limit)) if limit is not None else l
-
-
-def _groups(db, method, release_id):
-    """(sorted ids, group per id) of a release of a grouped method."""
-    if grouping(method) == "groups_values":
-        rows = db.query(
-            "SELECT group_ids, rid_counts, rids FROM deid.rid_set WHERE release_id = $1"
-            " AND attribute = (SELECT min(attribute) FROM deid.rid_set WHERE release_id = $1)"
-            " ORDER BY chunk", [release_id], ["bigint"])
-        groups = [np.frombuffer(bytes(r["group_ids"]), ">i4") for r in rows]
-        counts = [np.frombuffer(bytes(r["rid_counts"]), ">i4") for r in rows]
-        rids = [np.frombuffer(bytes(r["rids"]), ">i8") for r in rows]
-        labels = np.repeat(np.concatenate(groups or [np.zeros(0, ">i4")]),
-                           np.concatenate(counts or [np.zeros(0, ">i4")]))
-        ids = np.concatenate(rids or [np.zeros(0, ">i8")])
-    else:
-        ids, labels = _members(db, release_id)
-    ids, labels = ids.astype(np.int64), np.asarray(labels, np.int64)
-    order = np.argsort(ids, kind="stable")
-    return ids[order], labels[order]
-
-
-def _members(db, release_id):
-    """(ids, cluster per id) of deid.cluster_member, read as one packed row: each cluster's
-    int8[] in PostgreSQL's binary array form (array_send), decoded by numpy, never as a Python
-    list of a million ints."""
-    row = db.query(
-        "SELECT coalesce(string_agg(int4send(cluster_id), ''::bytea ORDER BY cluster_id),"
-        " ''::bytea) AS c, coalesce(string_agg(int4send(coalesce(cardinality(rids), 0)),"
-        " ''::bytea ORDER BY cluster_id), ''::bytea) AS n,"
-        " coalesce(string_agg(array_send(rids), ''::bytea ORDER BY cluster_id), ''::bytea) AS r"
-        " FROM deid.cluster_member WHERE release_id = $1", [release_id], ["bigint"])[0]
-    clusters = np.frombuffer(bytes(row["c"]), ">i4").astype(np.int64)
-    counts = np.frombuffer(bytes(row["n"]), ">i4").astype(np.int64)
-    return _array_values(bytes(row["r"]), counts), np.repeat(clusters, counts)
-
-
-def _array_values(data, counts):
-    """The int8 values of back-to-back binary 1-D arrays (array_send: a header of 12 bytes,
-    8 more per dimension, then per element a 4-byte length and the 8-byte value; no NULLs)."""
-    header = np.where(counts > 0, 20, 12)
-    starts = np.concatenate([[0], np.cumsum(header + 12 * counts)[:-1]]) + header
-    at = np.repeat(starts - 12 * np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    at = at + 12 * np.arange(int(counts.sum())) + 4
-    raw = np.frombuffer(data, np.uint8)
-    return raw[at[:, None] + np.arange(8)].copy().view(">i8").ravel().astype(np.int64)
-
-
-def _attributes(db, release_id):
-    return [r["attribute"] for r in db.query(
-        "SELECT DISTINCT attribute FROM deid.rid_set WHERE release_id = $1", [release_id],
-        ["bigint"])]
-
-
-def _values(db, attribute, releases, codes=None):
-    """(row ids, value codes) of `attribute` over the releases' RID sets (a row's value is the
-    source's, the same in every release that holds it: _values_hold refuses a change);
-    `codes`: value -> code, to share a code space between calls."""
-    rows = db.query(
-        "SELECT value_list, rid_counts, rids FROM deid.rid_set WHERE attribute = $1"
-        " AND release_id = ANY($2)", [attribute, releases], ["text", "bigint[]"])
-    codes = {} if codes is None else codes
-    rid, val = [], []
-    for r in rows:
-        per_entry = [codes.setdefault(v, len(codes)) for v in r["value_list"]]
-        val.append(np.repeat(np.asarray(per_entry, np.int64),
-                             np.frombuffer(bytes(r["rid_counts"]), ">i4")))
-        rid.append(np.frombuffer(bytes(r["rids"]), ">i8").astype(np.int64))
-    if not rid:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(rid), np.concatenate(val)
 
 
 def _position(layers, pos, rid):

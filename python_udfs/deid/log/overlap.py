@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import locks
 from ..errors import DeidError, INSUFFICIENT_PRIVILEGE
-from . import audience, composition, rowids, source_identity
+from . import audience, cellstore, composition, rowids, source_identity
 
 OPTION = "allow_overlap"
 REFUSAL, REFUSAL_HINT = composition.REFUSAL, composition.REFUSAL_HINT
@@ -75,7 +75,8 @@ def control(db, req, spec, rid):
     requests of one source are compared with each other."""
     ident = source_identity.of_request(db, req, row_id_of(spec))
     locks.lock_source_identity(db, ident.relation)     # a view and its table wait for each other
-    row_id, ids, packed = check(db, req, spec, rid, groupings=True)
+    row_id, ids, packed, earlier = check(db, req, spec, rid, groupings=True)
+    cellstore.remember(db, earlier)            # the cells with this release, for the next
     db.execute("INSERT INTO deid.release_selection (release_id, row_id, n, rids)"
                " VALUES ($1, $2, $3, $4)", [req.release_id, row_id, int(ids.size), packed],
                ["bigint", "name", "bigint", "bytea"])
@@ -91,7 +92,8 @@ def row_id_of(spec):
 def check(db, req, spec, rid, groupings=False):
     """The refusal of control(), storing nothing (a sharded request's pre-check on each node,
     distributed/eligibility.py, refuses before any node stores a part: its selections only,
-    no groups are written yet); (row id column, the selected ids, packed)."""
+    no groups are written yet); (row id column, the selected ids, packed, the earlier releases
+    read, None when the rule was overridden)."""
     allow = bool(req.options.get(OPTION, False))
     if allow and req.grant.get("via") != "select":
         raise DeidError(INSUFFICIENT_PRIVILEGE,
@@ -102,10 +104,11 @@ def check(db, req, spec, rid, groupings=False):
     ident = source_identity.of_request(db, req, row_id)    # or refused: unmapped row ids
     ids = selected(rid)
     packed = pack(ids)
+    earlier = None
     if allow:
         req.warnings.append(composition.WARNING)
     else:
         earlier = composition.check_selections(db, req, ident.row_id, ids)
         if groupings:
             composition.check_groupings(db, req, ids, earlier)
-    return row_id, ids, packed
+    return row_id, ids, packed, earlier
