@@ -457,8 +457,8 @@ REVOKE ALL ON deid.release_selection FROM PUBLIC;
 GRANT SELECT ON deid.release_selection TO deid_admin;
 REVOKE ALL ON deid.composition_reset FROM PUBLIC;
 GRANT SELECT ON deid.composition_reset TO deid_admin;
+-- per-row sensitive value codes: no role but deid_owner reads them, not even deid_admin
 REVOKE ALL ON deid.composition_state FROM PUBLIC;
-GRANT SELECT ON deid.composition_state TO deid_admin;
 REVOKE ALL ON deid.release_identity, deid.release_audience, deid.release_apart FROM PUBLIC;
 GRANT SELECT ON deid.release_identity, deid.release_audience, deid.release_apart TO deid_admin;
 
