@@ -220,14 +220,20 @@ def write_source_classes(db, release_id, classes, table, joint=None, known=None)
     With ``known`` (a dict), the INSERTs hash the rows they insert as the release's digest of
     deid.equivalence_class (table_digest.CATALOGS' text of each row, RETURNING it: the rows
     as stored) into known: the log takes no pass of its own over them. Only for a release
-    whose every class this writes (no other writer adds rows of the release there)."""
-    table = qualified(STORE_SCHEMA, table)
+    whose every class this writes (no other writer adds rows of the release there). The joint
+    GROUP BY takes the release table's digest too where that is exact (_digest_columns)."""
+    name, table = table, qualified(STORE_SCHEMA, table)
     sources = list(classes.sources.items())
     joint = len(sources) > 1 and joint is not None and joint[0] <= JOINT_ROLLUP_MAX \
         and 4 * joint[0] <= joint[1]
     if joint:
+        digested = _digest_columns(db, table, sources) if known is not None else None
         with parallel_query(db):
-            rolled = {r["s"]: r for r in db.query(_rolled_up(db, table, sources))}
+            rolled = {r["s"]: r for r in db.query(_rolled_up(db, table, sources, digested))}
+        if digested is not None:
+            s1, _, s2 = (rolled[-1]["g"] or "").partition(" ")
+            known[name] = table_digest.combine([{"digest_n": rolled[-1]["n"],
+                                                  "digest_1": s1 or None, "digest_2": s2 or None}])
     first, sums = 0, []
     for i, (source, columns) in enumerate(sources):
         if joint:
@@ -268,10 +274,12 @@ def _grouped(db, columns, exprs, source, count):
             f" FROM {source} GROUP BY {', '.join(exprs)}) c({', '.join(keys)}, n, g)")
 
 
-def _rolled_up(db, table, sources):
+def _rolled_up(db, table, sources, digested=None):
     """One statement: the release grouped by every source's quasi-identifiers jointly (j, its
     columns by position: no quasi-identifier's name can clash), then per source (row s) the
-    joint classes summed by that source's quasi-identifiers."""
+    joint classes summed by that source's quasi-identifiers. With `digested` (the table's
+    columns in order, _digest_columns), a row s = -1 more: the table's digest (n: its rows, g:
+    its two sums; a joint class's text is its stored rows' text, ROW(c.*)::text)."""
     everything = [c for _, columns in sources for c in columns]
     cols = ", ".join(quote_ident(c) for c in everything)
     position = {c: f"j.c{i}" for i, c in enumerate(everything)}
@@ -279,8 +287,37 @@ def _rolled_up(db, table, sources):
     parts = [f"SELECT {i} AS s, n, g FROM ("
              + _grouped(db, columns, [position[c] for c in columns], "j", "sum(j.n)::bigint")
              + f") r{i}" for i, (_, columns) in enumerate(sources)]
+    if digested is not None:
+        text = "ROW(" + ", ".join(position[c] for c in digested) + ")::text"
+        parts.append("SELECT -1 AS s, coalesce(sum(d.n), 0)::text AS n, sum(d.n * d.h)::text"
+                     " || ' ' || sum(d.n * hashint8extended(d.h, 1))::text AS g FROM (SELECT"
+                     f" j.n::numeric AS n, {table_digest.row_hash(text)} AS h FROM j"
+                     f" {table_digest.ONCE}) d")
     return (f"WITH j({names}, n) AS MATERIALIZED (SELECT {cols}, count(*) FROM {table}"
             f" GROUP BY {cols}) " + " UNION ALL ".join(parts))
+
+
+# The stored table's columns: names in order, and whether every one is text of a deterministic
+# collation (equal values are then equal bytes, so GROUP BY puts only identical rows together)
+_COLUMNS = ("SELECT array_agg(a.attname::text ORDER BY a.attnum) AS names,"
+            " coalesce(bool_and(a.atttypid = 'pg_catalog.text'::pg_catalog.regtype"
+            " AND co.collisdeterministic), false) AS text FROM pg_catalog.pg_attribute a"
+            " LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation"
+            " WHERE a.attrelid = $1::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped")
+
+
+def _digest_columns(db, table, sources):
+    """The stored table's columns in order when the joint GROUP BY takes its digest exactly
+    (table_digest: h of each row's ROW(c.*)::text): the table holds the quasi-identifiers and
+    nothing else, all text of a deterministic collation -- then the rows of a joint class are
+    byte-identical, one text and hash each, and its n rows add n times its hash to each sum
+    (no text depends on a setting). Otherwise None: the digest takes a pass of its own."""
+    row = db.query(_COLUMNS, [table], ["text"])[0]
+    names = list(row["names"] or [])
+    everything = [c for _, columns in sources for c in columns]
+    if not row["text"] or sorted(names) != sorted(everything):
+        return None
+    return names
 
 
 # Planner settings that let a GROUP BY of a release table run in parallel, whatever its size

@@ -28,7 +28,7 @@ from ..errors import DeidError, VERIFICATION_FAILED
 from . import check_kl, check_partition
 from .shared.sizes import check_group_counts
 from .shared.arrays import _runs
-from .shared.count_tables import check_tables, group_sizes, label_keys
+from .shared.count_tables import check_tables, group_sizes, label_keys, used_labels
 from .shared.readers import Coded
 from .shared.rid_set_digest import check_stored, stored_digests
 
@@ -60,6 +60,7 @@ def verify(db, req, frame, tables):
     # the digests of what was stored that the log row records, taken in the passes below
     # (table_digest.digests takes no pass of its own over them); none afterwards
     known = None if getattr(frame, "stored_only", False) else req.run.digests
+    labels = None            # each attribute's labels, when its RID sets are proven stored
     if sas:
         if getattr(frame, "stored_only", False):
             g, a, v, n, flat = read_rid_sets(db, req.release_id)
@@ -79,6 +80,8 @@ def verify(db, req, frame, tables):
                                 hint=VERIFY_HINT)
             entries = {name: (group, label_keys(db, dictionary, code), count)
                        for name, group, code, dictionary, count, _ in by_attribute}
+            labels = {name: used_labels(dictionary, code)
+                      for name, _, code, dictionary, _, _ in by_attribute}
             del by_attribute
             g, a, v, n, flat = memory_rid_sets(sets)
         out["kl"] = check_kl(g, a, v, flat, req.k,
@@ -92,7 +95,8 @@ def verify(db, req, frame, tables):
                         detail=f"release table {int(sizes.sum())} rows, snapshot {len(all_rids)}",
                         hint=VERIFY_HINT)
     if sas:
-        out["tables"] = check_tables(db, req, tables, sas, entries, group_ids, sizes, known)
+        out["tables"] = check_tables(db, req, tables, sas, entries, group_ids, sizes, known,
+                                     labels)
     return json.loads(json.dumps(out, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 

@@ -27,11 +27,12 @@ HINT = ("The stored release differs from its RID sets: restore it (its tables an
         "catalog) from a backup taken after it was made, or drop it and request it again.")
 
 
-def check_tables(db, req, tables, sas, entries, group_ids, sizes, known=None):
+def check_tables(db, req, tables, sas, entries, group_ids, sizes, known=None, labels=None):
     """The QIT's (or the generalized table's) groups -- `group_ids` with their `sizes`, from
     group_sizes -- and every count table against the RID sets: `entries` maps each sensitive
     attribute to its entries' (groups, value keys, RID counts) (value keys: label_keys).
-    ``known``: as group_sizes'. Returns a small report."""
+    ``known``: as group_sizes'. ``labels``: None, or each attribute's labels (used_labels of
+    RID sets proven stored). Returns a small report."""
     generalized = req.options.get("output") == "generalized"
     groups, _, counts = entries[sas[0]]
     ids, inverse = np.unique(groups, return_inverse=True)
@@ -43,7 +44,8 @@ def check_tables(db, req, tables, sas, entries, group_ids, sizes, known=None):
         table = tables[0] if generalized else f"{req.name}_{s}"
         if table not in tables:
             _fail(f"the release has no count table of attribute {s!r}", hint=HINT)
-        check_triples(db, req.release_id, table, s, not generalized, entries[s], known)
+        check_triples(db, req.release_id, table, s, not generalized, entries[s], known,
+                      None if labels is None else labels[s])
     return {"groups": "as their RID sets", "count_tables": len(sas)}
 
 
@@ -79,10 +81,12 @@ def label_keys(db, dictionary, codes):
     return keys[np.minimum(np.asarray(codes, np.int64), len(dictionary))]
 
 
-def check_triples(db, release_id, table, attribute, stored_counts, want, known=None):
+def check_triples(db, release_id, table, attribute, stored_counts, want, known=None, labels=None):
     """(group, value, count) of the table -- its rows (a count table) or its rows grouped by
     group and `attribute` -- equal the RID-set entries `want` of the attribute. With
-    ``known`` and a count table, the same pass takes its digest (as group_sizes does)."""
+    ``known`` and a count table, the same pass takes its digest (as group_sizes does).
+    ``labels``: the distinct labels the attribute's RID sets hold (in a request: those of the
+    arrays that rid_set_digest proved stored); None: read from deid.rid_set."""
     rel = qualified(STORE_SCHEMA, table)
     col = quote_ident(attribute)
     coltype = db.value("SELECT format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute"
@@ -91,25 +95,25 @@ def check_triples(db, release_id, table, attribute, stored_counts, want, known=N
     if coltype is None:
         _fail(f"{table} has no column {attribute!r}", hint=HINT)
     digest = stored_counts and known is not None
-    # with the digest: its rows' hashes beside them (t is read twice: materialized, one scan)
     rows = (f"SELECT c.group_id AS g, c.{col}::text AS x, c.count AS n"
             + (f", {table_digest.row_hash(table_digest.ROW_TEXT)} AS h" if digest else "")
-            + f" FROM {rel} c" if stored_counts else
+            + f" FROM {rel} c {table_digest.ONCE}" if stored_counts else
             f"SELECT group_id AS g, {col}::text AS x, count(*) AS n FROM {rel} GROUP BY 1, 2")
-    sums = (", (SELECT ARRAY[count(*)::text, sum(h)::text, sum(hashint8extended(h, 1))::text]"
-            " FROM t) AS digest" if digest else "")
     with table_digest.pinned(db) if digest else _unpinned():
-        row = _triples_row(db, release_id, attribute, coltype, rows, sums)
+        row = _triples_row(db, release_id, attribute, coltype, rows, digest, labels)
+        if digest and row["dup_keys"]:
+            # two labels with one text in the column's type: the join repeats rows, so the
+            # digest is taken of the table's own rows (its triples then differ from the RID sets)
+            row.update(db.query(table_digest.partial_sums_sql(f"{rel} c", table_digest.ROW_TEXT))[0])
     if digest:
-        n, s1, s2 = row["digest"]
-        known[table] = table_digest.combine([{"digest_n": n, "digest_1": s1, "digest_2": s2}])
+        known[table] = table_digest.combine([row])
     if row["unknown"] or row["nulls"]:
         _fail(f"{table} holds a value of {attribute!r} that no RID set holds", hint=HINT,
               detail=f"{row['unknown'] or row['nulls']} row(s)")
-    got = _triples(_ints(row["g"], ">i4"), _ints(row["h"], ">i4"), _ints(row["n"], ">i8"))
-    if not np.array_equal(got, _triples(*want)):
+    got = (_ints(row["g"], ">i4"), _ints(row["h"], ">i4"), _ints(row["n"], ">i8"))
+    if not same_triples(got, want):
         _fail(f"{table} is not the RID sets of {attribute!r}: a value, a count or a group differs",
-              detail=f"{len(got)} (group, value, count) rows stored, {len(want[0])} RID sets",
+              detail=f"{len(got[0])} (group, value, count) rows stored, {len(want[0])} RID sets",
               hint=HINT)
 
 
@@ -121,20 +125,39 @@ class _unpinned:
         return False
 
 
-def _triples_row(db, release_id, attribute, coltype, rows, sums):
-    """The statement of check_triples: the table's triples `rows` (t) keyed as the RID sets
-    key their labels, and `sums` (its digest, or nothing)."""
+# the distinct labels of the attribute's RID sets, each hashed once: from the stored catalog,
+# or ($3) the labels of the arrays proven stored
+_STORED_LABELS = ("SELECT v, hashtext(v) AS h FROM (SELECT DISTINCT v FROM deid.rid_set r,"
+                  " unnest(r.value_list) v WHERE r.release_id = $1 AND r.attribute = $2"
+                  " AND v IS NOT NULL) u")
+_GIVEN_LABELS = "SELECT v, hashtext(v) AS h FROM unnest($3::text[]) v"
+
+
+def _triples_row(db, release_id, attribute, coltype, rows, digest, labels=None):
+    """The statement of check_triples: the table's triples `rows` (t, read once) keyed as the
+    RID sets key their labels, and with `digest` the table's PARTIAL_SUMS over the same rows
+    (each row once: the join repeats none unless two labels share a key, ``dup_keys``)."""
+    d, params, types = (_STORED_LABELS, [release_id, attribute], ["bigint", "text"]) \
+        if labels is None else (_GIVEN_LABELS, [release_id, attribute, list(labels)],
+                                ["bigint", "text", "text[]"])
+    sums = (", count(*) AS digest_n, sum(t.h)::text AS digest_1,"
+            " sum(hashint8extended(t.h, 1))::text AS digest_2" if digest else "")
     return db.query(
-        "WITH d AS (SELECT v, hashtext(v) AS h FROM (SELECT DISTINCT v FROM deid.rid_set r,"
-        "           unnest(r.value_list) v WHERE r.release_id = $1 AND r.attribute = $2"
-        "           AND v IS NOT NULL) u),"      # each distinct label hashed once
-        f" k AS (SELECT (v::{coltype})::text AS key, h FROM d), t AS ({rows})"
+        f"WITH d AS ({d}), k AS MATERIALIZED (SELECT (v::{coltype})::text AS key, h FROM d)"
         " SELECT string_agg(int4send(t.g), ''::bytea) AS g, string_agg(int8send(t.n), ''::bytea) AS n,"
         f" string_agg(int4send(CASE WHEN t.x IS NULL THEN {NULL_KEY} ELSE coalesce(k.h, 0) END),"
         " ''::bytea) AS h, count(*) FILTER (WHERE t.x IS NOT NULL AND k.h IS NULL) AS unknown,"
-        " count(*) FILTER (WHERE t.n IS NULL) AS nulls" + sums +
-        ' FROM t LEFT JOIN k ON k.key COLLATE "C" = t.x COLLATE "C"',
-        [release_id, attribute], ["bigint", "text"])[0]
+        " count(*) FILTER (WHERE t.n IS NULL) AS nulls,"
+        ' (SELECT count(*) - count(DISTINCT key COLLATE "C") FROM k) AS dup_keys' + sums +
+        f' FROM ({rows}) t LEFT JOIN k ON k.key COLLATE "C" = t.x COLLATE "C"', params, types)[0]
+
+
+def used_labels(dictionary, codes):
+    """The distinct non-NULL labels of `dictionary` that the `codes` use (a code past its
+    end is NULL)."""
+    used = np.unique(np.asarray(codes, np.int64))
+    used = used[(used >= 0) & (used < len(dictionary))]
+    return sorted({dictionary[i] for i in used.tolist() if dictionary[i] is not None})
 
 
 def _ints(buf, dtype):
@@ -144,6 +167,27 @@ def _ints(buf, dtype):
 def _pairs(a, b):
     out = np.stack([np.asarray(a, np.int64), np.asarray(b, np.int64)], axis=1)
     return out[np.lexsort((out[:, 1], out[:, 0]))]
+
+
+def same_triples(got, want):
+    """Whether two lists of (group, value key, count) triples, each given as three int64
+    arrays, are equal as multisets. Groups and value keys of int4 range are packed into one
+    sortable key (a single sort instead of a three-key one); a key that repeats, or a number
+    out of int4 range, falls back to sorting all three."""
+    if len(got[0]) != len(want[0]):
+        return False
+    keys = []
+    for g, v, n in (got, want):
+        g, v = np.asarray(g, np.int64), np.asarray(v, np.int64)
+        if g.size and (min(int(g.min()), int(v.min())) < -2 ** 31 or max(int(g.max()), int(v.max())) >= 2 ** 31):
+            return np.array_equal(_triples(*got), _triples(*want))
+        key = ((g + 2 ** 31) << 32) | (v + 2 ** 31)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        if key.size > 1 and not np.all(key[1:] != key[:-1]):
+            return np.array_equal(_triples(*got), _triples(*want))
+        keys.append((key, np.asarray(n, np.int64)[order]))
+    return np.array_equal(keys[0][0], keys[1][0]) and np.array_equal(keys[0][1], keys[1][1])
 
 
 def _triples(g, v, n):

@@ -88,6 +88,11 @@ def _digest_sql(rows_from, text):
             f" FROM (SELECT {row_hash(text)} AS h FROM {rows_from} {ONCE}) d")
 
 
+def partial_sums_sql(rows_from, text):
+    """One statement: the PARTIAL_SUMS of the rows `rows_from` (alias c) by their `text`."""
+    return (f"SELECT {PARTIAL_SUMS} FROM (SELECT {row_hash(text)} AS h FROM {rows_from} {ONCE}) d")
+
+
 def combine(parts):
     """{"rows", "sums"} of a table from the PARTIAL_SUMS of disjoint parts of its rows (dicts
     with digest_n, digest_1, digest_2; a part without rows has NULL sums): the digest that
