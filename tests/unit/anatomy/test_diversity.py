@@ -101,16 +101,15 @@ def test_per_group_matches_single_groups_and_caps():
     assert per_c.tolist() == [dv.certified_l(codes[gid == g], limits) for g in range(30)]
 
 
-def test_per_group_large_input_fast_enough():
-    import time
+def test_per_group_large_input():
+    """A million rows in 20,000 groups, skewed values: one certified l per group (its speed is
+    measured in bench/, not here)."""
     rng = np.random.default_rng(0)
     n, G = 1_000_000, 20_000
     p = 1.0 / np.arange(1, 31)
     codes = rng.choice(30, (n, 3), p=p / p.sum())
     gid = rng.integers(0, G, n)
-    t0 = time.perf_counter()
     cert = dv.certified_l_per_group(gid, codes)
-    assert time.perf_counter() - t0 < 4.0            # ~0.4 s here; generous for slow CI
     assert cert.shape == (G,) and cert.min() >= 1
 
 

@@ -7,7 +7,6 @@ deletions -> yes; L = 4 without the constraint -> no).
 """
 
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -509,13 +508,12 @@ def test_large_group_uses_scalar_path():
     raises_verification(check_kl, *rid_set(rows, ATTRS), K=n, L=4, match="at most 3-diverse")
 
 
-def test_speed_200k_rows():
+def test_200k_rows():
+    """A large release checked whole (its speed is measured in bench/, not here)."""
     rng = np.random.default_rng(0)
     g, a, v, r = random_release(rng, 200_000, 4000, [500, 60, 31])
-    t = time.perf_counter()
     res = check_kl(g, a, v, r, K=20, L=5, column_l={"a2": 2})
     assert res["groups"] == 4000 and res["min_certified_l"] >= 5
-    assert time.perf_counter() - t < 3.0
 
 
 # ---------------------------------------------------------------------------
