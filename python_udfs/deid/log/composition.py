@@ -153,7 +153,12 @@ def kept_groups(db, req, row_id):
     if grouping(req.method) == "classes":
         return _kept_levels(db, req.method, latest)
     ids, labels = _groups(db, req.method, latest)
-    return KeptGroups(int(latest), ids, labels)
+    segments = None
+    if grouping(req.method) == "whole_clusters":     # its refining segments, digested
+        segments = db.value("SELECT metrics->>'segments' FROM deid.release"
+                            " WHERE release_id = $1", [latest], ["bigint"])
+    return KeptGroups(int(latest), ids, labels,
+                      segments=json.loads(segments) if segments else None)
 
 
 def _kept_levels(db, method, release_id):

@@ -36,6 +36,8 @@ class KeptGroups:
     labels: np.ndarray      # int64 per id: its group (any numbering)
     levels: dict = None     # generalization: {label: {quasi-identifier: level}}, the levels
     #                         each label's rows were published at
+    segments: dict = None   # disassociation: the earlier release's refining segments and
+    #                         each one's digest (its metrics "segments", disassociation/kept.py)
 
 
 @dataclass(frozen=True)
