@@ -40,7 +40,7 @@ def released(offsets, codes, n, earlier=None, key=None):
         kc.check_unchanged(kept, digests)
     runs = [[int(a), d] for a, d in zip(np.bincount(r.segment_of_cluster), digests)]
     return r, digests, KeptGroups(1, rid, r.cluster_of_record + 1,
-                                  segments={"key": key, "runs": runs})
+                                  logged={"key": key, "runs": runs})
 
 
 def old_part(r, n_old):
@@ -63,7 +63,7 @@ def test_a_growing_table_keeps_every_old_segment():
     for step, n in enumerate((340, 380, 420), start=1):
         r, d, logged_next = released(offsets, codes, n, logged)
         n_old = logged.labels.max()
-        assert d[:step] == [x for _, x in logged.segments["runs"]]
+        assert d[:step] == [x for _, x in logged.logged["runs"]]
         assert np.array_equal(r.cluster_of_record[:logged.ids.size] + 1, logged.labels)
         assert old_part(r, n_old) == old_part(r0 if step == 1 else r_prev, n_old)
         owner = np.repeat(np.arange(r.n_shared), np.diff(r.shared_cluster_offsets))

@@ -16,7 +16,7 @@ read together, the two releases differ by the new segment alone, itself k^m-anon
 A record whose codes changed since (or a kept cluster's records that do not make the same
 chunks any more) would change what its cluster publishes: each segment's digest -- of what
 it publishes, in labels, order-free, so it tells a reader nothing the release does not --
-is logged with the release (metrics "segments") and compared on the next re-release; a
+is logged with the release (metrics "kept") and compared on the next re-release; a
 mismatch is refused, without falling back to a fresh clustering (which could rebuild the
 same clusters and publish the change).
 """
@@ -28,6 +28,7 @@ import numpy as np
 
 from ...errors import DeidError, PRIVACY_MODEL_UNSATISFIABLE
 from .. import kept_groups
+from ..kept_groups import digest, label_hashes, mix, mixed
 from .horpart import HorizontalPartition, horpart
 from .itemsets import take_records
 from .refine import Occurrences, Pairs, SharedChunks, refine
@@ -64,7 +65,7 @@ def kept_of(rid, earlier, key):
     """The Kept of the records `rid` against the earlier release `earlier`
     (kept_groups.KeptGroups, with its logged segments) -- None when there is nothing to keep
     or the earlier release was made with other parameters (another key)."""
-    logged = getattr(earlier, "segments", None) or {}
+    logged = getattr(earlier, "logged", None) or {}
     if earlier is None or logged.get("key") != key:
         return None
     s = kept_groups.split(rid, earlier)
@@ -153,39 +154,9 @@ def refine_segments(cluster_start, occ, pairs, D, k, m, constraint_of_code,
 
 
 # ------------------------------------------------------------------ digests
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def _mix(x):
-    """splitmix64's finalizer over uint64 arrays (wrapping arithmetic)."""
-    x = np.asarray(x, np.uint64).copy()
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= _M1
-        x ^= x >> np.uint64(27)
-        x *= _M2
-        x ^= x >> np.uint64(31)
-    return x
-
-
-def _h(*parts):
-    """One uint64 per element of the (broadcast) parts, order-sensitive across parts."""
-    out = np.zeros(np.broadcast(*parts).shape, np.uint64)
-    for i, p in enumerate(parts):
-        with np.errstate(over="ignore"):
-            out = _mix(out ^ (np.asarray(p).astype(np.uint64) + np.uint64(i + 1)))
-    return out
-
-
-def label_hashes(labels):
-    """A stable uint64 per code label (code ids shift when the dictionary grows)."""
-    return np.array([int.from_bytes(hashlib.blake2b(str(v).encode(), digest_size=8).digest(),
-                                    "little") for v in labels] or [0], np.uint64)
-
-
 def _set_sums(offsets, codes, lab):
     """Per subrecord: the wrapping sum of its codes' mixed label hashes (order-free)."""
-    values = _mix(lab[np.asarray(codes, np.int64)]) if len(codes) else np.zeros(0, np.uint64)
+    values = mix(lab[np.asarray(codes, np.int64)]) if len(codes) else np.zeros(0, np.uint64)
     out = np.zeros(len(offsets) - 1, np.uint64)
     with np.errstate(over="ignore"):
         np.add.at(out, np.repeat(np.arange(out.size), np.diff(offsets)), values)
@@ -204,17 +175,18 @@ def segment_digests(r, segment_of_cluster, chunk_local, labels):
         if seg.size else first
     local = np.arange(seg.size) - start                    # a cluster's index in its segment
     lab = label_hashes(labels)
-    parts = [(seg, _h(1, local, r.cluster_size))]
+    parts = [(seg, mixed(1, local, r.cluster_size))]
     per_chunk = np.diff(r.chunk_subrecords)
     sub_chunk = np.repeat(np.arange(per_chunk.size), per_chunk)
     sub_cluster = np.asarray(r.chunk_cluster, np.int64)[sub_chunk]
-    parts.append((seg[sub_cluster], _h(2, local[sub_cluster], np.asarray(chunk_local)[sub_chunk],
+    parts.append((seg[sub_cluster], mixed(2, local[sub_cluster], np.asarray(chunk_local)[sub_chunk],
                                        _set_sums(r.subrecord_offsets, r.subrecord_codes, lab))))
     item_cluster = np.repeat(np.arange(seg.size), np.diff(r.item_offsets))
-    parts.append((seg[item_cluster], _h(3, local[item_cluster],
+    parts.append((seg[item_cluster], mixed(3, local[item_cluster],
                                         lab[np.asarray(r.item_codes, np.int64)])))
     parts.append(_shared_parts(r, seg, local, lab))
-    return [_digest(np.concatenate([h[s == i] for s, h in parts])) for i in range(n_seg)]
+    return [digest(np.sort(np.concatenate([h[s == i] for s, h in parts])))
+            for i in range(n_seg)]
 
 
 def _shared_parts(r, seg, local, lab):
@@ -225,14 +197,12 @@ def _shared_parts(r, seg, local, lab):
     owner = np.repeat(np.arange(span.size), span)
     joint = np.zeros(span.size, np.uint64)
     with np.errstate(over="ignore"):
-        np.add.at(joint, owner, _mix(local[ids].astype(np.uint64) + np.uint64(7)))
+        np.add.at(joint, owner, mix(local[ids].astype(np.uint64) + np.uint64(7)))
     chunk_seg = np.full(span.size, -1, np.int64)
     chunk_seg[owner] = seg[ids]
     n_sub = np.diff(r.shared_subrecords)
     sub_owner = np.repeat(np.arange(span.size), n_sub)
     sums = _set_sums(r.shared_subrecord_offsets, r.shared_subrecord_codes, lab)
-    return chunk_seg[sub_owner], _h(4, joint[sub_owner], sums)
+    return chunk_seg[sub_owner], mixed(4, joint[sub_owner], sums)
 
 
-def _digest(values):
-    return hashlib.blake2b(np.sort(values).tobytes(), digest_size=16).hexdigest()

@@ -214,7 +214,7 @@ def run(frame, req):
                  "record_chunks": int(chunk_cluster.size), "shared_chunks": int(r.n_shared),
                  "item_chunk_codes": int(len(r.item_codes)), "codes": len(labels),
                  "occurrences": int(len(frame.codes)),
-                 "segments": {"key": key, "runs": [
+                 "kept": {"key": key, "runs": [
                      [int(n), d] for n, d in zip(np.bincount(r.segment_of_cluster), digests)]}})
 
 
