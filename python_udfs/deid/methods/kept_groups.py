@@ -155,6 +155,8 @@ def groups_digest(group, n_groups, row_hash):
 
 _NULL = np.uint64(0x9E3779B97F4A7C15)
 CHANGED = "a released row's value changed since an earlier release"
+MISSING = ("an earlier group is not released whole again (a row deleted since, or another "
+           "selection)")
 CHANGED_HINT = ("A row of a group the earlier release published changed, or was deleted, since: "
                 "release the rows that did not change, or ask for a fresh grouping "
                 "(options.regroup), which the composition rule judges.")
@@ -190,7 +192,7 @@ def check_moments_kept(kept, s, group, row_hash):
                         "its groups", hint=CHANGED_HINT, data_dependent=True)
     whole = np.unique(kept.labels).size == s.n_kept
     if not whole or groups_digest(group, s.n_kept, row_hash) != logged:
-        e = DeidError(PRIVACY_MODEL_UNSATISFIABLE, CHANGED, hint=CHANGED_HINT,
-                      data_dependent=True)
+        e = DeidError(PRIVACY_MODEL_UNSATISFIABLE, CHANGED if whole else MISSING,
+                      hint=CHANGED_HINT, data_dependent=True)
         e.no_fresh_grouping = True
         raise e

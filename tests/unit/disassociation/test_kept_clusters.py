@@ -7,6 +7,7 @@ import pytest
 from deid.errors import DeidError
 from deid.methods.disassociation import kept as kc
 from deid.methods.disassociation.disassociate import disassociate
+from deid.methods.disassociation.itemsets import take_records
 from deid.methods.kept_groups import KeptGroups
 
 K, M, N_CODES = 5, 2, 30
@@ -128,3 +129,18 @@ def test_refine_is_unchanged_on_one_segment():
     again = disassociate(offsets, codes, N_CODES, K, M, seed=3, kept=one)
     assert np.array_equal(again.shared_cluster_ids, r.shared_cluster_ids)
     assert np.array_equal(again.shared_domain_codes, r.shared_domain_codes)
+
+
+def test_a_deleted_record_is_refused_as_a_cluster_not_whole():
+    offsets, codes = records(340)
+    _, _, logged = released(offsets, codes, 300)
+    keep = np.r_[0:7, 8:340]                         # record id 8 deleted since
+    rid = keep + 1
+    o, c = take_records(offsets, codes, keep)
+    kept = kc.kept_of(rid, logged, kc.parameters_key(K, M, 2 * K, None))
+    assert not kept.whole
+    r = disassociate(o, c, N_CODES, K, M, seed=3, record_ids=rid, kept=kept)
+    with pytest.raises(DeidError) as e:
+        kc.check_unchanged(kept, kc.segment_digests(r, r.segment_of_cluster, chunk_local(r),
+                                                    LABELS))
+    assert "not released whole" in e.value.message and e.value.no_fresh_grouping

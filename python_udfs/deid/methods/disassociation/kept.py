@@ -48,6 +48,7 @@ class Kept:
     group: np.ndarray       # int64 per record: its kept cluster 0..n_kept-1, or -1 (new)
     segment: np.ndarray     # int64 per kept cluster: its refining segment (non-decreasing)
     digests: tuple          # the earlier release's digest per segment (str), in order
+    whole: bool = True      # every earlier cluster is here (none lost a record or vanished)
 
     @property
     def n_kept(self):
@@ -76,7 +77,8 @@ def kept_of(rid, earlier, key):
     bounds = np.cumsum(runs)
     present = np.unique(kept_groups.labels_of(rid, earlier)[s.group >= 0])
     segment = np.searchsorted(bounds, present - 1, side="right").astype(np.int64)
-    return Kept(s.group, segment, tuple(d for _, d in logged.get("runs", [])))
+    return Kept(s.group, segment, tuple(d for _, d in logged.get("runs", [])),
+                present.size == np.unique(earlier.labels).size)
 
 
 def check_counts(kept, k):
@@ -95,8 +97,8 @@ def check_unchanged(kept, digests):
     same = n_old <= len(digests) and tuple(digests[:n_old]) == kept.digests and \
         (kept.segment.size == 0 or int(kept.segment.max()) < n_old)
     if not same:
-        e = DeidError(PRIVACY_MODEL_UNSATISFIABLE, CHANGED, hint=CHANGED_HINT,
-                      data_dependent=True)
+        e = DeidError(PRIVACY_MODEL_UNSATISFIABLE, CHANGED if kept.whole else kept_groups.MISSING,
+                      hint=CHANGED_HINT, data_dependent=True)
         e.no_fresh_grouping = True
         raise e
 
