@@ -118,6 +118,10 @@ def test_fewer_than_k_new_records_wait(registry, connect):
         release(researcher, source, "rs_w_1", "disassociation")
     d = e.value.diag
     assert d.sqlstate == "DE001" and d.message_detail is None and d.message_hint
+    with pytest.raises(psycopg.Error) as e:
+        release(connect(ANALYST), source, "rs_w_1", "disassociation")
+    assert "fewer than k records are new" in e.value.diag.message_primary
+    assert "at least k records have been added" in e.value.diag.message_hint
     grow(FIRST + MONTHLY)
     assert release(researcher, source, "rs_w_1", "disassociation")[5]
 

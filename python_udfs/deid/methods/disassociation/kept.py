@@ -83,11 +83,14 @@ def kept_of(rid, earlier, key):
 
 def check_counts(kept, k):
     """Fewer than k new records cannot make a cluster of their own (refused: the rows wait
-    for the next release)."""
+    for the next release). A fresh clustering is not tried: it would put released records in
+    a cluster with fewer than k new ones, or regroup them, which the rule refuses."""
     fresh = int(np.count_nonzero(kept.group < 0))
     if 0 < fresh < k:
-        raise DeidError(PRIVACY_MODEL_UNSATISFIABLE, FEW_NEW, hint=FEW_NEW_HINT,
-                        data_dependent=True)
+        e = DeidError(PRIVACY_MODEL_UNSATISFIABLE, FEW_NEW, hint=FEW_NEW_HINT,
+                      data_dependent=True)
+        e.no_fresh_grouping = True
+        raise e
 
 
 def check_unchanged(kept, digests):
