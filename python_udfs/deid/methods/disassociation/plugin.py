@@ -17,6 +17,9 @@ disassociation (paper 003, Loukides et al.). A pure plug-in: no SQL.
                                                                   shared chunk of a joint cluster
     and the record -> cluster membership (audit, deid.cluster_member).
 Cluster, chunk and shared ids are numbered from 1 as in 003's figures (P1, C1, ...).
+A re-release of a grown table keeps the earlier release's clusters first, as they were, and
+clusters the new records among themselves (kept.py; metrics "kept" logs each refining
+segment's digest, which the next re-release compares).
 The independent check of what was stored is verify/disassociation.py.
 """
 import numpy as np
