@@ -44,3 +44,39 @@ def test_fit_clips_negative_slopes_at_zero():
            (2, {"cpu_slowest_node": 0.6, "cpu_coord": 0.2, "waits": 0.1})]
     coef, _ = ca.fit(pts)
     assert coef["coord_per_node"] == 0.0 and coef["waits_per_node"] == 0.0
+
+
+def test_cpu_model_reports_the_run_of_least_total_cpu():
+    """Of a configuration's --repeat runs the least total CPU is reported (contention on a
+    shared machine only adds CPU); the ratios are to the 1-node release's such run."""
+    import bench_distributed as bd
+
+    def acc(total, slowest, coord=0.01, waits=0.05):
+        return {"cpu": {"coord": coord}, "client_cpu": 0.0, "cpu_total": total,
+                "cpu_slowest_node": slowest, "cpu_coord": coord, "waits": waits, "wall": 2 * total,
+                "projected_wall": slowest + coord + waits}
+    res = {"methods": {"anatomy": {
+        1: {"warm": {"accounting": acc(7.0, 6.9)}, "repeats": [acc(6.0, 5.9), acc(6.5, 6.4)]},
+        2: {"warm": {"accounting": acc(6.3, 3.2)}, "repeats": [acc(6.6, 3.3)]},
+        4: {"skipped": "too big"}}}}
+    model = bd.cpu_model(res)["anatomy"]
+    one, two = model["nodes"][1], model["nodes"][2]
+    assert one["cpu_total"] == 6.0 and one["runs"] == 3 and one["cpu_total_runs"] == [7.0, 6.0, 6.5]
+    assert two["cpu_ratio"] == pytest.approx(6.3 / 6.0, abs=1e-3)
+    assert two["projected_ratio"] == pytest.approx(3.26 / 5.96, abs=1e-3)
+    assert 4 not in model["nodes"] and "projected" in model
+
+
+def test_a_child_that_ends_unseen_is_counted_through_its_parents_reaped_cpu():
+    """A child shorter than a rescan (a node's parallel worker) is never tracked; its CPU
+    reaches the parent's cutime + cstime when it is reaped, and the member counts it."""
+    import subprocess
+    s = ca.Sampler({"me": os.getpid()}, "no_such_database", rescan=60)
+    s.start()
+    subprocess.run([sys.executable, "-c",
+                    "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 0.3: pass"], check=True)
+    s.stop()
+    assert s.owner == {}                                 # nothing tracked
+    assert s.unseen_by_member()["me"] >= 0.25
+    assert s.cpu_by_member()["me"] == pytest.approx(s.unseen_by_member()["me"])
