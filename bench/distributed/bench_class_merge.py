@@ -12,7 +12,7 @@ seconds of each phase and of the coordinator's whole share, unpack + merge + gre
 (the machine is shared: CPU is the figure to compare).
 
     .venv/bin/python bench/distributed/bench_class_merge.py      (holds the benchmark lock, DEID_BENCH_LOCK, while timing)
-Writes bench/results/class_merge.{json,txt}.
+Writes bench/results/class_merge.{json,txt,png} (--plot: the PNG again from the JSON).
 """
 import json
 import pathlib
@@ -79,15 +79,42 @@ def measure(nodes, classes, seed=0, unique=False):
             "coord_cpu_s": (c2 - c0) + (c4 - c3)}
 
 
+def plot(rows, path):
+    """The coordinator's CPU (unpack + merge + search) against the merged table's classes:
+    shared classes by nodes, nearly unique ones by nodes, the fixed-R series joined."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for unique, marker in ((False, "o"), (True, "s")):
+        pts = [r for r in rows if r["unique"] == unique]
+        for r in pts:
+            ax.annotate(f"{r['nodes']}x{r['classes_per_node'] // 1000}k",
+                        (r["merged_classes"], r["coord_cpu_s"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+        ax.scatter([r["merged_classes"] for r in pts], [r["coord_cpu_s"] for r in pts],
+                   marker=marker, label="nearly unique classes" if unique else "shared classes")
+    ax.set(xscale="log", yscale="log", xlabel="classes after the merge",
+           ylabel="coordinator CPU s (unpack + merge + search)",
+           title="generalization over shards: the coordinator's share")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main():
+    out = ROOT / "bench" / "results"
+    if "--plot" in sys.argv:            # redraw from the JSON, run nothing
+        return plot(json.loads((out / "class_merge.json").read_text()), out / "class_merge.png")
     rows = [measure(n, c) for n in (2, 16, 64) for c in (10_000, 100_000)]
     rows.append(measure(16, 400_000))
     rows += [measure(n, 100_000, unique=True) for n in (2, 16, 64)]
     # nearly unique classes at one size of the source (1.6M classes in all): the coordinator's
     # CPU against N at a fixed R says whether its share shrinks with R / N or stays with R
     rows += [measure(n, 1_600_000 // n, unique=True) for n in (4, 64)]
-    out = ROOT / "bench" / "results"
     (out / "class_merge.json").write_text(json.dumps(rows, indent=2) + "\n")
+    plot(rows, out / "class_merge.png")
     head = (f"{'nodes':>5} {'classes/node':>12} {'shape':>7} {'merged':>9} {'KB/node':>8}"
             f" {'unpack s':>9} {'merge s':>8} {'greedy s':>9} {'unpack cpu':>10} {'merge cpu':>9}"
             f" {'greedy cpu':>10} {'coord cpu':>9}")

@@ -435,13 +435,16 @@ def main():
     ap.add_argument("--render", action="store_true",
                     help="rewrite bench/results/<name>.{txt,png} and the CPU plot from its JSON;"
                          " run nothing")
+    ap.add_argument("--floor", default=None,
+                    help="with --render: the name of a run on a source of next to no rows whose"
+                         " nodes' CPU is the model's fixed share of a node (b)")
     ap.add_argument("--plan", action="store_true",
                     help="print the configurations, the skipped ones and the estimate; run nothing")
     a = ap.parse_args()
     big = a.rows > 2_000_000
     name = a.name or ("distributed_10m" if a.rows >= 10_000_000 else "distributed")
     if a.render:
-        return render(name)
+        return render(name, a.floor)
     methods = a.methods.split(",")
     timings = (a.timings or ("warm" if big else "cold,warm")).split(",")
     nodes = [int(x) for x in a.nodes.split(",")]
@@ -514,7 +517,7 @@ def main():
             w.stop()
 
 
-def cpu_model(results):
+def cpu_model(results, floor=None):
     """Per method: the CPU accounting of each node count's last timing (of its --repeat runs,
     the one of least total CPU), its ratios to the
     1-node release (total CPU; projected wall time over the 1-node release's projected wall
@@ -539,18 +542,36 @@ def cpu_model(results):
                         projected_over_wall=round(a["projected_wall"] / one["wall"], 3) if one else None)
                 for n, a in sorted(acc.items())}
         out[m] = {"nodes": rows}
+        fixed = node_fixed(floor, m)
         if len(acc) >= 2:
-            coef, project = cpu_accounting.fit(sorted(acc.items()))
+            coef, project = cpu_accounting.fit(sorted(acc.items()), fixed)
+            out[m]["node_fixed_from"] = floor["name"] if fixed is not None else "fit"
             out[m]["model"] = {k: round(v, 4) for k, v in coef.items()}
             out[m]["projected"] = {n: round(project(n), 2) for n in (1, 2, 4, 16, 64)}
     return out
 
 
-def render(name):
+def node_fixed(floor, method):
+    """A node's fixed CPU share b for the cost model: the median over the node counts of the
+    slowest node's CPU in a run on a source of next to no rows (--floor), or None."""
+    if not floor or method not in floor.get("cpu_model", {}):
+        return None
+    return float(np.median([a["cpu_slowest_node"]
+                            for a in floor["cpu_model"][method]["nodes"].values()]))
+
+
+def render(name, floor_name=None):
     """The table, the plots and the cost model again from a run's JSON (a change of the
     report or of the model's form needs no new run)."""
     results = json.loads((RESULTS / f"{name}.json").read_text())
-    results["cpu_model"] = cpu_model(results)
+    floor = None
+    if floor_name:
+        floor = dict(json.loads((RESULTS / f"{floor_name}.json").read_text()), name=floor_name)
+        results["floor"] = floor_name
+    elif results.get("floor"):
+        floor = dict(json.loads((RESULTS / f"{results['floor']}.json").read_text()),
+                     name=results["floor"])
+    results["cpu_model"] = cpu_model(results, floor)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     (RESULTS / f"{name}.txt").write_text(table(results) + "\n\n" + cpu_table(results) + "\n")
     plot(results, RESULTS / f"{name}.png")

@@ -181,13 +181,16 @@ def summary(cpu, client_cpu, waits, wall):
             "projected_wall": round(slowest + cpu.get("coord", 0.0) + waits, 3)}
 
 
-def fit(points):
+def fit(points, node_fixed=None):
     """The cost model of docs/sharding.md fitted to measured (nodes, accounting) pairs of one
     method at one size R: the slowest node's CPU = a / N + b (its share of the rows plus a fixed
     part), the coordinator's CPU = c + d * N, the waits = e + f * log2(N) (PL/Proxy sends a
     phase to every node at once and waits for the last: the waits grow with the slowest of N
-    round trips, not their sum); least squares, each coefficient clipped at 0. Returns the
-    coefficients and a function projecting the wall time (one core per node) for any N."""
+    round trips, not their sum); least squares, each coefficient clipped at 0. `node_fixed`:
+    b measured apart (a node's CPU for a request of a source of next to no rows) -- from 1, 2
+    and 4 nodes alone b is the difference of two large noisy numbers; then only a is fitted.
+    Returns the coefficients and a function projecting the wall time (one core per node) for
+    any N."""
     import numpy as np
     ns = np.array([n for n, _ in points], float)
 
@@ -196,7 +199,12 @@ def fit(points):
                                    rcond=None)
         return [max(0.0, float(c)) for c in coef]
 
-    a, b = line(1 / ns, [p["cpu_slowest_node"] for _, p in points])
+    slowest = np.array([p["cpu_slowest_node"] for _, p in points], float)
+    if node_fixed is None:
+        a, b = line(1 / ns, slowest)
+    else:
+        b = float(node_fixed)
+        a = max(0.0, float(np.dot(1 / ns, slowest - b) / np.dot(1 / ns, 1 / ns)))
     d, c = line(ns, [p["cpu_coord"] for _, p in points])
     f, e = line(np.log2(ns), [p["waits"] for _, p in points])
     coef = {"node_per_share": a, "node_fixed": b, "coord_fixed": c, "coord_per_node": d,

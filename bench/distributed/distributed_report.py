@@ -154,7 +154,9 @@ def cpu_table(results):
         if "model" in model:
             c = model["model"]
             proj = ", ".join(f"{n}: {s:.2f} s" for n, s in model["projected"].items())
+            src = model.get("node_fixed_from", "fit")
             out.append(f"  {m:15} a {c['node_per_share']:.3f} b {c['node_fixed']:.3f}"
+                       + ("" if src == "fit" else f" (b from {src})") +
                        f" c {c['coord_fixed']:.3f} d {c['coord_per_node']:.4f}"
                        f" e {c['waits_fixed']:.3f} f {c['waits_per_node']:.4f} | {proj}")
     return "\n".join(out)

@@ -80,3 +80,11 @@ def test_a_child_that_ends_unseen_is_counted_through_its_parents_reaped_cpu():
     assert s.owner == {}                                 # nothing tracked
     assert s.unseen_by_member()["me"] >= 0.25
     assert s.cpu_by_member()["me"] == pytest.approx(s.unseen_by_member()["me"])
+
+
+def test_fit_with_a_measured_fixed_share_fits_the_per_share_term_only():
+    pts = [(n, {"cpu_slowest_node": 8.0 / n + 0.4, "cpu_coord": 0.0, "waits": 0.0})
+           for n in (1, 2, 4)]
+    coef, project = ca.fit(pts, node_fixed=0.4)
+    assert coef["node_fixed"] == 0.4 and coef["node_per_share"] == pytest.approx(8.0)
+    assert project(64) == pytest.approx(8 / 64 + 0.4)
