@@ -437,7 +437,7 @@ def main():
                          " run nothing")
     ap.add_argument("--floor", default=None,
                     help="with --render: the name of a run on a source of next to no rows whose"
-                         " nodes' CPU is the model's fixed share of a node (b)")
+                         " nodes' CPU is the floor of the model's fixed share of a node (b)")
     ap.add_argument("--plan", action="store_true",
                     help="print the configurations, the skipped ones and the estimate; run nothing")
     a = ap.parse_args()
@@ -517,9 +517,22 @@ def main():
             w.stop()
 
 
+def least(runs):
+    """Of a configuration's runs: the total CPU of the run of least total CPU, and the slowest
+    node, coordinator, waits and projection of the run of least projected wall time (each its
+    own run's: contention on a shared machine only ever adds CPU, and other jobs' disk traffic
+    only adds waits)."""
+    cpu = min(runs, key=lambda x: x["cpu_total"])
+    out = dict(min(runs, key=lambda x: x["projected_wall"]), runs=len(runs),
+               cpu_total_runs=[x["cpu_total"] for x in runs],
+               projected_runs=[x["projected_wall"] for x in runs])
+    out.update(cpu=cpu["cpu"], client_cpu=cpu["client_cpu"], cpu_total=cpu["cpu_total"])
+    return out
+
+
 def cpu_model(results, floor=None):
     """Per method: the CPU accounting of each node count's last timing (of its --repeat runs,
-    the one of least total CPU), its ratios to the
+    the least: least()), its ratios to the
     1-node release (total CPU; projected wall time over the 1-node release's projected wall
     time -- on an idle machine the 1-node wall time, which a loaded machine inflates -- and over
     its measured wall time), and the cost
@@ -529,10 +542,7 @@ def cpu_model(results, floor=None):
         runs = {int(n): [a for a in [(r.get("warm") or r.get("cold") or {}).get("accounting"),
                                      *r.get("repeats", [])] if a]
                 for n, r in by_nodes.items() if not r.get("skipped")}
-        # the run of least total CPU: contention on a shared machine only ever adds CPU
-        acc = {n: dict(min(a, key=lambda x: x["cpu_total"]), runs=len(a),
-                       cpu_total_runs=[x["cpu_total"] for x in a])
-               for n, a in runs.items() if a}
+        acc = {n: least(a) for n, a in runs.items() if a}
         if not acc:
             continue
         one = acc.get(1)
@@ -545,15 +555,17 @@ def cpu_model(results, floor=None):
         fixed = node_fixed(floor, m)
         if len(acc) >= 2:
             coef, project = cpu_accounting.fit(sorted(acc.items()), fixed)
-            out[m]["node_fixed_from"] = floor["name"] if fixed is not None else "fit"
+            out[m]["node_fixed_from"] = (floor["name"] if fixed is not None
+                                         and coef["node_fixed"] == fixed else "fit")
             out[m]["model"] = {k: round(v, 4) for k, v in coef.items()}
             out[m]["projected"] = {n: round(project(n), 2) for n in (1, 2, 4, 16, 64)}
     return out
 
 
 def node_fixed(floor, method):
-    """A node's fixed CPU share b for the cost model: the median over the node counts of the
-    slowest node's CPU in a run on a source of next to no rows (--floor), or None."""
+    """The floor of a node's fixed CPU share b in the cost model: the median over the node
+    counts of the slowest node's CPU in a run on a source of next to no rows (--floor), or
+    None."""
     if not floor or method not in floor.get("cpu_model", {}):
         return None
     return float(np.median([a["cpu_slowest_node"]

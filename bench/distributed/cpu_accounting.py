@@ -181,14 +181,15 @@ def summary(cpu, client_cpu, waits, wall):
             "projected_wall": round(slowest + cpu.get("coord", 0.0) + waits, 3)}
 
 
-def fit(points, node_fixed=None):
+def fit(points, min_fixed=None):
     """The cost model of docs/sharding.md fitted to measured (nodes, accounting) pairs of one
     method at one size R: the slowest node's CPU = a / N + b (its share of the rows plus a fixed
     part), the coordinator's CPU = c + d * N, the waits = e + f * log2(N) (PL/Proxy sends a
     phase to every node at once and waits for the last: the waits grow with the slowest of N
-    round trips, not their sum); least squares, each coefficient clipped at 0. `node_fixed`:
-    b measured apart (a node's CPU for a request of a source of next to no rows) -- from 1, 2
-    and 4 nodes alone b is the difference of two large noisy numbers; then only a is fitted.
+    round trips, not their sum); least squares, each coefficient clipped at 0. `min_fixed`:
+    a floor of b measured apart (a node's CPU for a request on a source of next to no rows) --
+    from 1, 2 and 4 nodes alone b is the difference of two large noisy numbers and may come
+    out below what a node pays for nothing; then b is that floor and only a is fitted.
     Returns the coefficients and a function projecting the wall time (one core per node) for
     any N."""
     import numpy as np
@@ -200,10 +201,9 @@ def fit(points, node_fixed=None):
         return [max(0.0, float(c)) for c in coef]
 
     slowest = np.array([p["cpu_slowest_node"] for _, p in points], float)
-    if node_fixed is None:
-        a, b = line(1 / ns, slowest)
-    else:
-        b = float(node_fixed)
+    a, b = line(1 / ns, slowest)
+    if min_fixed is not None and b < min_fixed:
+        b = float(min_fixed)
         a = max(0.0, float(np.dot(1 / ns, slowest - b) / np.dot(1 / ns, 1 / ns)))
     d, c = line(ns, [p["cpu_coord"] for _, p in points])
     f, e = line(np.log2(ns), [p["waits"] for _, p in points])

@@ -134,7 +134,8 @@ def cpu_table(results):
            "projected = slowest node CPU + coordinator CPU + waits (one core per node);"
            " cpu x = total CPU / 1-node total; proj x = projected / 1-node projected (the 1-node"
            " wall time on an idle machine, where nothing waits for a core); runs: timed requests"
-           " of the configuration, the one of least total CPU shown (contention only adds CPU).",
+           " of the configuration: nodes, client and total are the run of least total CPU; coord,"
+           " slowest, waits and proj the run of least projected wall (contention only adds).",
            ""]
     head = (f"{'method':15} {'nodes':>5} {'wall s':>7} {'coord':>7} {'slowest':>8} {'nodes':>7}"
             f" {'client':>7} {'total':>7} {'waits':>6} {'proj s':>7} {'cpu x':>6} {'proj x':>7}"
@@ -156,7 +157,7 @@ def cpu_table(results):
             proj = ", ".join(f"{n}: {s:.2f} s" for n, s in model["projected"].items())
             src = model.get("node_fixed_from", "fit")
             out.append(f"  {m:15} a {c['node_per_share']:.3f} b {c['node_fixed']:.3f}"
-                       + ("" if src == "fit" else f" (b from {src})") +
+                       + ("" if src == "fit" else f" (b: floor of {src})") +
                        f" c {c['coord_fixed']:.3f} d {c['coord_per_node']:.4f}"
                        f" e {c['waits_fixed']:.3f} f {c['waits_per_node']:.4f} | {proj}")
     return "\n".join(out)

@@ -46,9 +46,10 @@ def test_fit_clips_negative_slopes_at_zero():
     assert coef["coord_per_node"] == 0.0 and coef["waits_per_node"] == 0.0
 
 
-def test_cpu_model_reports_the_run_of_least_total_cpu():
-    """Of a configuration's --repeat runs the least total CPU is reported (contention on a
-    shared machine only adds CPU); the ratios are to the 1-node release's such run."""
+def test_cpu_model_reports_the_least_total_cpu_and_the_least_projection():
+    """Of a configuration's --repeat runs the least total CPU and, from the run of least
+    projected wall, its projection (contention on a shared machine only adds CPU and waits);
+    the ratios are to the 1-node release's such figures."""
     import bench_distributed as bd
 
     def acc(total, slowest, coord=0.01, waits=0.05):
@@ -56,14 +57,16 @@ def test_cpu_model_reports_the_run_of_least_total_cpu():
                 "cpu_slowest_node": slowest, "cpu_coord": coord, "waits": waits, "wall": 2 * total,
                 "projected_wall": slowest + coord + waits}
     res = {"methods": {"anatomy": {
-        1: {"warm": {"accounting": acc(7.0, 6.9)}, "repeats": [acc(6.0, 5.9), acc(6.5, 6.4)]},
+        1: {"warm": {"accounting": acc(7.0, 6.9)},
+            "repeats": [acc(6.0, 5.9, waits=1.4), acc(6.5, 6.4)]},
         2: {"warm": {"accounting": acc(6.3, 3.2)}, "repeats": [acc(6.6, 3.3)]},
         4: {"skipped": "too big"}}}}
     model = bd.cpu_model(res)["anatomy"]
     one, two = model["nodes"][1], model["nodes"][2]
     assert one["cpu_total"] == 6.0 and one["runs"] == 3 and one["cpu_total_runs"] == [7.0, 6.0, 6.5]
     assert two["cpu_ratio"] == pytest.approx(6.3 / 6.0, abs=1e-3)
-    assert two["projected_ratio"] == pytest.approx(3.26 / 5.96, abs=1e-3)
+    assert one["projected_wall"] == pytest.approx(6.46) and one["waits"] == 0.05
+    assert two["projected_ratio"] == pytest.approx(3.26 / 6.46, abs=1e-3)
     assert 4 not in model["nodes"] and "projected" in model
 
 
@@ -82,9 +85,11 @@ def test_a_child_that_ends_unseen_is_counted_through_its_parents_reaped_cpu():
     assert s.cpu_by_member()["me"] == pytest.approx(s.unseen_by_member()["me"])
 
 
-def test_fit_with_a_measured_fixed_share_fits_the_per_share_term_only():
-    pts = [(n, {"cpu_slowest_node": 8.0 / n + 0.4, "cpu_coord": 0.0, "waits": 0.0})
-           for n in (1, 2, 4)]
-    coef, project = ca.fit(pts, node_fixed=0.4)
-    assert coef["node_fixed"] == 0.4 and coef["node_per_share"] == pytest.approx(8.0)
-    assert project(64) == pytest.approx(8 / 64 + 0.4)
+def test_fit_raises_the_fixed_share_to_a_measured_floor_and_fits_the_rest():
+    pts = [(n, {"cpu_slowest_node": 8.0 / n, "cpu_coord": 0.0, "waits": 0.0}) for n in (1, 2, 4)]
+    coef, project = ca.fit(pts, min_fixed=0.4)
+    assert coef["node_fixed"] == 0.4 and coef["node_per_share"] == pytest.approx(9.8 / 1.3125)
+    assert project(64) == pytest.approx(coef["node_per_share"] / 64 + 0.4)
+    coef, _ = ca.fit([(n, dict(p, cpu_slowest_node=p["cpu_slowest_node"] + 0.5)) for n, p in pts],
+                     min_fixed=0.1)
+    assert coef["node_fixed"] == pytest.approx(0.5)         # the fit's own b is above the floor
