@@ -122,7 +122,7 @@ def server(sizes, label, out):
         c.execute("CREATE SCHEMA bench")
         c.execute(bd.GENERATE.replace(":nodes", "1").replace(":part", "0")
                   .replace(":n", str(int(n))))
-        for q in bd.CATALOG:
+        for q in bd.HIERARCHIES + bd.roles("bench.patients", "bench.survival"):
             c.execute(*(q if isinstance(q, tuple) else (q,)))
         with lock():
             t = time.perf_counter()
@@ -131,6 +131,7 @@ def server(sizes, label, out):
         c.close()
         with common.connect("deid_bench_cnd") as fresh:
             fresh.execute("SET client_min_messages = warning")
+            common.reset_composition(fresh)     # a first release (the database is new, say so)
             with lock():
                 t = time.perf_counter()
                 fresh.execute("SELECT * FROM deid.anonymize_request(%s, %s, k => %s,"

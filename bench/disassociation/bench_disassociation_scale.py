@@ -129,6 +129,7 @@ def server(url, n):
     """One request of n patients through the server: seconds, phases, the backend's peak."""
     import psycopg
     from bench_distributed import bench_lock as locked     # DEID_BENCH_LOCK
+    from common import reset_composition
 
     request = ("SELECT * FROM deid.anonymize_request(%s, 'disassociation', k => 5, options => %s,"
                " release => %s)")
@@ -150,8 +151,12 @@ def server(url, n):
         c.execute(sql.SQL("DROP TABLE {}").format(ctas_table))
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("SET client_min_messages = warning")
+        # each request a first release of its source: the database is kept between runs, and a
+        # repeated request would be a re-release that keeps the earlier run's clusters
+        reset_composition(c)
         c.execute(request, ["bench.dx_1000", opts, "dx_warm"])
         pid = c.info.backend_pid
+        reset_composition(c)
         with locked():
             cpu0, t = cpu_seconds(pid), time.perf_counter()
             c.execute(request, [f"bench.dx_{n}", opts, f"dx_{n}"])

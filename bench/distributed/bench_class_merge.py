@@ -6,11 +6,13 @@ no server. Each node's table is a random draw of `classes` distinct classes out 
 2 x `classes` classes over 5 quasi-identifiers (hash-sharded rows of one distribution: the
 nodes share most of their classes), counts 1..19; "unique" rows draw each node's classes from
 a pool of nodes x `classes` (nearly unique joint classes: the merged table holds about all
-of them). Wall seconds and this process's CPU seconds (the machine is shared: CPU is the
-figure to compare).
+of them), and nearly unique ones at one total (1.6M classes over 4, 16 or 64 nodes: does the
+coordinator's share fall with R / N or stay with R). Wall seconds and this process's CPU
+seconds of each phase and of the coordinator's whole share, unpack + merge + greedy search
+(the machine is shared: CPU is the figure to compare).
 
     .venv/bin/python bench/distributed/bench_class_merge.py      (holds the benchmark lock, DEID_BENCH_LOCK, while timing)
-Writes bench/results/class_merge.{json,txt}.
+Writes bench/results/class_merge.{json,txt,png} (--plot: the PNG again from the JSON).
 """
 import json
 import pathlib
@@ -66,30 +68,63 @@ def measure(nodes, classes, seed=0, unique=False):
         index = [{v: i for i, v in enumerate(a.labels[0])} for a in attrs]
         codes = np.stack([np.array([index[j][v] for v in merged.leaves[j]])[merged.codes[:, j]]
                           for j in range(len(sizes))], axis=1)
-        t3 = time.perf_counter()
+        c3, t3 = time.process_time(), time.perf_counter()
         greedy(codes, merged.counts, attrs, 10)
-        t4 = time.perf_counter()
+        c4, t4 = time.process_time(), time.perf_counter()
     return {"nodes": nodes, "classes_per_node": classes, "unique": unique,
             "merged_classes": int(len(merged.counts)),
             "bytes_per_node": int(np.mean([len(b) for b in blobs])),
             "unpack_s": t1 - t0, "merge_s": t2 - t1, "search_s": t4 - t3,
-            "unpack_cpu_s": c1 - c0, "merge_cpu_s": c2 - c1}
+            "unpack_cpu_s": c1 - c0, "merge_cpu_s": c2 - c1, "search_cpu_s": c4 - c3,
+            "coord_cpu_s": (c2 - c0) + (c4 - c3)}
+
+
+def plot(rows, path):
+    """The coordinator's CPU (unpack + merge + search) against the merged table's classes:
+    shared classes by nodes, nearly unique ones by nodes, the fixed-R series joined."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for unique, marker in ((False, "o"), (True, "s")):
+        pts = [r for r in rows if r["unique"] == unique]
+        for r in pts:
+            ax.annotate(f"{r['nodes']}x{r['classes_per_node'] // 1000}k",
+                        (r["merged_classes"], r["coord_cpu_s"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+        ax.scatter([r["merged_classes"] for r in pts], [r["coord_cpu_s"] for r in pts],
+                   marker=marker, label="nearly unique classes" if unique else "shared classes")
+    ax.set(xscale="log", yscale="log", xlabel="classes after the merge",
+           ylabel="coordinator CPU s (unpack + merge + search)",
+           title="generalization over shards: the coordinator's share")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main():
+    out = ROOT / "bench" / "results"
+    if "--plot" in sys.argv:            # redraw from the JSON, run nothing
+        return plot(json.loads((out / "class_merge.json").read_text()), out / "class_merge.png")
     rows = [measure(n, c) for n in (2, 16, 64) for c in (10_000, 100_000)]
     rows.append(measure(16, 400_000))
     rows += [measure(n, 100_000, unique=True) for n in (2, 16, 64)]
-    out = ROOT / "bench" / "results"
+    # nearly unique classes at one size of the source (1.6M classes in all): the coordinator's
+    # CPU against N at a fixed R says whether its share shrinks with R / N or stays with R
+    rows += [measure(n, 1_600_000 // n, unique=True) for n in (4, 64)]
     (out / "class_merge.json").write_text(json.dumps(rows, indent=2) + "\n")
+    plot(rows, out / "class_merge.png")
     head = (f"{'nodes':>5} {'classes/node':>12} {'shape':>7} {'merged':>9} {'KB/node':>8}"
-            f" {'unpack s':>9} {'merge s':>8} {'greedy s':>9} {'unpack cpu':>10} {'merge cpu':>9}")
+            f" {'unpack s':>9} {'merge s':>8} {'greedy s':>9} {'unpack cpu':>10} {'merge cpu':>9}"
+            f" {'greedy cpu':>10} {'coord cpu':>9}")
     lines = ["The coordinator's merge of the nodes' class tables (5 QIs; greedy k=10)", "",
              head, "-" * len(head)]
     lines += [f"{r['nodes']:5d} {r['classes_per_node']:12,d}"
               f" {'unique' if r['unique'] else 'shared':>7} {r['merged_classes']:9,d}"
               f" {r['bytes_per_node'] / 1024:8.0f} {r['unpack_s']:9.3f} {r['merge_s']:8.3f}"
               f" {r['search_s']:9.3f} {r['unpack_cpu_s']:10.3f} {r['merge_cpu_s']:9.3f}"
+              f" {r['search_cpu_s']:10.3f} {r['coord_cpu_s']:9.3f}"
               for r in rows]
     (out / "class_merge.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -38,6 +38,7 @@ def _request(conn, method, name):
 
 
 def _timed(conn, method, name):
+    """The request, timed (its callers first forget the earlier releases: a first release)."""
     with bd.bench_lock():
         t = time.perf_counter()
         row = _request(conn, method, name)
@@ -61,7 +62,9 @@ def distributed(w, method, tag, warm):
     with w.connect("coord") as coord:
         coord.execute("SET client_min_messages = warning")
         if warm:
+            bd.forget_releases(w)
             _request(coord, method, f"w_{tag}")            # the warm-up (untimed)
+        bd.forget_releases(w)
         seconds, row = _timed(coord, method, f"t_{tag}")
         coord_s = coord.execute("SELECT metrics->'seconds' FROM deid.distributed_release"
                                 " WHERE release_id = %s", [row[0]]).fetchone()[0]
@@ -73,7 +76,9 @@ def single(w, method, tag):
     there), on a fresh session after one request of the same method (warm)."""
     with w.connect("node0") as c:
         c.execute("SET client_min_messages = warning")
+        bd.reset_composition(c)
         _request(c, method, f"sw_{tag}")
+        bd.reset_composition(c)
         seconds, row = _timed(c, method, f"s_{tag}")
         node_s = c.execute("SELECT metrics->'seconds' FROM deid.release WHERE release_id = %s",
                            [row[0]]).fetchone()[0]

@@ -30,7 +30,8 @@ every configuration releases the same rows.
 
     DEID_SHARD_PORT=55412 .venv/bin/python bench/distributed/bench_distributed.py [--rows 1000000]
         [--nodes 1,2,4] [--methods anatomy,generalization,condensation,disassociation]
-        [--timings cold,warm] [--queries N] [--seed 22] [--max-node-mb 6000] [--name NAME] [--plan]
+        [--timings cold,warm] [--repeat 1] [--queries N] [--seed 22] [--max-node-mb 6000]
+        [--name NAME] [--plan]
     make bench-distributed ROWS=1000000 NODES=1,2,4        (or ROWS=10000000 NODES=2,4)
 
 A configuration whose estimated node peak (KB_PER_ROW x rows / nodes) exceeds --max-node-mb
@@ -58,6 +59,7 @@ import psycopg
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs importable)
 import cpu_accounting  # noqa: E402
+from common import reset_composition  # noqa: E402
 from distributed_report import TARGET_MB, compare, cpu_plot, cpu_table, plot, table  # noqa: E402
 from distributed_utility import Workloads  # noqa: E402
 
@@ -286,9 +288,29 @@ def node_backends(watchers):
         for m, c in watchers.items()}
 
 
+def first_release(coord, watchers):
+    """Forget every earlier release on the coordinator and every node (the composition rule
+    runs on each node, against that node's history of the source): each request of the run
+    -- the cold one, the warm-up, the warm one, another method's on the same source -- is then
+    timed as the first release of its source, not as a re-release that keeps earlier groups."""
+    for c in [coord, *watchers.values()]:
+        reset_composition(c)
+
+
+def forget_releases(w):
+    """first_release on connections of its own (the benchmarks that hold none to the nodes)."""
+    conns = {m: w.connect(m) for m in w.members}
+    try:
+        first_release(conns["coord"], {m: c for m, c in conns.items() if m != "coord"})
+    finally:
+        for c in conns.values():
+            c.close()
+
+
 def release(w, method, name, warm):
-    """One timed distributed request. Cold: on a fresh coordinator session. Warm: after a
-    small request of the same method on the same session, every backend's peak reset."""
+    """One timed distributed request, a first release of its source. Cold: on a fresh
+    coordinator session. Warm: after a small request of the same method on the same session,
+    every backend's peak reset."""
     watchers = {m: w.connect(m) for m in w.members[1:]}
     out = {}
     try:
@@ -297,6 +319,7 @@ def release(w, method, name, warm):
             coord.execute("SELECT deid._dist_node_ping()")
             if warm:
                 source = REQUESTS[method][0].replace("bench.", "bench.w_")
+                first_release(coord, watchers)
                 request(coord, source, method, name + "_warmup")
                 before = node_backends(watchers)
                 out["warmup_peak_kb"] = {m: max([vmhwm_kb(p) or 0 for p in ps] or [0])
@@ -307,6 +330,7 @@ def release(w, method, name, warm):
             members.update({m: cpu_accounting.postmaster_of(c) for m, c in watchers.items()})
             sampler = cpu_accounting.Sampler(
                 members, DB, exclude=[c.info.backend_pid for c in watchers.values()])
+            first_release(coord, watchers)
             with bench_lock():
                 sampler.start()
                 t, client = time.perf_counter(), time.thread_time()
@@ -316,6 +340,8 @@ def release(w, method, name, warm):
                 sampler.stop()
             out["accounting"] = cpu_accounting.summary(sampler.cpu_by_member(), client,
                                                        sampler.waits, out["seconds"])
+            out["accounting"]["unseen"] = {m: round(v, 3)
+                                           for m, v in sampler.unseen_by_member().items()}
             memory = {"coord": vmhwm_kb(coord.info.backend_pid)}
             after = node_backends(watchers)
             for m, ps in after.items():
@@ -364,7 +390,7 @@ def logged_utility(method, metrics, parts):
 
 
 
-def plan(methods, nodes, rows, timings, max_node_mb, queries, reconstructions):
+def plan(methods, nodes, rows, timings, max_node_mb, queries, reconstructions, repeat=1):
     """{(method, nodes): None or the reason it is skipped} and the estimated seconds of each
     step ((method, nodes), and ("setup", nodes): starting and loading a warehouse): the
     idle 1M-row times scaled linearly, data generation, and the utility work (measured at
@@ -381,7 +407,7 @@ def plan(methods, nodes, rows, timings, max_node_mb, queries, reconstructions):
                                 f" {max_node_mb:,} ({KB_PER_ROW[m]} KB a row)")
                 continue
             skip[(m, n)] = None
-            model[(m, n)] = IDLE_1M[m][min(n, 4)] * scale * len(timings) + scale * {
+            model[(m, n)] = IDLE_1M[m][min(n, 4)] * scale * (len(timings) + repeat - 1) + scale * {
                 "anatomy": 0.05 * queries, "generalization": 0.5, "condensation": 20,
                 "disassociation": 0.016 * queries * (reconstructions + 1)}[m]
     return skip, model
@@ -400,27 +426,35 @@ def main():
     ap.add_argument("--reconstructions", type=int, default=None,
                     help="disassociation's reconstructions (default 3, 1 above 2M rows)")
     ap.add_argument("--seed", type=int, default=22)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="timed warm requests per method and node count for the CPU accounting"
+                         " (each after its own warm-up; the least total CPU is reported: a loaded"
+                         " machine only adds CPU, by contention); the utility is measured once")
     ap.add_argument("--max-node-mb", type=int, default=6000)
     ap.add_argument("--name", default=None)
     ap.add_argument("--render", action="store_true",
                     help="rewrite bench/results/<name>.{txt,png} and the CPU plot from its JSON;"
                          " run nothing")
+    ap.add_argument("--floor", default=None,
+                    help="with --render: the name of a run on a source of next to no rows whose"
+                         " nodes' CPU is the floor of the model's fixed share of a node (b)")
     ap.add_argument("--plan", action="store_true",
                     help="print the configurations, the skipped ones and the estimate; run nothing")
     a = ap.parse_args()
     big = a.rows > 2_000_000
     name = a.name or ("distributed_10m" if a.rows >= 10_000_000 else "distributed")
     if a.render:
-        return render(name)
+        return render(name, a.floor)
     methods = a.methods.split(",")
     timings = (a.timings or ("warm" if big else "cold,warm")).split(",")
     nodes = [int(x) for x in a.nodes.split(",")]
     work = Workloads(a.queries or (300 if big else 1000), a.seed,
                      a.reconstructions or (1 if big else 3))
     skip, model = plan(methods, nodes, a.rows, timings, a.max_node_mb, work.n_queries,
-                       work.reconstructions)
+                       work.reconstructions, a.repeat)
     estimate = sum(model.values()) / 60
     results = {"rows": a.rows, "cores": os.cpu_count(), "nodes": nodes, "timings": timings,
+               "repeat": a.repeat,
                "load_before": [round(x, 2) for x in os.getloadavg()],
                "shared_buffers": os.environ.get("DEID_SHARD_SHARED_BUFFERS", "128MB"),
                "workloads": work.describe(), "estimate_min": estimate,
@@ -461,6 +495,10 @@ def main():
                     for timing in timings:
                         r[timing] = release(w, m, f"b_{m[:3]}_{n}_{timing}", timing == "warm")
                         print(m, n, timing, round(r[timing]["seconds"], 2), flush=True)
+                    for i in range(1, a.repeat):
+                        again = release(w, m, f"b_{m[:3]}_{n}_r{i}", True)["accounting"]
+                        r.setdefault("repeats", []).append(again)
+                        print(m, n, f"repeat {i}", again["cpu_total"], "CPU s", flush=True)
                 except psycopg.Error as e:      # a refusal is a result: listed, the run goes on
                     raw[(m, n)] = {"skipped": f"refused by the server: {e.sqlstate}"
                                               f" {e.diag.message_primary}"}
@@ -479,17 +517,32 @@ def main():
             w.stop()
 
 
-def cpu_model(results):
-    """Per method: the CPU accounting of each node count's last timing, its ratios to the
+def least(runs):
+    """Of a configuration's runs: the total CPU of the run of least total CPU, and the slowest
+    node, coordinator, waits and projection of the run of least projected wall time (each its
+    own run's: contention on a shared machine only ever adds CPU, and other jobs' disk traffic
+    only adds waits)."""
+    cpu = min(runs, key=lambda x: x["cpu_total"])
+    out = dict(min(runs, key=lambda x: x["projected_wall"]), runs=len(runs),
+               cpu_total_runs=[x["cpu_total"] for x in runs],
+               projected_runs=[x["projected_wall"] for x in runs])
+    out.update(cpu=cpu["cpu"], client_cpu=cpu["client_cpu"], cpu_total=cpu["cpu_total"])
+    return out
+
+
+def cpu_model(results, floor=None):
+    """Per method: the CPU accounting of each node count's last timing (of its --repeat runs,
+    the least: least()), its ratios to the
     1-node release (total CPU; projected wall time over the 1-node release's projected wall
     time -- on an idle machine the 1-node wall time, which a loaded machine inflates -- and over
     its measured wall time), and the cost
     model fitted to them with its projections at 16 and 64 nodes."""
     out = {}
     for m, by_nodes in results["methods"].items():
-        acc = {int(n): (r.get("warm") or r.get("cold") or {}).get("accounting")
-               for n, r in by_nodes.items() if not r.get("skipped")}
-        acc = {n: a for n, a in acc.items() if a}
+        runs = {int(n): [a for a in [(r.get("warm") or r.get("cold") or {}).get("accounting"),
+                                     *r.get("repeats", [])] if a]
+                for n, r in by_nodes.items() if not r.get("skipped")}
+        acc = {n: least(a) for n, a in runs.items() if a}
         if not acc:
             continue
         one = acc.get(1)
@@ -499,18 +552,38 @@ def cpu_model(results):
                         projected_over_wall=round(a["projected_wall"] / one["wall"], 3) if one else None)
                 for n, a in sorted(acc.items())}
         out[m] = {"nodes": rows}
+        fixed = node_fixed(floor, m)
         if len(acc) >= 2:
-            coef, project = cpu_accounting.fit(sorted(acc.items()))
+            coef, project = cpu_accounting.fit(sorted(acc.items()), fixed)
+            out[m]["node_fixed_from"] = (floor["name"] if fixed is not None
+                                         and coef["node_fixed"] == fixed else "fit")
             out[m]["model"] = {k: round(v, 4) for k, v in coef.items()}
             out[m]["projected"] = {n: round(project(n), 2) for n in (1, 2, 4, 16, 64)}
     return out
 
 
-def render(name):
+def node_fixed(floor, method):
+    """The floor of a node's fixed CPU share b in the cost model: the median over the node
+    counts of the slowest node's CPU in a run on a source of next to no rows (--floor), or
+    None."""
+    if not floor or method not in floor.get("cpu_model", {}):
+        return None
+    return float(np.median([a["cpu_slowest_node"]
+                            for a in floor["cpu_model"][method]["nodes"].values()]))
+
+
+def render(name, floor_name=None):
     """The table, the plots and the cost model again from a run's JSON (a change of the
     report or of the model's form needs no new run)."""
     results = json.loads((RESULTS / f"{name}.json").read_text())
-    results["cpu_model"] = cpu_model(results)
+    floor = None
+    if floor_name:
+        floor = dict(json.loads((RESULTS / f"{floor_name}.json").read_text()), name=floor_name)
+        results["floor"] = floor_name
+    elif results.get("floor"):
+        floor = dict(json.loads((RESULTS / f"{results['floor']}.json").read_text()),
+                     name=results["floor"])
+    results["cpu_model"] = cpu_model(results, floor)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     (RESULTS / f"{name}.txt").write_text(table(results) + "\n\n" + cpu_table(results) + "\n")
     plot(results, RESULTS / f"{name}.png")
@@ -537,6 +610,7 @@ def write(name, results, raw):
             peak_cold_mb=mb(peaks["cold"]) if "cold" in peaks else None,
             peak_warm_mb=mb(peaks["warm"]) if "warm" in peaks else None,
             under_2gb=all(mb(p) < TARGET_MB for p in peaks.values()),
+            repeats=r.get("repeats", []),
             utility=r["utility"], utility_seconds=r["utility_seconds"],
             utility_vs_one=compare(dict(r["utility"], discernibility=last["discernibility"]),
                                    dict(base, discernibility=raw[(m, 1)][

@@ -15,7 +15,13 @@ client thread's own CPU time. From those:
 
 The backends are found without asking the servers (a query every few milliseconds would be
 CPU on the nodes): the children of each member's postmaster whose command line names the
-benchmark's database, or that are parallel workers, minus the watcher connections.
+benchmark's database, or that are parallel workers, minus the watcher connections. A child that
+lives shorter than a rescan (a parallel worker of a node's read) is never seen; its CPU is not
+lost: the postmaster reaps it, and the kernel adds a reaped child's CPU to its parent's cutime +
+cstime. So each member also counts the growth of its postmaster's cutime + cstime during the
+request, less what the tracked backends that ended in it had spent (counted already) -- the
+CPU of every child that ended while the request ran (an autovacuum worker too: a node pays
+for that as well).
 """
 import os
 import threading
@@ -33,6 +39,16 @@ def stat(pid):
     except (OSError, IndexError):
         return None
     return rest[0], (int(rest[11]) + int(rest[12])) / TICK
+
+
+def reaped(pid):
+    """CPU seconds of the children a process has waited for (cutime + cstime), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(rest[13]) + int(rest[14])) / TICK
 
 
 def parent(pid):
@@ -72,6 +88,7 @@ class Sampler:
         self.interval, self.rescan = interval, rescan
         self.first, self.last, self.owner = {}, {}, {}
         self.waits, self._stop, self.started = 0.0, threading.Event(), False
+        self.reaped0, self.reaped1, self.gone = {}, {}, set()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _scan(self):
@@ -87,6 +104,7 @@ class Sampler:
         for pid in list(self.owner):
             s = stat(pid)
             if s is None:
+                self.gone.add(pid)
                 continue
             state, cpu = s
             self.first.setdefault(pid, cpu)
@@ -95,6 +113,7 @@ class Sampler:
         return running
 
     def start(self):
+        self.reaped0 = {name: reaped(pm) or 0.0 for name, pm in self.members.items()}
         self._scan()
         self._sample()              # the CPU a backend already had before the request
         self.started = True
@@ -120,12 +139,28 @@ class Sampler:
         self._scan()
         self._sample()
         self.wall = time.perf_counter() - self.t0
+        self.reaped1 = {name: reaped(pm) or 0.0 for name, pm in self.members.items()}
 
     def cpu_by_member(self):
-        """{member: CPU seconds its backends spent during the sampled window}."""
+        """{member: CPU seconds its backends spent during the sampled window}, the children
+        that ended unseen included (unseen_by_member)."""
         out = {name: 0.0 for name in self.members}
         for pid, name in self.owner.items():
             out[name] += self.last.get(pid, 0.0) - self.first.get(pid, 0.0)
+        for name, s in self.unseen_by_member().items():
+            out[name] += s
+        return out
+
+    def unseen_by_member(self):
+        """{member: CPU seconds of its postmaster's children that ended during the window and
+        were not tracked}: the growth of the postmaster's reaped CPU less the whole CPU of the
+        tracked backends that ended (their last sample; the kernel adds a child's whole CPU
+        at its end). Clipped at 0 (a child reaped a tick after the window's end)."""
+        out = {}
+        for name in self.members:
+            grown = self.reaped1.get(name, 0.0) - self.reaped0.get(name, 0.0)
+            ended = sum(self.last.get(p, 0.0) for p in self.gone if self.owner.get(p) == name)
+            out[name] = max(0.0, grown - ended)
         return out
 
 
@@ -146,13 +181,17 @@ def summary(cpu, client_cpu, waits, wall):
             "projected_wall": round(slowest + cpu.get("coord", 0.0) + waits, 3)}
 
 
-def fit(points):
+def fit(points, min_fixed=None):
     """The cost model of docs/sharding.md fitted to measured (nodes, accounting) pairs of one
     method at one size R: the slowest node's CPU = a / N + b (its share of the rows plus a fixed
     part), the coordinator's CPU = c + d * N, the waits = e + f * log2(N) (PL/Proxy sends a
     phase to every node at once and waits for the last: the waits grow with the slowest of N
-    round trips, not their sum); least squares, each coefficient clipped at 0. Returns the
-    coefficients and a function projecting the wall time (one core per node) for any N."""
+    round trips, not their sum); least squares, each coefficient clipped at 0. `min_fixed`:
+    a floor of b measured apart (a node's CPU for a request on a source of next to no rows) --
+    from 1, 2 and 4 nodes alone b is the difference of two large noisy numbers and may come
+    out below what a node pays for nothing; then b is that floor and only a is fitted.
+    Returns the coefficients and a function projecting the wall time (one core per node) for
+    any N."""
     import numpy as np
     ns = np.array([n for n, _ in points], float)
 
@@ -161,7 +200,11 @@ def fit(points):
                                    rcond=None)
         return [max(0.0, float(c)) for c in coef]
 
-    a, b = line(1 / ns, [p["cpu_slowest_node"] for _, p in points])
+    slowest = np.array([p["cpu_slowest_node"] for _, p in points], float)
+    a, b = line(1 / ns, slowest)
+    if min_fixed is not None and b < min_fixed:
+        b = float(min_fixed)
+        a = max(0.0, float(np.dot(1 / ns, slowest - b) / np.dot(1 / ns, 1 / ns)))
     d, c = line(ns, [p["cpu_coord"] for _, p in points])
     f, e = line(np.log2(ns), [p["waits"] for _, p in points])
     coef = {"node_per_share": a, "node_fixed": b, "coord_fixed": c, "coord_per_node": d,

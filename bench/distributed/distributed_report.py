@@ -133,9 +133,13 @@ def cpu_table(results):
            " client's thread CPU; waits = no tracked process running or runnable).",
            "projected = slowest node CPU + coordinator CPU + waits (one core per node);"
            " cpu x = total CPU / 1-node total; proj x = projected / 1-node projected (the 1-node"
-           " wall time on an idle machine, where nothing waits for a core).", ""]
+           " wall time on an idle machine, where nothing waits for a core); runs: timed requests"
+           " of the configuration: nodes, client and total are the run of least total CPU; coord,"
+           " slowest, waits and proj the run of least projected wall (contention only adds).",
+           ""]
     head = (f"{'method':15} {'nodes':>5} {'wall s':>7} {'coord':>7} {'slowest':>8} {'nodes':>7}"
-            f" {'client':>7} {'total':>7} {'waits':>6} {'proj s':>7} {'cpu x':>6} {'proj x':>7}")
+            f" {'client':>7} {'total':>7} {'waits':>6} {'proj s':>7} {'cpu x':>6} {'proj x':>7}"
+            f" {'runs':>4}")
     out += [head, "-" * len(head)]
     for m, model in results.get("cpu_model", {}).items():
         for n, a in model["nodes"].items():
@@ -143,14 +147,17 @@ def cpu_table(results):
             out.append(f"{m:15} {n:>5} {a['wall']:7.2f} {a['cpu_coord']:7.2f}"
                        f" {a['cpu_slowest_node']:8.2f} {nodes_cpu:7.2f} {a['client_cpu']:7.2f}"
                        f" {a['cpu_total']:7.2f} {a['waits']:6.2f} {a['projected_wall']:7.2f}"
-                       f" {fmt(a['cpu_ratio'], '6.2f')} {fmt(a['projected_ratio'], '7.2f')}")
+                       f" {fmt(a['cpu_ratio'], '6.2f')} {fmt(a['projected_ratio'], '7.2f')}"
+                       f" {a.get('runs', 1):>4}")
     out += ["", "cost model fitted per method (slowest node = a/N + b, coordinator = c + d N,"
             " waits = e + f log2 N; seconds) and the projected wall time at N nodes:"]
     for m, model in results.get("cpu_model", {}).items():
         if "model" in model:
             c = model["model"]
             proj = ", ".join(f"{n}: {s:.2f} s" for n, s in model["projected"].items())
+            src = model.get("node_fixed_from", "fit")
             out.append(f"  {m:15} a {c['node_per_share']:.3f} b {c['node_fixed']:.3f}"
+                       + ("" if src == "fit" else f" (b: floor of {src})") +
                        f" c {c['coord_fixed']:.3f} d {c['coord_per_node']:.4f}"
                        f" e {c['waits_fixed']:.3f} f {c['waits_per_node']:.4f} | {proj}")
     return "\n".join(out)
