@@ -164,7 +164,13 @@ def _grouped(keys, lengths, codes):
             - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.int64)
     row = np.repeat(np.arange(n), lengths)
     codes = codes[take]
-    codes = codes[np.lexsort((codes, row))]
+    width = int(codes.max()) + 1 if codes.size else 1
+    if float(max(n, 1)) * width < 2.0 ** 62:     # row by row, each row's codes ascending:
+        key = row * width + codes                # a stable sort of the nearly sorted keys
+        key.sort(kind="stable")
+        codes = key % width
+    else:
+        codes = codes[np.lexsort((codes, row))]
     sk = np.stack([k[order] for k in keys], axis=1) if n else np.zeros((0, len(keys)), np.int64)
     new = np.r_[True, np.any(sk[1:] != sk[:-1], axis=1)] if n else np.zeros(0, bool)
     group = np.cumsum(new) - 1
