@@ -398,8 +398,10 @@ def _count_rows(rows, width):
 
 
 def _count_keys(key, scale):
-    """(label, count) of every distinct packed key label * scale + codes (sorts ``key``)."""
-    key.sort()
+    """(label, count) of every distinct packed key label * scale + codes (sorts ``key``:
+    stable, as the keys come in runs -- subrecords of one length in chunk order, each one's
+    itemsets ascending -- that a stable sort merges several times faster than a quicksort)."""
+    key.sort(kind="stable")
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     return key[starts] // scale, np.diff(np.r_[starts, key.size])
 
@@ -420,7 +422,7 @@ def _same_multiset(label_a, offsets_a, codes_a, label_b, offsets_b, codes_b, bou
             key_a = _packed(label_a[ia], codes_a, offsets_a[ia], length, bounds[1])
             key_b = _packed(label_b[ib], codes_b, offsets_b[ib], length, bounds[1])
             key_a.sort()
-            key_b.sort()
+            key_b.sort(kind="stable")    # the stored side comes in chunk order: runs
             if not np.array_equal(key_a, key_b):
                 return False
             continue
