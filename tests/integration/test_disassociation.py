@@ -203,10 +203,21 @@ def test_verifier_refuses_a_tampered_chunk(dx, connect):
     # a shared chunk whose rows disagree on its joint cluster, or that moves to one cluster
     rid = connect("deid_t_analyst").execute(ARRAY_REQ, [3, json.dumps(OPTS), "dis_tamper2"]).fetchone()[0]
     tabs = [t.replace("dis_tamper_", "dis_tamper2_") for t in tabs]
-    for change in ("SET cluster_ids = '{1}' WHERE ctid = (SELECT min(ctid) FROM {t})",
-                   "SET cluster_ids = '{1}'", "SET codes = codes || '{296.00}'::text[]"):
+    # or whose cluster list holds a NULL, is NULL or has two dimensions (the last pair: a row's
+    # two NULL elements are as many bytes short as the other's extra dimension is over)
+    first, last = "ctid = (SELECT min(ctid) FROM {t})", "ctid = (SELECT max(ctid) FROM {t})"
+    for change in ("SET cluster_ids = '{1}' WHERE " + first,
+                   "SET cluster_ids = '{1}'", "SET codes = codes || '{296.00}'::text[]",
+                   "SET cluster_ids = cluster_ids || NULL::int WHERE " + first,
+                   "SET cluster_ids = NULL WHERE " + first,
+                   "SET cluster_ids = ARRAY[cluster_ids, cluster_ids] WHERE " + first,
+                   "SET cluster_ids = CASE WHEN " + first + " THEN cluster_ids || NULL::int"
+                   " || NULL::int ELSE ARRAY[cluster_ids, cluster_ids] END WHERE " + first
+                   + " OR " + last):
         dx.execute("BEGIN")
         try:
+            dx.execute("ALTER TABLE deid_release.dis_tamper2_shared_chunk"
+                       " ALTER cluster_ids DROP NOT NULL")
             dx.execute("UPDATE deid_release.dis_tamper2_shared_chunk "
                        + change.replace("{t}", "deid_release.dis_tamper2_shared_chunk"))
             assert dx.execute(check, [rid, tabs]).fetchone()[0].startswith("DE002"), change

@@ -417,8 +417,17 @@ def _sorted_sets(codes, lengths):
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     record = np.repeat(np.arange(n), lengths)
-    order = np.lexsort((codes, record))
-    codes, record = codes[order], record[order]
+    width = int(codes.max()) + 1 if len(codes) else 1
+    if len(codes) and codes.min() >= 0 and float(max(n, 1)) * width < 2.0 ** 62:
+        # one packed key, record after record: a stable sort merges the records' runs
+        # (several times faster than the lexsort below; the same order of values)
+        key = record * width + codes
+        key.sort(kind="stable")
+        record, codes = np.divmod(key, width)
+        del key
+    else:
+        order = np.lexsort((codes, record))
+        codes, record = codes[order], record[order]
     keep = np.ones(len(codes), bool)
     keep[1:] = (codes[1:] != codes[:-1]) | (record[1:] != record[:-1])
     codes, record = codes[keep], record[keep]

@@ -40,20 +40,22 @@ def read_chunks(db, table, key_columns, dictionary, int_array=None):
         f"SELECT {keys}, string_agg(int4send(octet_length(t.a)), ''::bytea) AS n,"
         " string_agg(t.a, ''::bytea) AS c, array_send($1::text[]) AS d"
         + (f", string_agg(int4send(cardinality(t.{int_array})), ''::bytea) AS an,"
-           f" string_agg((SELECT string_agg(int4send(x), ''::bytea) FROM unnest(t.{int_array}) x),"
-           f" ''::bytea) AS av, count(*) FILTER (WHERE array_position(t.{int_array}, NULL)"
-           " IS NOT NULL) AS anulls" if int_array else "")
+           f" string_agg(array_send(t.{int_array}), ''::bytea) AS av" if int_array else "")
         + f" FROM (SELECT *, array_send(codes) AS a FROM {qualified(STORE_SCHEMA, table)}) t",
         [list(dictionary)], ["text[]"])[0]
     keys = [_ints(row[c]) for c in key_columns]
     size = _ints(row["n"])
     # a NULL array or key adds nothing to its aggregate: the columns do not line up
-    if (int_array and row["anulls"]) or len({len(x) for x in keys + [size]}) > 1:
+    extra = [_ints(row["an"])] if int_array else []
+    if len({len(x) for x in keys + [size] + extra}) > 1:
         _fail(f"{table} holds a NULL")
     counts, elements = _text_elements(row["c"] or b"", size, table)
     ids = _match(row["c"] or b"", elements, row["d"],
                  _text_elements(row["d"], None, "the dictionary")[1])
-    return [keys, counts, ids] + ([_ints(row["an"]), _ints(row["av"])] if int_array else [])
+    # the int[] column as array_send images (unnesting each row's array took most of the
+    # read): one-dimensional, no NULL element, else DE002
+    return [keys, counts, ids] + (extra + [unpack_arrays(row["av"], extra[0], 4)]
+                                  if int_array else [])
 
 
 def _i4(buf, at):
@@ -162,7 +164,13 @@ def _grouped(keys, lengths, codes):
             - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.int64)
     row = np.repeat(np.arange(n), lengths)
     codes = codes[take]
-    codes = codes[np.lexsort((codes, row))]
+    width = int(codes.max()) + 1 if codes.size else 1
+    if float(max(n, 1)) * width < 2.0 ** 62:     # row by row, each row's codes ascending:
+        key = row * width + codes                # a stable sort of the nearly sorted keys
+        key.sort(kind="stable")
+        codes = key % width
+    else:
+        codes = codes[np.lexsort((codes, row))]
     sk = np.stack([k[order] for k in keys], axis=1) if n else np.zeros((0, len(keys)), np.int64)
     new = np.r_[True, np.any(sk[1:] != sk[:-1], axis=1)] if n else np.zeros(0, bool)
     group = np.cumsum(new) - 1

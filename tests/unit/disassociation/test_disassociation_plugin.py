@@ -118,3 +118,28 @@ def test_record_chunk_rows_are_stored_by_length():
     for size in set(length):
         same = [(c, j) for (c, j, _), n in zip(got, length) if n == size]
         assert same == sorted(same)
+
+
+def test_shared_chunk_rows_are_stored_by_shape():
+    """Rows of the shared-chunk table in a stable order of the bytes of their codes, then of
+    their number of clusters (the writer copies rows of one shape as one block): within one
+    shape, shared chunk after shared chunk as made, and every row of a shared chunk names
+    the same clusters."""
+    rng = np.random.default_rng(11)
+    dictionary = [f"{c:03d}.{d}" for c in range(40) for d in range(1 + c % 3)]
+    records = [np.unique(rng.zipf(1.6, rng.integers(1, 9)) % len(dictionary))
+               for _ in range(600)]
+    f = types.SimpleNamespace(
+        rid=np.arange(1, 601, dtype=np.int64), n=600, dictionary=dictionary,
+        offsets=np.cumsum([0] + [len(r) for r in records]).astype(np.int64),
+        codes=np.concatenate(records).astype(np.int64))
+    req = types.SimpleNamespace(name="dx", k=3, seed=5, options={"m": 2})
+    got = rows(plugin.run(f, req).tables[3])
+    shape = [(sum(len(c) + 4 for c in codes), len(ids)) for _, ids, codes in got]
+    assert shape == sorted(shape) and len({s[1] for s in shape}) > 1
+    for s in set(shape):
+        same = [sid for (sid, _, _), t in zip(got, shape) if t == s]
+        assert same == sorted(same)
+    clusters = {}
+    for sid, ids, _ in got:
+        assert clusters.setdefault(sid, ids) == ids

@@ -187,17 +187,22 @@ def run(frame, req):
     item_chunk = Table(f"{req.name}_item_chunk", [
         Fixed("cluster_id", (item_cluster + 1).astype(np.int32)),
         Labels("code", np.asarray(r.item_codes, np.int64), labels)])
-    # shared chunks: one row per stored (non-empty) subrecord, with its joint cluster
+    # shared chunks: one row per stored (non-empty) subrecord, with its joint cluster;
+    # stored by the length of their codes and of their joint cluster, then as made: rows
+    # of one shape are copied as one block (write/copybin)
     n_sub = np.diff(r.shared_subrecords)
     owner = np.repeat(np.arange(r.n_shared), n_sub)
     span = np.diff(r.shared_cluster_offsets)[owner]
+    order, ssub_offsets, ssub_codes = _by_length(r.shared_subrecord_offsets,
+                                                 r.shared_subrecord_codes, labels, span)
+    owner, span = owner[order], span[order]
     take = np.repeat(r.shared_cluster_offsets[:-1][owner], span) + \
         np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)
     shared_chunk = Table(f"{req.name}_shared_chunk", [
         Fixed("shared_id", (owner + 1).astype(np.int32)),
         IntArrays("cluster_ids", np.r_[0, np.cumsum(span)].astype(np.int64),
                   np.asarray(r.shared_cluster_ids, np.int64)[take] + 1),
-        TextArrays("codes", r.shared_subrecord_offsets, r.shared_subrecord_codes, labels)])
+        TextArrays("codes", ssub_offsets, ssub_codes, labels)])
     cluster = Table(f"{req.name}_cluster", [Fixed("cluster_id", cluster_ids),
                                              Fixed("size", sizes.astype(np.int32))])
     digests = kept_clusters.segment_digests(r, r.segment_of_cluster, local, labels)
@@ -221,11 +226,14 @@ def run(frame, req):
                      [int(n), d] for n, d in zip(np.bincount(r.segment_of_cluster), digests)]}})
 
 
-def _by_length(offsets, codes, labels):
+def _by_length(offsets, codes, labels, then=None):
     """The subrecords (CSR) in a stable order of their stored length (the bytes of their
-    codes): (the order, its offsets, its codes)."""
+    codes), then of `then` (e.g. each row's number of clusters): (the order, its offsets,
+    its codes)."""
     width = np.array([len(v.encode()) + 4 for v in labels] or [0], np.int64)
     cum = np.r_[0, np.cumsum(width[codes])]
-    order = np.argsort(cum[offsets[1:]] - cum[offsets[:-1]], kind="stable")
+    stored = cum[offsets[1:]] - cum[offsets[:-1]]
+    order = np.argsort(stored, kind="stable") if then is None else \
+        np.lexsort((np.asarray(then, np.int64), stored))
     new_offsets, new_codes = itemsets.take_records(offsets, codes, order)
     return order, new_offsets, new_codes

@@ -117,18 +117,60 @@ def _joint_groups(pairs, live, level, D, k):
     if refined.size == 0:
         return None
     cluster_of_row = pairs.cluster[rows]
-    joint_ids, joint_clusters = {}, []
-    joint_of_group = np.empty(refined.size, dtype=np.int64)
-    for i, g in enumerate(refined.tolist()):
-        J = cluster_of_row[head[g]:head[g] + n_rows[g]]
-        j = joint_ids.setdefault(J.tobytes(), len(joint_ids))
-        if j == len(joint_clusters):
-            joint_clusters.append(J)
-        joint_of_group[i] = j
     sizes = n_rows[refined]
     members = np.repeat(head[refined], sizes) + np.arange(sizes.sum()) - np.repeat(
         np.cumsum(sizes) - sizes, sizes)
+    joint_of_group, first = _joint_ids(cluster_of_row[members], sizes)
+    starts = np.cumsum(sizes) - sizes
+    lists = cluster_of_row[members]
+    joint_clusters = [lists[a:a + b] for a, b in zip(starts[first].tolist(),
+                                                      sizes[first].tolist())]
     return rows[members], np.repeat(joint_of_group, sizes), joint_clusters
+
+
+def _joint_ids(lists, sizes):
+    """The joint cluster of each group, numbered by first appearance of its cluster list
+    (``lists``: the groups' lists back to back, ``sizes`` their lengths), and the first
+    group of each joint cluster. Lists are keyed by a hash of their clusters and then
+    compared exactly with their key's first list; should two lists share a key, each list is
+    looked up by its bytes instead (the same numbering)."""
+    starts = np.cumsum(sizes) - sizes
+    pos = np.arange(lists.size) - np.repeat(starts, sizes)
+    with np.errstate(over="ignore"):
+        mixed = (lists.astype(np.uint64) + np.uint64(1)) * _weights(int(sizes.max()))[pos]
+        key = np.add.reduceat(mixed, starts) if lists.size else np.zeros(0, np.uint64)
+        key ^= sizes.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    _, first_of_key, key_of_group = np.unique(key, return_index=True, return_inverse=True)
+    ref = first_of_key[key_of_group]                 # the first group with each one's key
+    same = np.array_equal(sizes, sizes[ref]) and np.array_equal(
+        lists, lists[np.repeat(starts[ref], sizes) + pos])
+    if not same:
+        return _joint_ids_exact(lists, sizes)
+    rank = np.empty(first_of_key.size, np.int64)
+    by_first = np.argsort(first_of_key, kind="stable")
+    rank[by_first] = np.arange(first_of_key.size)
+    return rank[key_of_group], first_of_key[by_first]
+
+
+def _joint_ids_exact(lists, sizes):
+    """_joint_ids by each list's bytes (a list per group)."""
+    ids, first = {}, []
+    joint = np.empty(sizes.size, np.int64)
+    at = 0
+    for i, size in enumerate(sizes.tolist()):
+        j = ids.setdefault(lists[at:at + size].tobytes(), len(ids))
+        if j == len(first):
+            first.append(i)
+        joint[i] = j
+        at += size
+    return joint, np.asarray(first, np.int64)
+
+
+def _weights(n):
+    """Odd 64-bit multipliers of the positions of a list (fixed: the same numbering every
+    run; the exact comparison makes a shared key harmless)."""
+    return np.random.default_rng(0x5EED).integers(0, 1 << 63, max(n, 1), dtype=np.uint64) | \
+        np.uint64(1)
 
 
 class _Refining:

@@ -76,7 +76,7 @@ def verpart_groups(row_group, offsets, codes, n_codes, k, m, constraint_of_code)
     D = max(int(n_codes), 1)
     lengths = np.diff(offsets)
     key = np.repeat(row_group, lengths) * D + codes
-    sorted_key = np.sort(key)
+    sorted_key = np.sort(key, kind="stable")     # rows in group order, codes ascending: runs
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) \
         if sorted_key.size else np.zeros(0, dtype=np.int64)
     pair_key = sorted_key[starts]
@@ -104,7 +104,7 @@ def verpart_groups(row_group, offsets, codes, n_codes, k, m, constraint_of_code)
         del first
         pair_of_pairs += occ_pair[second]
         del second
-        pair_of_pairs.sort()
+        pair_of_pairs.sort(kind="stable")        # group by group: runs (the same values)
         head = np.flatnonzero(np.r_[True, pair_of_pairs[1:] != pair_of_pairs[:-1]]) \
             if pair_of_pairs.size else np.zeros(0, dtype=np.int64)
         count = np.diff(np.r_[head, pair_of_pairs.size])

@@ -234,6 +234,7 @@ def unpack_arrays(buf, counts, width=8):
     if total == 0:
         return np.zeros(0, np.int64)
     starts = np.cumsum(sizes) - sizes
+    _check_array_headers(buf, starts, counts, {8: 20, 4: 23}[width])
     before = np.cumsum(counts) - counts
     # element j of the whole stream, i-th of entry e: its length word at
     # starts[e] + head[e] + (4 + width) i, its value 4 bytes later
@@ -245,3 +246,18 @@ def unpack_arrays(buf, counts, width=8):
                         hint=ARRAY_HINT)
     every = np.ndarray((len(buf) - width + 1,), dtype=f">i{width}", buffer=buf, strides=(1,))
     return every[word + 4].astype(np.int64)
+
+
+def _check_array_headers(buf, starts, counts, oid):
+    """Each image's header at its expected start: ndim (1, or 0 when empty), no NULL flag,
+    the element type, one dimension of `counts` elements from lower bound 1 (sizes that add
+    up by chance, e.g. a NULL element against an extra dimension, fail here)."""
+    words = np.ndarray((max(len(buf) - 3, 0),), dtype=">i4", buffer=buf, strides=(1,))
+    full = counts > 0
+    ok = np.array_equal(words[starts], full.astype(np.int64)) and \
+        not np.any(words[starts + 4]) and np.all(words[starts + 8] == oid)
+    at = starts[full]
+    ok = ok and np.array_equal(words[at + 12], counts[full]) and np.all(words[at + 16] == 1)
+    if not ok:
+        raise DeidError(VERIFICATION_FAILED, "deid's catalog holds arrays of an unexpected shape",
+                        hint=ARRAY_HINT)
