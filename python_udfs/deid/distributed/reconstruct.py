@@ -79,7 +79,8 @@ def _undo(db, d, target):
                               [d["cluster"], part, d["run"], d["proof"], target],
                               ["text", "int", "text", "text", "text"])
         except Exception:          # an unreachable node keeps its table, read by no view
-            pass
+            db.notice(f"node {part} did not remove its part of reconstruction {target};"
+                      " no view reads it (drop it on that node)")
 
 
 # -- SECURITY DEFINER on the coordinator ------------------------------------------------------
