@@ -163,6 +163,9 @@ def run_sequence(conns, rng, tag, main, tally, override=False, regroup=False):
                 done.append(r)
             else:
                 tally["refusals"][f"{r['role']}: {outcome}"] += 1
+                tally["method_refusals"][main][f"{r['role']}: {outcome}"] += 1
+        if len(done) >= 2:                         # releases read together
+            stats["sequences with 2+ releases"] += 1
         _attack(conns["reader"], admin, t, done, tally, main)
     finally:
         for r in done:
@@ -187,6 +190,8 @@ def _send(conn, t, r):
 
 
 def _attack(reader, admin, t, done, tally, main):
+    if len(done) >= 2:
+        _tried(tally, main, "linear")
     found = check_composition.linear([r["ids"] for r in done], [r["k"] for r in done]) \
         if len(done) >= 2 else None
     if found and found[2] != "span" and sum(1 for c in found[2] if c) < 2:
@@ -202,6 +207,8 @@ def _attack(reader, admin, t, done, tally, main):
     for sensitive in ("dx", "tr"):
         releases = [_anatomy_view(reader, r, t, sensitive) for r in anatomy
                     if sensitive in r["columns"]]
+        if len([x for x in releases if x]) >= 2:
+            _tried(tally, main, "intersection")
         hit = check_composition.intersection(patients, [x for x in releases if x])
         if hit:
             _success(tally, main, "intersection", t, done,
@@ -226,17 +233,22 @@ def _attack_groups(reader, admin, t, done, tally, main):
     for (a, _), rs in families.items():
         if len(rs) < 2:
             continue
+        _tried(tally, main, "linear_groups")
         hit = check_composition.linear_groups([r["groups"] for r in rs], [r["k"] for r in rs])
         if hit:
-            tally["attacks"]["linear_groups"] += 1
             _success(tally, main, "linear_groups", t, rs, f"{a}: {len(hit[0])} rows < k {hit[1]}")
     for method in generator.METHODS:
         rs = [r for r in grouped if r["method"] == method]
         if len(rs) >= 2:
-            tally["attacks"]["crowds"] += 1
+            _tried(tally, main, "crowds")
             hit = check_composition.crowds([r["groups"] for r in rs], [r["k"] for r in rs])
             if hit:
                 _success(tally, main, "crowd", t, rs, f"{method}: {len(hit[0])} rows < k {hit[1]}")
+
+
+def _tried(tally, main, kind):
+    tally["attacks"][kind] += 1
+    tally["method_attacks"][main][kind] += 1
 
 
 def _published(t, r):
@@ -340,9 +352,14 @@ def _success(tally, main, kind, t, done, what):
                                                for r in done]})
 
 
-def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
+def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False, start=0,
+        methods=generator.METHODS):
     """n sequences per method; `override`: every request passes the composition rule's
-    override, so the attacks must then succeed (that the checker finds what the rule stops)."""
+    override, so the attacks must then succeed (that the checker finds what the rule stops).
+    `start`: the chunk of sequences start .. start + n - 1 of a long run (its own random
+    stream, drawn from seed and start, and its own table names), so a run in chunks keeps
+    what each chunk found and any chunk can be replayed alone. `methods`: the main methods
+    (a run of one method draws another stream than a run of all four)."""
     setup(url)
     with psycopg.connect(url, autocommit=True) as c:
         if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [READER]).fetchone():
@@ -350,18 +367,19 @@ def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
         c.execute(sql.SQL("GRANT deid_reader TO {}").format(sql.Identifier(READER)))
     conns = {"admin": _connect(url), "analyst": _connect(url, ANALYST),
              "researcher": _connect(url, RESEARCHER), "reader": _connect(url, READER)}
-    rng = random.Random(f"sequences:{seed}")
+    rng = random.Random(f"sequences:{seed}" + (f":{start}" if start else ""))
     tally = {"methods": defaultdict(Counter), "refusals": Counter(), "successes": Counter(),
-             "attacks": Counter(), "examples": []}
+             "attacks": Counter(), "examples": [], "method_refusals": defaultdict(Counter),
+             "method_attacks": defaultdict(Counter)}
     try:
-        for i in range(n):
-            for main in generator.METHODS:
+        for i in range(start, start + n):
+            for main in methods:
                 run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override, regroup)
             if progress:                           # a long run's tallies so far
                 with open(progress, "w") as f:
-                    json.dump(_summary(tally, i + 1), f, indent=1, default=str)
-            if not quiet and (i + 1) % 50 == 0:
-                print(f"{i + 1} sequences per method; successes {dict(tally['successes'])}",
+                    json.dump(_summary(tally, i + 1 - start), f, indent=1, default=str)
+            if not quiet and (i + 1 - start) % 50 == 0:
+                print(f"{i + 1 - start} sequences per method; successes {dict(tally['successes'])}",
                       file=sys.stderr, flush=True)
     finally:
         for c in conns.values():
@@ -372,20 +390,47 @@ def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
 def _summary(tally, done):
     return {"per_method": done, "methods": {m: dict(c) for m, c in tally["methods"].items()},
             "refusals": dict(tally["refusals"]), "successes": dict(tally["successes"]),
-            "attacks": dict(tally["attacks"]), "examples": tally["examples"]}
+            "attacks": dict(tally["attacks"]), "examples": tally["examples"],
+            "refusals_by_method": {m: dict(c) for m, c in tally["method_refusals"].items()},
+            "attacks_by_method": {m: dict(c) for m, c in tally["method_attacks"].items()}}
+
+
+def merge(chunks):
+    """The chunks' summaries added up (a long run's result), per method and in all."""
+    out = {"per_method": sum(c["per_method"] for c in chunks), "examples": []}
+    for key in ("methods", "refusals_by_method", "attacks_by_method"):
+        out[key] = {}
+        for c in chunks:
+            for m, counts in c.get(key, {}).items():
+                out[key][m] = dict(Counter(out[key].get(m, {})) + Counter(counts))
+    for key in ("refusals", "successes", "attacks"):
+        out[key] = dict(sum((Counter(c.get(key, {})) for c in chunks), Counter()))
+    for c in chunks:
+        out["examples"] += c.get("examples", [])
+    return out
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--url", required=True)
+    p.add_argument("--url")
     p.add_argument("--n", type=int, default=1000, help="sequences per method")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--start", type=int, default=0,
+                   help="first sequence of this chunk (a long run in chunks: 0, n, 2n, ...)")
+    p.add_argument("--methods", default=",".join(generator.METHODS),
+                   help="main methods, comma-separated")
     p.add_argument("--out")
+    p.add_argument("--merge", nargs="+", metavar="CHUNK",
+                   help="only add up the chunks' JSON files into --out")
     p.add_argument("--override", action="store_true",
                    help="pass the rule's override: the attacks must succeed (a check of the checker)")
     a = p.parse_args(argv)
-    result = run(a.url, a.n, a.seed, quiet=False, override=a.override,
-                 progress=a.out and a.out + ".partial")
+    if a.merge:
+        result = merge([json.load(open(f)) for f in a.merge])
+    else:
+        result = run(a.url, a.n, a.seed, quiet=False, override=a.override,
+                     progress=a.out and a.out + ".partial", start=a.start,
+                     methods=tuple(a.methods.split(",")))
     print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=1))
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
