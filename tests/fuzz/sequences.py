@@ -45,6 +45,7 @@ READER = "deid_fz_reader"
 CALL = ("SELECT relations FROM deid.anonymize_request(%s, %s, k => %s, l => %s, columns => %s,"
         " selection => %s, options => %s, release => %s)")
 QIS = ("age", "sex", "zip")
+AA_SHARE = 0.3     # disassociation sequences whose every disassociation is k^m by generalization
 
 
 def _table(rng, tag):
@@ -128,8 +129,12 @@ def _selected(admin, t, selection):
     return {r[0] for r in admin.execute(q).fetchall()}
 
 
-def _request(rng, t, method, selection, name, override=False):
+def _request(rng, t, method, selection, name, override=False, aa=False):
     names, cols, k, l, opts = generator._base(rng, method, t)
+    if method == "disassociation" and aa:          # k^m by generalization, every time
+        opts.update(model="generalization", hierarchy=t.code_hierarchy)
+        opts.pop("max_cluster_size", None)
+        opts.pop("utility", None)
     if method == "anatomy":
         names = [n for n in names if n != "note"]
         opts.pop("output", None)                   # the generalized layout: linear only
@@ -151,11 +156,12 @@ def run_sequence(conns, rng, tag, main, tally, override=False, regroup=False):
     stats = tally["methods"][main]
     stats["sequences"] += 1
     done = []
+    aa = main == "disassociation" and rng.random() < AA_SHARE
     try:
         for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6), regroup)):
             if i and rng.random() < 0.3 and not regroup:
                 _append(rng, admin, t)
-            r = _request(rng, t, method, selection, f"fzs{tag}r{i}", override)
+            r = _request(rng, t, method, selection, f"fzs{tag}r{i}", override, aa)
             outcome = _send(conns[r["role"]], t, r)
             stats["releases" if outcome is None else "refusals"] += 1
             if outcome is None:
@@ -200,6 +206,7 @@ def _attack(reader, admin, t, done, tally, main):
         _success(tally, main, "linear", t, done, f"{len(found[0])} rows < k {found[1]}")
     if len(done) >= 2:
         _attack_groups(reader, admin, t, done, tally, main)
+    _attack_aa(admin, t, done, tally, main)
     anatomy = [r for r in done if r["method"] == "anatomy" and r["l"]]
     if len(anatomy) < 2:
         return
@@ -213,6 +220,20 @@ def _attack(reader, admin, t, done, tally, main):
         if hit:
             _success(tally, main, "intersection", t, done,
                      f"row {hit[0]}: {len(hit[1])} values < l {hit[2]}")
+
+
+def _attack_aa(admin, t, done, tally, main):
+    """Two AA releases' records of one patient narrow each other (check_composition.km_joint)."""
+    placed = [r["aa"] for r in done if r.get("aa")]
+    if len(placed) < 2:
+        return
+    _tried(tally, main, "km_joint")
+    records = {rid: [c for c in codes or [] if c is not None] for rid, codes in admin.execute(
+        sql.SQL("SELECT id, codes FROM {}").format(sql.SQL(t.name)))}
+    hit = check_composition.km_joint(records, placed)
+    if hit:
+        _success(tally, main, "km_joint", t, done,
+                 f"row {hit[0]}: itemset {hit[1]} in {hit[2]} records < k {hit[3]}")
 
 
 def _attack_groups(reader, admin, t, done, tally, main):
@@ -278,12 +299,29 @@ def _grouping(reader, admin, t, r):
                              " WHERE release_id = %s", [rid]).fetchall()
         return {x: g for g, x in rows}
     if r["method"] == "disassociation" and r["options"].get("model") == "generalization":
-        return None                                 # generalized records: no cluster published
+        return _aa_classes(reader, admin, t, r)
     if r["method"] in ("condensation", "disassociation"):
         rows = admin.execute("SELECT cluster_id, unnest(rids) FROM deid.cluster_member"
                              " WHERE release_id = %s", [rid]).fetchall()
         return {x: g for g, x in rows}
     return _classes(reader, admin, t, r)
+
+
+def _aa_classes(reader, admin, t, r):
+    """An AA release's records placed by a reader (check_composition.aa_images): a class is
+    the records of one released set. Keeps the placement for km_joint in r["aa"]."""
+    released = [s or [] for (s,) in reader.execute(sql.SQL("SELECT codes FROM release.{}").format(
+        sql.Identifier(r["release"] + "_generalized")))]
+    records = {rid: [c for c in codes or [] if c is not None] for rid, codes in admin.execute(
+        sql.SQL("SELECT id, codes FROM {} WHERE id = ANY(%s)").format(sql.SQL(t.name)),
+        [sorted(r["ids"])])}
+    parent = dict(admin.execute("SELECT value, parent FROM deid.hierarchy_member"
+                                " WHERE hierarchy = %s", [t.code_hierarchy]).fetchall())
+    placed = check_composition.aa_images(released, records, parent)
+    if placed is None:
+        return None
+    r["aa"] = (placed[0], placed[1], r["k"], r["options"].get("m", 2))
+    return {rid: tuple(sorted(image)) for rid, image in placed[0].items()}
 
 
 def _classes(reader, admin, t, r):

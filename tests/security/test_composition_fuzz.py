@@ -66,3 +66,30 @@ def test_the_checker_finds_something_for_every_method(admin, url):
     found.update(sequences.run(url, 3, SEED, override=True)["successes"])
     for method in METHODS:
         assert any(s.startswith(method + ":") for s in found), found
+
+
+# Disassociation's AA model (k^m by generalization over a public code hierarchy): two releases
+# of the same four records at crossing cuts, each 2^2-anonymous alone. The first keeps c0 and
+# c1 and generalizes c4, c5 to g1; the second the reverse. A reader who knows that a patient
+# has c0 and c4 finds two candidate records in each release, and one in both.
+AA_PARENT = {"c0": "g0", "c1": "g0", "c4": "g1", "c5": "g1", "g0": "*", "g1": "*", "*": None}
+AA_RECORDS = {1: ["c0", "c4"], 2: ["c0", "c5"], 3: ["c1", "c4"], 4: ["c1", "c5"]}
+
+
+def _aa_release(cut):
+    return [sorted({cut.get(c, c) for c in codes}) for codes in AA_RECORDS.values()]
+
+
+def test_the_aa_attack_places_records_and_narrows_crossing_cuts():
+    from fuzz import check_composition as cc
+    first = cc.aa_images(_aa_release({"c4": "g1", "c5": "g1"}), AA_RECORDS, AA_PARENT)
+    second = cc.aa_images(_aa_release({"c0": "g0", "c1": "g0"}), AA_RECORDS, AA_PARENT)
+    assert first[0][1] == frozenset({"c0", "g1"}) and second[0][1] == frozenset({"g0", "c4"})
+    hit = cc.km_joint(AA_RECORDS, [(*first, 2, 2), (*second, 2, 2)])
+    assert hit is not None and hit[2] == 1 and set(hit[1]) == set(AA_RECORDS[hit[0]]), hit
+    # the same cut twice, or a coarser one (everything to the root): nothing narrower
+    same = cc.aa_images(_aa_release({"c4": "g1", "c5": "g1"}), AA_RECORDS, AA_PARENT)
+    root = cc.aa_images([["*"]] * 4, AA_RECORDS, AA_PARENT)
+    assert cc.km_joint(AA_RECORDS, [(*first, 2, 2), (*same, 2, 2), (*root, 2, 2)]) is None
+    # released records that no cut of the hierarchy gives: the reader places nothing
+    assert cc.aa_images([["c0", "g0"]] * 4, AA_RECORDS, AA_PARENT) is None
