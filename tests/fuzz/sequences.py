@@ -2,10 +2,15 @@
 check_composition.py (which imports nothing of deid).
 
     python -m tests.fuzz.sequences --url postgresql://... --n 1000 --seed 1 --out build/seq.json
+    python -m tests.fuzz.sequences ... --chunk 100 --out build/seq.json   # kept per chunk:
+                                        # build/seq.<start>.json, skipped when run again
+    python -m tests.fuzz.sequences --merge build/seq.*.json --out build/all.json
 
-Each sequence gets a fresh table (tables.py, at least 30 rows) and a main method (every
-method gets exactly --n sequences); each release is of the main method or, one time in
-four, of another. Selections are random (generator.py), all rows, the previous release's
+A chunk (--start) draws its own stream from the seed and its start, so chunks of a long run
+are independent and each can be replayed alone. Each sequence gets a fresh table (tables.py,
+at least 30 rows) and a main method (every method gets exactly --n sequences); each release
+is of the main method or, one time in four, of another; in three disassociation sequences in
+ten, every disassociation release is k^m by generalization (the AA model). Selections are random (generator.py), all rows, the previous release's
 again, or crafted: the three parts of a tracker (``age < m OR <one row's exact
 quasi-identifiers>``, all rows, ``age >= m``) and all rows but one. Between releases, rows
 may be appended (copies of existing rows' values under new ids). Requests come from the
@@ -14,9 +19,10 @@ analyst (SELECT) or the researcher (a policy); no override is ever passed.
 After each sequence a deid_reader reads the releases; the attacker knows every row's
 quasi-identifiers and each release's selection (evaluated on the source when it was
 released), and each release's groups (_grouping: anatomy's groups and disassociation's
-clusters exactly, generalization's classes placed through the public hierarchies,
-condensation's clusters given). Attacks: totals, per-group statistics per column, crowds per
-method, anatomy's values (check_composition.py). Tallies: sequences, releases and refusals
+clusters exactly, generalization's classes and AA's records placed through the public
+hierarchies, condensation's clusters given). Attacks: totals, per-group statistics per
+column, crowds per method, anatomy's values, AA's records of one patient linked
+(check_composition.py). Tallies: sequences, releases and refusals
 (by reason: the analyst's DETAIL, the researcher's uniform refusal) per method, attacks
 tried, and the successes, which must be 0. `regroup` (tests): every release of all rows by
 the main method, its parameters drawn anew.
@@ -156,7 +162,8 @@ def run_sequence(conns, rng, tag, main, tally, override=False, regroup=False):
     stats = tally["methods"][main]
     stats["sequences"] += 1
     done = []
-    aa = main == "disassociation" and rng.random() < AA_SHARE
+    # drawn apart from rng: the sequences' stream stays what it was without the AA model
+    aa = main == "disassociation" and random.Random(f"aa:{tag}").random() < AA_SHARE
     try:
         for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6), regroup)):
             if i and rng.random() < 0.3 and not regroup:
@@ -448,6 +455,22 @@ def merge(chunks):
     return out
 
 
+def _chunk(a, start):
+    """One chunk's summary: read from OUT.<start>.json if an earlier run left it, else run."""
+    path = f"{os.path.splitext(a.out)[0]}.{start}.json"
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        part = run(a.url, min(a.chunk, a.start + a.n - start), a.seed, quiet=False,
+                   override=a.override, progress=path + ".partial", start=start,
+                   methods=tuple(a.methods.split(",")))
+        with open(path, "w") as f:
+            json.dump(part, f, indent=1, default=str)
+        if os.path.exists(path + ".partial"):
+            os.remove(path + ".partial")
+    with open(path) as f:
+        return json.load(f)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url")
@@ -458,13 +481,20 @@ def main(argv=None):
     p.add_argument("--methods", default=",".join(generator.METHODS),
                    help="main methods, comma-separated")
     p.add_argument("--out")
+    p.add_argument("--chunk", type=int, default=0,
+                   help="run in chunks of this many sequences per method, each kept in"
+                        " OUT.<start>.json (a chunk already there is not run again)")
     p.add_argument("--merge", nargs="+", metavar="CHUNK",
                    help="only add up the chunks' JSON files into --out")
     p.add_argument("--override", action="store_true",
                    help="pass the rule's override: the attacks must succeed (a check of the checker)")
     a = p.parse_args(argv)
+    if not a.url and not a.merge:
+        p.error("--url is needed to run sequences")
     if a.merge:
         result = merge([json.load(open(f)) for f in a.merge])
+    elif a.chunk and a.out:
+        result = merge([_chunk(a, s) for s in range(a.start, a.start + a.n, a.chunk)])
     else:
         result = run(a.url, a.n, a.seed, quiet=False, override=a.override,
                      progress=a.out and a.out + ".partial", start=a.start,
