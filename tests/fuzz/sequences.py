@@ -10,8 +10,8 @@ A chunk (--start) draws its own stream from the seed and its start, so chunks of
 are independent and each can be replayed alone. Each sequence gets a fresh table (tables.py,
 at least 30 rows) and a main method (every method gets exactly --n sequences); each release
 is of the main method or, one time in four, of another; in three disassociation sequences in
-ten, every disassociation release is k^m by generalization (the AA model). Selections are random (generator.py), all rows, the previous release's
-again, or crafted: the three parts of a tracker (``age < m OR <one row's exact
+ten, every disassociation release is k^m by generalization (the AA model). Selections are
+random (generator.py), all rows, the previous release's again, or crafted: the three parts of a tracker (``age < m OR <one row's exact
 quasi-identifiers>``, all rows, ``age >= m``) and all rows but one. Between releases, rows
 may be appended (copies of existing rows' values under new ids). Requests come from the
 analyst (SELECT) or the researcher (a policy); no override is ever passed.
@@ -231,7 +231,11 @@ def _attack(reader, admin, t, done, tally, main):
 
 def _attack_aa(admin, t, done, tally, main):
     """Two AA releases' records of one patient narrow each other (check_composition.km_joint)."""
-    placed = [r["aa"] for r in done if r.get("aa")]
+    aa = [r for r in done if r["method"] == "disassociation"
+          and r["options"].get("model") == "generalization"]
+    placed = [r["aa"] for r in aa if r.get("aa")]
+    if len(aa) >= 2 and len(placed) < len(aa):      # a release the reader could not place
+        tally["attacks"]["km_unplaced"] += len(aa) - len(placed)
     if len(placed) < 2:
         return
     _tried(tally, main, "km_joint")
