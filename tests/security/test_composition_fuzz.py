@@ -6,7 +6,8 @@ a policy only. A deid_reader then attacks them with tests/fuzz/check_composition
 imports nothing of deid): no combination of released totals, per-group counts, per-cluster
 moments or chunk supports may isolate fewer than k rows, no intersection of groups, classes or
 clusters may leave a patient a crowd of fewer than k rows, no intersection of anatomy releases
-fewer than l values.
+fewer than l values, no two k^m generalizations (disassociation's AA model) of a patient's
+record fewer than k candidate records for m known codes.
 """
 import pytest
 
@@ -93,3 +94,16 @@ def test_the_aa_attack_places_records_and_narrows_crossing_cuts():
     assert cc.km_joint(AA_RECORDS, [(*first, 2, 2), (*same, 2, 2), (*root, 2, 2)]) is None
     # released records that no cut of the hierarchy gives: the reader places nothing
     assert cc.aa_images([["c0", "g0"]] * 4, AA_RECORDS, AA_PARENT) is None
+
+
+AA_SEED = 35     # its disassociation sequences are all of the AA model
+
+
+def test_aa_releases_are_placed_and_attacked(admin, url):
+    """Re-releases of all records by k^m generalization, k and m drawn anew: the reader places
+    every release's records through the public hierarchy and links a patient's records
+    across them; no patient keeps fewer than k candidates."""
+    found = sequences.run(url, 2, AA_SEED, regroup=True, methods=("disassociation",))
+    assert found["attacks"].get("km_joint", 0) >= 1, found
+    assert not found["attacks"].get("km_unplaced"), found
+    assert found["successes"] == {}, found["examples"]
