@@ -128,7 +128,9 @@ def _run_keeping(db: "Database", p: Any, req: "Request") -> "ReleasePlan":
     try:
         return run(p.frame, req)
     except DeidError as e:
-        if e.sqlstate != PRIVACY_MODEL_UNSATISFIABLE:
+        # a kept group that would publish a change (disassociation/kept.py): a fresh grouping
+        # could rebuild the same groups and publish it, so none is tried
+        if e.sqlstate != PRIVACY_MODEL_UNSATISFIABLE or getattr(e, "no_fresh_grouping", False):
             raise
     req.run.kept = None
     return run(p.frame, req)

@@ -153,7 +153,10 @@ def kept_groups(db, req, row_id):
     if grouping(req.method) == "classes":
         return _kept_levels(db, req.method, latest)
     ids, labels = _groups(db, req.method, latest)
-    return KeptGroups(int(latest), ids, labels)
+    # what it logged for a re-release to check (methods/kept_groups.py, digests)
+    logged = db.value("SELECT metrics->>'kept' FROM deid.release WHERE release_id = $1",
+                      [latest], ["bigint"])
+    return KeptGroups(int(latest), ids, labels, logged=json.loads(logged) if logged else None)
 
 
 def _kept_levels(db, method, release_id):

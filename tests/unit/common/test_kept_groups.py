@@ -5,7 +5,8 @@ import pytest
 
 from deid.errors import DeidError
 from deid.log import partition as cells
-from deid.methods.kept_groups import KeptGroups, split, combine
+from deid.methods.kept_groups import (KeptGroups, check_moments_kept, combine, groups_digest,
+                                      row_hashes, split)
 from deid.methods.anatomy import partition as anatomy
 from deid.methods.condensation.condense import condense
 
@@ -114,3 +115,61 @@ def test_changed_values_between_two_releases():
     assert not cells.changed_values(rid, values, np.array([3, 9, 5]), np.array([2, 7, 0]))
     assert cells.changed_values(rid, values, np.array([1]), np.array([2]))
     assert not cells.changed_values(rid, values, np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+# ------------------------------------------------------------------ kept groups' digests
+class _Col:
+    def __init__(self, kind, values, null=None, dictionary=None):
+        self.kind, self.values, self.dictionary = kind, np.asarray(values), dictionary
+        self.null = np.zeros(self.values.size, bool) if null is None else np.asarray(null)
+
+
+def _frame(bmi=(20.5, 31.0, 25.25, 22.0, 27.5, 30.0), sex=(0, 1, 1, 0, 0, 1),
+           labels=("F", "M")):
+    return [_Col("number", np.asarray(bmi, np.float64)),
+            _Col("category", np.asarray(sex, np.int64), dictionary=list(labels))]
+
+
+def _logged(group, n, row_hash, rid=None):
+    rid = np.arange(1, len(group) + 1) if rid is None else rid
+    return KeptGroups(1, np.asarray(rid, np.int64), np.asarray(group, np.int64) + 1,
+                      logged={"digest": groups_digest(group, n, row_hash)})
+
+
+def test_a_kept_cluster_with_the_same_rows_passes():
+    rid, group = np.arange(1, 7), np.array([0, 0, 0, 1, 1, 1])
+    h = row_hashes(rid, _frame())
+    earlier = _logged(group, 2, h)
+    grown = np.arange(1, 10)
+    s = split(grown, earlier)
+    h2 = row_hashes(grown, _frame(bmi=(20.5, 31.0, 25.25, 22.0, 27.5, 30.0, 1, 2, 3),
+                                  sex=(1, 2, 2, 1, 1, 2, 0, 0, 0), labels=("A", "F", "M")))
+    check_moments_kept(earlier, s, combine(s, np.zeros(3, np.int64))[0], h2)
+
+
+@pytest.mark.parametrize("change", ["value", "label", "null", "deleted group"])
+def test_a_changed_member_is_refused_with_no_fresh_grouping(change):
+    rid, group = np.arange(1, 7), np.array([0, 0, 0, 1, 1, 1])
+    earlier = _logged(group, 2, row_hashes(rid, _frame()))
+    cols, now = _frame(), rid
+    if change == "value":
+        cols = _frame(bmi=(20.5, 31.0, 25.25, 22.0, 27.5, 30.5))
+    elif change == "label":
+        cols = _frame(sex=(0, 1, 1, 0, 1, 1))
+    elif change == "null":
+        cols[0].null = np.array([0, 0, 1, 0, 0, 0], bool)
+    else:
+        now, cols = rid[:3], [_Col(c.kind, c.values[:3], dictionary=c.dictionary) for c in cols]
+    s = split(now, earlier)
+    with pytest.raises(DeidError) as e:
+        check_moments_kept(earlier, s, s.group, row_hashes(now, cols))
+    assert e.value.sqlstate == "DE001" and e.value.hint and e.value.no_fresh_grouping
+
+
+def test_an_earlier_release_without_a_digest_keeps_nothing():
+    rid = np.arange(1, 7)
+    earlier = KeptGroups(1, rid, np.array([1, 1, 1, 2, 2, 2]))
+    s = split(rid, earlier)
+    with pytest.raises(DeidError) as e:
+        check_moments_kept(earlier, s, s.group, row_hashes(rid, _frame()))
+    assert not getattr(e.value, "no_fresh_grouping", False)

@@ -256,6 +256,9 @@ def run(frame, req):
     else:
         k_used = req.k
         res = released(req.k, progress=getattr(req, "progress", None))
+    # a kept cluster publishes its members' exact moments again: its rows must be unchanged
+    row_hash = kept_groups.row_hashes(frame.rid, [frame.columns[c] for c in req.columns])
+    kept_groups.check_moments_kept(req.run.kept, kept, res.cluster_id, row_hash)
     kinds = released_kinds(kinds, res.time_col, res.survival_times)
     columns = []
     for j, c in enumerate(req.columns):
@@ -271,6 +274,8 @@ def run(frame, req):
     sizes = res.cluster_size.astype(np.int64)
     member_rids = frame.rid[order]
     metrics = _metrics(req, res, kinds)
+    metrics["kept"] = {"digest": kept_groups.groups_digest(res.cluster_id, res.n_clusters,
+                                                           row_hash)}
     if k_rule:
         metrics["k_rule"] = k_rule
     if res.close_rows is not None:

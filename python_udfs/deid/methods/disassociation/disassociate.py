@@ -55,6 +55,7 @@ from ...errors import (DeidError, INVALID_PARAMETER_VALUE, NULL_VALUE_NOT_ALLOWE
                        PRIVACY_MODEL_UNSATISFIABLE, VERIFICATION_FAILED)
 from . import itemsets
 from .horpart import horpart
+from .kept import partition, refine_segments
 from .refine import Occurrences, Pairs, refine
 from .verpart import verpart_groups
 
@@ -92,6 +93,8 @@ class DisassociationResult:
     shared_subrecord_offsets: np.ndarray  # int64 (n_shared_subrecords + 1,)
     shared_subrecord_codes: np.ndarray    # int64
     record_ids: Optional[np.ndarray] = None   # ids of the input records, if given
+    segment_of_cluster: Optional[np.ndarray] = None  # int64 (n_clusters,): the refining
+    #                                    segment of each cluster (kept.py; all 0 without kept)
 
     @property
     def n_clusters(self):
@@ -142,7 +145,7 @@ class Reconstruction:
 
 
 def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constraints=None,
-                 seed=0, record_ids=None, max_joint_clusters=None):
+                 seed=0, record_ids=None, max_joint_clusters=None, kept=None):
     """003 Fig. 6 DISASSOCIATION: a k^m-anonymous disassociated release.
 
     ``offsets``: int64 (n_records + 1,), ``codes``: integer code ids 0..n_codes-1, sorted
@@ -151,7 +154,9 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     ``constraints``: the utility policy U, a list of disjoint lists of code ids; ``seed``:
     the shuffle seed (the same seed gives the same release); ``record_ids``: optional ids of
     the records, kept in the result; ``max_joint_clusters``: joint clusters of refining lie
-    in aligned blocks of at most this many clusters (None: no limit; 1: no refining).
+    in aligned blocks of at most this many clusters (None: no limit; 1: no refining);
+    ``kept``: a re-release's kept clusters (kept.Kept): they come first, as they were, the
+    new records are clustered among themselves, and refining stays within segments.
     Raises DeidError (SQLSTATE and hint) on bad input, PRIVACY_MODEL_UNSATISFIABLE with fewer
     than k records.
     """
@@ -170,7 +175,8 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     constraint_of_code = constraint_ids(constraints, n_codes)
     D = max(n_codes, 1)
 
-    part = horpart(offsets, codes, n_codes, k, max_cluster_size, constraint_of_code)
+    part, segment = partition(offsets, codes, n_codes, k, max_cluster_size,
+                              constraint_of_code, kept)
     cluster_start = part.cluster_start
     cluster_size = np.diff(cluster_start)
     n_clusters = cluster_size.size
@@ -183,8 +189,8 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
     occ, pairs, cluster_of_position = _cluster_tables(offsets, codes, part.record_order,
                                                       cluster_size, D, k, m,
                                                       constraint_of_code)
-    pair_shared, shared = refine(cluster_start, occ, pairs, D, k, m, constraint_of_code,
-                                 max_joint_clusters)
+    pair_shared, shared = refine_segments(cluster_start, occ, pairs, D, k, m,
+                                          constraint_of_code, max_joint_clusters, segment)
     rng = np.random.default_rng(seed)
     rec = _record_chunks(rng, cluster_start, cluster_of_position, occ, pairs)
     shr = _shared_chunks(rng, shared, n, occ, pair_shared)
@@ -193,7 +199,9 @@ def disassociate(offsets, codes, n_codes, k, m, *, max_cluster_size=None, constr
         k=k, m=m, n_codes=n_codes, seed=seed,
         cluster_of_record=part.cluster_of_record, cluster_size=cluster_size,
         item_offsets=_offsets(np.bincount(pairs.cluster[item_rows], minlength=n_clusters)),
-        item_codes=pairs.code[item_rows], record_ids=record_ids, **rec, **shr)
+        item_codes=pairs.code[item_rows], record_ids=record_ids, segment_of_cluster=segment,
+        **rec, **shr)
+
 
 
 def _checked_parameters(k, m, n_codes, max_cluster_size, seed, max_joint_clusters):

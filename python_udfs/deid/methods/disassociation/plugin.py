@@ -17,6 +17,9 @@ disassociation (paper 003, Loukides et al.). A pure plug-in: no SQL.
                                                                   shared chunk of a joint cluster
     and the record -> cluster membership (audit, deid.cluster_member).
 Cluster, chunk and shared ids are numbered from 1 as in 003's figures (P1, C1, ...).
+A re-release of a grown table keeps the earlier release's clusters first, as they were, and
+clusters the new records among themselves (kept.py; metrics "kept" logs each refining
+segment's digest, which the next re-release compares).
 The independent check of what was stored is verify/disassociation.py.
 """
 import numpy as np
@@ -25,7 +28,7 @@ from .. import metrics
 from ...errors import DeidError, INVALID_PARAMETER_VALUE, PRIVACY_MODEL_UNSATISFIABLE
 from ...request.options import COMMON, Option, option_class, typed
 from . import report
-from . import aa_generalization, itemsets
+from . import aa_generalization, itemsets, kept as kept_clusters
 from ...plan import (Fixed, IntArrays, Labels, Membership, ReleasePlan, SetReadSpec, Table,
                      TextArrays)
 
@@ -37,7 +40,7 @@ COMPOSITION = "whole_clusters"  # composition rule (b): released records keep th
 ESTIMATE_VIEW = False
 SHARD_PRECHECK = None           # records whole on one node need no pre-check
 REPORT = report.REPORT
-KEEPS_GROUPS = False            # a re-release regroups; the composition rule judges it
+KEEPS_GROUPS = True             # a re-release keeps the earlier clusters (kept.py)
 DISJOINT_HINT = ("The constraints of a utility policy must be disjoint (003 Sec. 3.1): put "
                  "each code in at most one constraint.")
 OPTIONS = (
@@ -151,10 +154,16 @@ def run(frame, req):
                         hint="NULL and empty sets hold no code: select records that hold codes.",
                         data_dependent=True)
     m = (_opts(req.options).m or 2)
+    max_size = _opts(req.options).max_cluster_size or 2 * req.k
+    key = kept_clusters.parameters_key(req.k, m, max_size, _opts(req.options).utility)
+    earlier = getattr(getattr(req, "run", None), "kept", None)    # a re-release keeps them
+    kept = kept_clusters.kept_of(frame.rid, earlier, key)
+    if kept is not None:
+        kept_clusters.check_counts(kept, req.k)
     r = disassociate(frame.offsets, frame.codes, len(frame.dictionary), req.k, m,
                      max_cluster_size=_opts(req.options).max_cluster_size,
                      constraints=constraints(_opts(req.options).utility, frame.dictionary),
-                     seed=int(req.seed), record_ids=frame.rid)
+                     seed=int(req.seed), record_ids=frame.rid, kept=kept)
     labels = list(frame.dictionary)
     sizes = np.asarray(r.cluster_size, np.int64)
     cluster_ids = np.arange(1, sizes.size + 1, dtype=np.int32)
@@ -191,6 +200,9 @@ def run(frame, req):
         TextArrays("codes", r.shared_subrecord_offsets, r.shared_subrecord_codes, labels)])
     cluster = Table(f"{req.name}_cluster", [Fixed("cluster_id", cluster_ids),
                                              Fixed("size", sizes.astype(np.int32))])
+    digests = kept_clusters.segment_digests(r, r.segment_of_cluster, local, labels)
+    if kept is not None:
+        kept_clusters.check_unchanged(kept, digests)
     for t in (cluster, record_chunk, item_chunk, shared_chunk):
         if len(t.name.encode()) > 63:
             raise DeidError(INVALID_PARAMETER_VALUE, "a release table name is too long",
@@ -204,7 +216,9 @@ def run(frame, req):
                  "clusters": int(sizes.size), "min_cluster": int(sizes.min()),
                  "record_chunks": int(chunk_cluster.size), "shared_chunks": int(r.n_shared),
                  "item_chunk_codes": int(len(r.item_codes)), "codes": len(labels),
-                 "occurrences": int(len(frame.codes))})
+                 "occurrences": int(len(frame.codes)),
+                 "kept": {"key": key, "runs": [
+                     [int(n), d] for n, d in zip(np.bincount(r.segment_of_cluster), digests)]}})
 
 
 def _by_length(offsets, codes, labels):

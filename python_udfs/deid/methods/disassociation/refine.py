@@ -44,6 +44,20 @@ class SharedChunks:
     def n_shared(self):
         return self.cluster_offsets.size - 1
 
+    def with_clusters(self, cluster_ids):
+        """The same chunks over other cluster ids (a segment's, shifted to its place)."""
+        return SharedChunks(self.cluster_offsets, cluster_ids, self.domain_offsets,
+                            self.domain_codes)
+
+    @staticmethod
+    def joined(pieces):
+        """The shared chunks of several pieces, one after the other."""
+        return SharedChunks(
+            _offsets([c for p in pieces for c in np.diff(p.cluster_offsets)]),
+            _concat([p.cluster_ids for p in pieces]),
+            _offsets([d for p in pieces for d in np.diff(p.domain_offsets)]),
+            _concat([p.domain_codes for p in pieces]))
+
 
 @dataclass(frozen=True)
 class Occurrences:
