@@ -350,13 +350,22 @@ def _refined_groups_hold(db, req, same):
         # a cluster is not a crowd of k (k^m bounds itemsets' supports): no regrouping at all
         if partition.regroups(c):
             raise refusal(req, "an earlier disassociation release clustered these records otherwise")
-        if partition.small_remainders(layers, new, req.k):
+        if partition.small_remainders(layers, new, req.k) or _grown_below_k(layers, new, req.k):
             raise refusal(req, "a cluster would join released records to fewer than k new ones")
         return
     if partition.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
     if grouping(req.method) == "groups_values":
         _values_hold(db, req, pairs, new, c)
+
+
+def _grown_below_k(layers, new, k):
+    """Whether a group of the new release holds rows of one earlier release and fewer than k
+    rows that release did not hold: read with that release alone, the group's counts less its
+    own are those few rows' (an intermediate release at a smaller k may have added them: that
+    does not make this release's k hold). small_remainders against all earlier releases at
+    once sees only rows no earlier release held."""
+    return any(partition.small_remainders([x], new, k) for x in layers if x.ids.size)
 
 
 def _values_hold(db, req, pairs, new, c):
