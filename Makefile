@@ -110,9 +110,12 @@ pgtap: test-db
 ## fuzz: FUZZ_N random requests per method against the real server, each success and refusal
 ## checked by tests/fuzz/checker.py; then FUZZ_SEQUENCES sequences of 2-6 releases of one source
 ## per method, attacked together by tests/fuzz/check_composition.py (a sequence takes about
-## 1.5 s); summaries on stdout, JSON in FUZZ_OUT and FUZZ_SEQ_OUT
+## 1.5 s), in chunks of FUZZ_CHUNK per method, each kept (build/fuzz_sequences_<seed>.<start>.json:
+## a chunk already there is not run again; delete them to start over); summaries on stdout,
+## JSON in FUZZ_OUT and FUZZ_SEQ_OUT
 FUZZ_N ?= 10000
 FUZZ_SEQUENCES ?= 1000
+FUZZ_CHUNK ?= 100
 FUZZ_SEQ_OUT ?= build/fuzz_sequences_$(FUZZ_SEED).json
 FUZZ_SEED ?= 1
 FUZZ_WORKERS ?= 2
@@ -122,14 +125,14 @@ fuzz: start venv
 	$(VENV)/bin/python -m tests.fuzz.runner --url "$$($(CLUSTER) url deid_fuzz)" --n $(FUZZ_N) \
 	    --seed $(FUZZ_SEED) --workers $(FUZZ_WORKERS) --out $(FUZZ_OUT)
 	$(VENV)/bin/python -m tests.fuzz.sequences --url "$$($(CLUSTER) url deid_fuzz)" \
-	    --n $(FUZZ_SEQUENCES) --seed $(FUZZ_SEED) --out $(FUZZ_SEQ_OUT)
+	    --n $(FUZZ_SEQUENCES) --chunk $(FUZZ_CHUNK) --seed $(FUZZ_SEED) --out $(FUZZ_SEQ_OUT)
 
 ## fuzz-sequences: only the sequences part of fuzz (FUZZ_SEQUENCES per method), at low priority;
-## the tallies so far in FUZZ_SEQ_OUT.partial while it runs
+## the tallies of the running chunk in its .partial file
 fuzz-sequences: start venv
 	$(PSQL) "$$($(CLUSTER) url postgres)" -q -c "DROP DATABASE IF EXISTS deid_fuzz WITH (FORCE)" -c "CREATE DATABASE deid_fuzz"
 	nice -n 10 $(VENV)/bin/python -m tests.fuzz.sequences --url "$$($(CLUSTER) url deid_fuzz)" \
-	    --n $(FUZZ_SEQUENCES) --seed $(FUZZ_SEED) --out $(FUZZ_SEQ_OUT)
+	    --n $(FUZZ_SEQUENCES) --chunk $(FUZZ_CHUNK) --seed $(FUZZ_SEED) --out $(FUZZ_SEQ_OUT)
 
 ## bench: benchmarks (write numbers and PNG plots under bench/results/)
 bench: start venv

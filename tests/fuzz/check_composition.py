@@ -3,7 +3,7 @@ deid_reader reads (the released tables) and knows the quasi-identifiers of the p
 targets (here: every row of the source at the time of each release) and each release's
 selection predicate (it asked for it, or read it in the release's description).
 
-Four attacks:
+Five attacks:
 
 - linear: released totals over selections (a release's row count, a count table's sum)
   add and subtract. With the rows each release selected, the cells are the rows selected
@@ -16,6 +16,9 @@ Four attacks:
   may have are those the count tables give those groups. Intersected over every release
   holding the patient, fewer than the largest l of those releases is a success (each
   release alone gave at least its l).
+- k^m by generalization (disassociation's AA model): a patient's two released records,
+  placed through the public code hierarchy, narrow each other; fewer than k records that
+  may be the patient's, given at most m of its codes, is a success (km_joint).
 
 Imports the standard library, numpy and psycopg only (tests/security/test_fuzz_sample.py checks).
 """
@@ -277,3 +280,68 @@ def generalization_classes(released, source, hierarchies):
 def _label(f, v):
     out = f(v)
     return None if out is None else str(out)
+
+
+# ------------------------------------------------------------------ k^m by generalization (AA)
+# disassociation's model 'generalization' (Apriori Anonymization, Terrovitis et al., VLDB 2008)
+# releases each record's codes mapped through one cut of a public code hierarchy, in random
+# order and without an id. Each release alone is k^m-anonymous: a reader who knows at most m
+# of a patient's codes finds at least k released records that may be the patient's. Two such
+# releases of the same records at different cuts (other k, m, or records added) are finer
+# together than either: a record's two images narrow each other.
+def aa_images(released, records, parent):
+    """A reader places each record of an AA release: the cut is the set of released labels
+    (a code's label is its nearest ancestor-or-self among them), a record's image the set of
+    its codes' labels. released: the released code sets; records: {row id: codes} (the rows
+    the release holds); parent: {label: its parent's label} of the public hierarchy.
+    ({row id: image}, {code: label}), or None when the images are not exactly the released
+    records (a cut the reader cannot place: no attack)."""
+    labels = set().union(*(set(s) for s in released)) if released else set()
+    cut = {}
+    for codes in records.values():
+        for c in codes:
+            x = c
+            while x is not None and x not in labels:
+                x = parent.get(x) if parent.get(x) != x else None
+            if x is None:
+                return None
+            cut[c] = x
+    images = {rid: frozenset(cut[c] for c in codes) for rid, codes in records.items()}
+    if Counter(images.values()) != Counter(frozenset(s) for s in released):
+        return None
+    return images, cut
+
+
+def km_joint(records, releases):
+    """releases: [(images, cut, k, m)] of AA releases (aa_images). A reader who knows at most
+    m codes of a patient held by two of them (m the smaller of theirs), and links the
+    patient's two released records, keeps the records whose images cover the itemset's image
+    in both. Over the rows both hold, fewer than the larger k such records while each
+    release alone left at least its k, and fewer than either alone, is a success:
+    (row id, itemset, candidates, k), or None."""
+    for a, b in itertools.combinations(releases, 2):
+        hit = _km_pair(records, a, b)
+        if hit:
+            return hit
+    return None
+
+
+def _km_pair(records, a, b):
+    (ia, ca, ka, ma), (ib, cb, kb, mb) = a, b
+    common = [r for r in ia if r in ib]
+    seen = set()
+    for rid in common:
+        codes = sorted(set(records[rid]), key=str)
+        for size in range(1, min(ma, mb, len(codes)) + 1):
+            for itemset in itertools.combinations(codes, size):
+                key = (frozenset(ca[c] for c in itemset), frozenset(cb[c] for c in itemset))
+                if key in seen:
+                    continue
+                seen.add(key)
+                in_a = {r for r in common if key[0] <= ia[r]}
+                in_b = {r for r in common if key[1] <= ib[r]}
+                both = len(in_a & in_b)
+                if len(in_a) >= ka and len(in_b) >= kb and both < min(len(in_a), len(in_b)) \
+                        and both < max(ka, kb):
+                    return rid, itemset, both, max(ka, kb)
+    return None

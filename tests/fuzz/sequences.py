@@ -2,11 +2,16 @@
 check_composition.py (which imports nothing of deid).
 
     python -m tests.fuzz.sequences --url postgresql://... --n 1000 --seed 1 --out build/seq.json
+    python -m tests.fuzz.sequences ... --chunk 100 --out build/seq.json   # kept per chunk:
+                                        # build/seq.<start>.json, skipped when run again
+    python -m tests.fuzz.sequences --merge build/seq.*.json --out build/all.json
 
-Each sequence gets a fresh table (tables.py, at least 30 rows) and a main method (every
-method gets exactly --n sequences); each release is of the main method or, one time in
-four, of another. Selections are random (generator.py), all rows, the previous release's
-again, or crafted: the three parts of a tracker (``age < m OR <one row's exact
+A chunk (--start) draws its own stream from the seed and its start, so chunks of a long run
+are independent and each can be replayed alone. Each sequence gets a fresh table (tables.py,
+at least 30 rows) and a main method (every method gets exactly --n sequences); each release
+is of the main method or, one time in four, of another; in three disassociation sequences in
+ten, every disassociation release is k^m by generalization (the AA model). Selections are
+random (generator.py), all rows, the previous release's again, or crafted: the three parts of a tracker (``age < m OR <one row's exact
 quasi-identifiers>``, all rows, ``age >= m``) and all rows but one. Between releases, rows
 may be appended (copies of existing rows' values under new ids). Requests come from the
 analyst (SELECT) or the researcher (a policy); no override is ever passed.
@@ -14,9 +19,10 @@ analyst (SELECT) or the researcher (a policy); no override is ever passed.
 After each sequence a deid_reader reads the releases; the attacker knows every row's
 quasi-identifiers and each release's selection (evaluated on the source when it was
 released), and each release's groups (_grouping: anatomy's groups and disassociation's
-clusters exactly, generalization's classes placed through the public hierarchies,
-condensation's clusters given). Attacks: totals, per-group statistics per column, crowds per
-method, anatomy's values (check_composition.py). Tallies: sequences, releases and refusals
+clusters exactly, generalization's classes and AA's records placed through the public
+hierarchies, condensation's clusters given). Attacks: totals, per-group statistics per
+column, crowds per method, anatomy's values, AA's records of one patient linked
+(check_composition.py). Tallies: sequences, releases and refusals
 (by reason: the analyst's DETAIL, the researcher's uniform refusal) per method, attacks
 tried, and the successes, which must be 0. `regroup` (tests): every release of all rows by
 the main method, its parameters drawn anew.
@@ -45,6 +51,7 @@ READER = "deid_fz_reader"
 CALL = ("SELECT relations FROM deid.anonymize_request(%s, %s, k => %s, l => %s, columns => %s,"
         " selection => %s, options => %s, release => %s)")
 QIS = ("age", "sex", "zip")
+AA_SHARE = 0.3     # disassociation sequences whose every disassociation is k^m by generalization
 
 
 def _table(rng, tag):
@@ -128,8 +135,12 @@ def _selected(admin, t, selection):
     return {r[0] for r in admin.execute(q).fetchall()}
 
 
-def _request(rng, t, method, selection, name, override=False):
+def _request(rng, t, method, selection, name, override=False, aa=False):
     names, cols, k, l, opts = generator._base(rng, method, t)
+    if method == "disassociation" and aa:          # k^m by generalization, every time
+        opts.update(model="generalization", hierarchy=t.code_hierarchy)
+        opts.pop("max_cluster_size", None)
+        opts.pop("utility", None)
     if method == "anatomy":
         names = [n for n in names if n != "note"]
         opts.pop("output", None)                   # the generalized layout: linear only
@@ -151,11 +162,13 @@ def run_sequence(conns, rng, tag, main, tally, override=False, regroup=False):
     stats = tally["methods"][main]
     stats["sequences"] += 1
     done = []
+    # drawn apart from rng: the sequences' stream stays what it was without the AA model
+    aa = main == "disassociation" and random.Random(f"aa:{tag}").random() < AA_SHARE
     try:
         for i, (method, selection) in enumerate(plan(rng, t, main, rng.randint(2, 6), regroup)):
             if i and rng.random() < 0.3 and not regroup:
                 _append(rng, admin, t)
-            r = _request(rng, t, method, selection, f"fzs{tag}r{i}", override)
+            r = _request(rng, t, method, selection, f"fzs{tag}r{i}", override, aa)
             outcome = _send(conns[r["role"]], t, r)
             stats["releases" if outcome is None else "refusals"] += 1
             if outcome is None:
@@ -163,6 +176,9 @@ def run_sequence(conns, rng, tag, main, tally, override=False, regroup=False):
                 done.append(r)
             else:
                 tally["refusals"][f"{r['role']}: {outcome}"] += 1
+                tally["method_refusals"][main][f"{r['role']}: {outcome}"] += 1
+        if len(done) >= 2:                         # releases read together
+            stats["sequences with 2+ releases"] += 1
         _attack(conns["reader"], admin, t, done, tally, main)
     finally:
         for r in done:
@@ -187,6 +203,8 @@ def _send(conn, t, r):
 
 
 def _attack(reader, admin, t, done, tally, main):
+    if len(done) >= 2:
+        _tried(tally, main, "linear")
     found = check_composition.linear([r["ids"] for r in done], [r["k"] for r in done]) \
         if len(done) >= 2 else None
     if found and found[2] != "span" and sum(1 for c in found[2] if c) < 2:
@@ -195,6 +213,7 @@ def _attack(reader, admin, t, done, tally, main):
         _success(tally, main, "linear", t, done, f"{len(found[0])} rows < k {found[1]}")
     if len(done) >= 2:
         _attack_groups(reader, admin, t, done, tally, main)
+    _attack_aa(admin, t, done, tally, main)
     anatomy = [r for r in done if r["method"] == "anatomy" and r["l"]]
     if len(anatomy) < 2:
         return
@@ -202,10 +221,30 @@ def _attack(reader, admin, t, done, tally, main):
     for sensitive in ("dx", "tr"):
         releases = [_anatomy_view(reader, r, t, sensitive) for r in anatomy
                     if sensitive in r["columns"]]
+        if len([x for x in releases if x]) >= 2:
+            _tried(tally, main, "intersection")
         hit = check_composition.intersection(patients, [x for x in releases if x])
         if hit:
             _success(tally, main, "intersection", t, done,
                      f"row {hit[0]}: {len(hit[1])} values < l {hit[2]}")
+
+
+def _attack_aa(admin, t, done, tally, main):
+    """Two AA releases' records of one patient narrow each other (check_composition.km_joint)."""
+    aa = [r for r in done if r["method"] == "disassociation"
+          and r["options"].get("model") == "generalization"]
+    placed = [r["aa"] for r in aa if r.get("aa")]
+    if len(aa) >= 2 and len(placed) < len(aa):      # a release the reader could not place
+        tally["attacks"]["km_unplaced"] += len(aa) - len(placed)
+    if len(placed) < 2:
+        return
+    _tried(tally, main, "km_joint")
+    records = {rid: [c for c in codes or [] if c is not None] for rid, codes in admin.execute(
+        sql.SQL("SELECT id, codes FROM {}").format(sql.SQL(t.name)))}
+    hit = check_composition.km_joint(records, placed)
+    if hit:
+        _success(tally, main, "km_joint", t, done,
+                 f"row {hit[0]}: itemset {hit[1]} in {hit[2]} records < k {hit[3]}")
 
 
 def _attack_groups(reader, admin, t, done, tally, main):
@@ -226,17 +265,22 @@ def _attack_groups(reader, admin, t, done, tally, main):
     for (a, _), rs in families.items():
         if len(rs) < 2:
             continue
+        _tried(tally, main, "linear_groups")
         hit = check_composition.linear_groups([r["groups"] for r in rs], [r["k"] for r in rs])
         if hit:
-            tally["attacks"]["linear_groups"] += 1
             _success(tally, main, "linear_groups", t, rs, f"{a}: {len(hit[0])} rows < k {hit[1]}")
     for method in generator.METHODS:
         rs = [r for r in grouped if r["method"] == method]
         if len(rs) >= 2:
-            tally["attacks"]["crowds"] += 1
+            _tried(tally, main, "crowds")
             hit = check_composition.crowds([r["groups"] for r in rs], [r["k"] for r in rs])
             if hit:
                 _success(tally, main, "crowd", t, rs, f"{method}: {len(hit[0])} rows < k {hit[1]}")
+
+
+def _tried(tally, main, kind):
+    tally["attacks"][kind] += 1
+    tally["method_attacks"][main][kind] += 1
 
 
 def _published(t, r):
@@ -266,12 +310,29 @@ def _grouping(reader, admin, t, r):
                              " WHERE release_id = %s", [rid]).fetchall()
         return {x: g for g, x in rows}
     if r["method"] == "disassociation" and r["options"].get("model") == "generalization":
-        return None                                 # generalized records: no cluster published
+        return _aa_classes(reader, admin, t, r)
     if r["method"] in ("condensation", "disassociation"):
         rows = admin.execute("SELECT cluster_id, unnest(rids) FROM deid.cluster_member"
                              " WHERE release_id = %s", [rid]).fetchall()
         return {x: g for g, x in rows}
     return _classes(reader, admin, t, r)
+
+
+def _aa_classes(reader, admin, t, r):
+    """An AA release's records placed by a reader (check_composition.aa_images): a class is
+    the records of one released set. Keeps the placement for km_joint in r["aa"]."""
+    released = [s or [] for (s,) in reader.execute(sql.SQL("SELECT codes FROM release.{}").format(
+        sql.Identifier(r["release"] + "_generalized")))]
+    records = {rid: [c for c in codes or [] if c is not None] for rid, codes in admin.execute(
+        sql.SQL("SELECT id, codes FROM {} WHERE id = ANY(%s)").format(sql.SQL(t.name)),
+        [sorted(r["ids"])])}
+    parent = dict(admin.execute("SELECT value, parent FROM deid.hierarchy_member"
+                                " WHERE hierarchy = %s", [t.code_hierarchy]).fetchall())
+    placed = check_composition.aa_images(released, records, parent)
+    if placed is None:
+        return None
+    r["aa"] = (placed[0], placed[1], r["k"], r["options"].get("m", 2))
+    return {rid: tuple(sorted(image)) for rid, image in placed[0].items()}
 
 
 def _classes(reader, admin, t, r):
@@ -340,9 +401,14 @@ def _success(tally, main, kind, t, done, what):
                                                for r in done]})
 
 
-def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
+def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False, start=0,
+        methods=generator.METHODS):
     """n sequences per method; `override`: every request passes the composition rule's
-    override, so the attacks must then succeed (that the checker finds what the rule stops)."""
+    override, so the attacks must then succeed (that the checker finds what the rule stops).
+    `start`: the chunk of sequences start .. start + n - 1 of a long run (its own random
+    stream, drawn from seed and start, and its own table names), so a run in chunks keeps
+    what each chunk found and any chunk can be replayed alone. `methods`: the main methods
+    (a run of one method draws another stream than a run of all four)."""
     setup(url)
     with psycopg.connect(url, autocommit=True) as c:
         if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [READER]).fetchone():
@@ -350,18 +416,19 @@ def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
         c.execute(sql.SQL("GRANT deid_reader TO {}").format(sql.Identifier(READER)))
     conns = {"admin": _connect(url), "analyst": _connect(url, ANALYST),
              "researcher": _connect(url, RESEARCHER), "reader": _connect(url, READER)}
-    rng = random.Random(f"sequences:{seed}")
+    rng = random.Random(f"sequences:{seed}" + (f":{start}" if start else ""))
     tally = {"methods": defaultdict(Counter), "refusals": Counter(), "successes": Counter(),
-             "attacks": Counter(), "examples": []}
+             "attacks": Counter(), "examples": [], "method_refusals": defaultdict(Counter),
+             "method_attacks": defaultdict(Counter)}
     try:
-        for i in range(n):
-            for main in generator.METHODS:
+        for i in range(start, start + n):
+            for main in methods:
                 run_sequence(conns, rng, f"{seed}_{i}_{main[:2]}", main, tally, override, regroup)
             if progress:                           # a long run's tallies so far
                 with open(progress, "w") as f:
-                    json.dump(_summary(tally, i + 1), f, indent=1, default=str)
-            if not quiet and (i + 1) % 50 == 0:
-                print(f"{i + 1} sequences per method; successes {dict(tally['successes'])}",
+                    json.dump(_summary(tally, i + 1 - start), f, indent=1, default=str)
+            if not quiet and (i + 1 - start) % 50 == 0:
+                print(f"{i + 1 - start} sequences per method; successes {dict(tally['successes'])}",
                       file=sys.stderr, flush=True)
     finally:
         for c in conns.values():
@@ -372,20 +439,70 @@ def run(url, n, seed, quiet=True, override=False, progress=None, regroup=False):
 def _summary(tally, done):
     return {"per_method": done, "methods": {m: dict(c) for m, c in tally["methods"].items()},
             "refusals": dict(tally["refusals"]), "successes": dict(tally["successes"]),
-            "attacks": dict(tally["attacks"]), "examples": tally["examples"]}
+            "attacks": dict(tally["attacks"]), "examples": tally["examples"],
+            "refusals_by_method": {m: dict(c) for m, c in tally["method_refusals"].items()},
+            "attacks_by_method": {m: dict(c) for m, c in tally["method_attacks"].items()}}
+
+
+def merge(chunks):
+    """The chunks' summaries added up (a long run's result), per method and in all."""
+    out = {"per_method": sum(c["per_method"] for c in chunks), "examples": []}
+    for key in ("methods", "refusals_by_method", "attacks_by_method"):
+        out[key] = {}
+        for c in chunks:
+            for m, counts in c.get(key, {}).items():
+                out[key][m] = dict(Counter(out[key].get(m, {})) + Counter(counts))
+    for key in ("refusals", "successes", "attacks"):
+        out[key] = dict(sum((Counter(c.get(key, {})) for c in chunks), Counter()))
+    for c in chunks:
+        out["examples"] += c.get("examples", [])
+    return out
+
+
+def _chunk(a, start):
+    """One chunk's summary: read from OUT.<start>.json if an earlier run left it, else run."""
+    path = f"{os.path.splitext(a.out)[0]}.{start}.json"
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        part = run(a.url, min(a.chunk, a.start + a.n - start), a.seed, quiet=False,
+                   override=a.override, progress=path + ".partial", start=start,
+                   methods=tuple(a.methods.split(",")))
+        with open(path, "w") as f:
+            json.dump(part, f, indent=1, default=str)
+        if os.path.exists(path + ".partial"):
+            os.remove(path + ".partial")
+    with open(path) as f:
+        return json.load(f)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--url", required=True)
+    p.add_argument("--url")
     p.add_argument("--n", type=int, default=1000, help="sequences per method")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--start", type=int, default=0,
+                   help="first sequence of this chunk (a long run in chunks: 0, n, 2n, ...)")
+    p.add_argument("--methods", default=",".join(generator.METHODS),
+                   help="main methods, comma-separated")
     p.add_argument("--out")
+    p.add_argument("--chunk", type=int, default=0,
+                   help="run in chunks of this many sequences per method, each kept in"
+                        " OUT.<start>.json (a chunk already there is not run again)")
+    p.add_argument("--merge", nargs="+", metavar="CHUNK",
+                   help="only add up the chunks' JSON files into --out")
     p.add_argument("--override", action="store_true",
                    help="pass the rule's override: the attacks must succeed (a check of the checker)")
     a = p.parse_args(argv)
-    result = run(a.url, a.n, a.seed, quiet=False, override=a.override,
-                 progress=a.out and a.out + ".partial")
+    if not a.url and not a.merge:
+        p.error("--url is needed to run sequences")
+    if a.merge:
+        result = merge([json.load(open(f)) for f in a.merge])
+    elif a.chunk and a.out:
+        result = merge([_chunk(a, s) for s in range(a.start, a.start + a.n, a.chunk)])
+    else:
+        result = run(a.url, a.n, a.seed, quiet=False, override=a.override,
+                     progress=a.out and a.out + ".partial", start=a.start,
+                     methods=tuple(a.methods.split(",")))
     print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=1))
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)

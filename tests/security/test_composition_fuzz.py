@@ -6,7 +6,8 @@ a policy only. A deid_reader then attacks them with tests/fuzz/check_composition
 imports nothing of deid): no combination of released totals, per-group counts, per-cluster
 moments or chunk supports may isolate fewer than k rows, no intersection of groups, classes or
 clusters may leave a patient a crowd of fewer than k rows, no intersection of anatomy releases
-fewer than l values.
+fewer than l values, no two k^m generalizations (disassociation's AA model) of a patient's
+record fewer than k candidate records for m known codes.
 """
 import pytest
 
@@ -66,3 +67,43 @@ def test_the_checker_finds_something_for_every_method(admin, url):
     found.update(sequences.run(url, 3, SEED, override=True)["successes"])
     for method in METHODS:
         assert any(s.startswith(method + ":") for s in found), found
+
+
+# Disassociation's AA model (k^m by generalization over a public code hierarchy): two releases
+# of the same four records at crossing cuts, each 2^2-anonymous alone. The first keeps c0 and
+# c1 and generalizes c4, c5 to g1; the second the reverse. A reader who knows that a patient
+# has c0 and c4 finds two candidate records in each release, and one in both.
+AA_PARENT = {"c0": "g0", "c1": "g0", "c4": "g1", "c5": "g1", "g0": "*", "g1": "*", "*": None}
+AA_RECORDS = {1: ["c0", "c4"], 2: ["c0", "c5"], 3: ["c1", "c4"], 4: ["c1", "c5"]}
+
+
+def _aa_release(cut):
+    return [sorted({cut.get(c, c) for c in codes}) for codes in AA_RECORDS.values()]
+
+
+def test_the_aa_attack_places_records_and_narrows_crossing_cuts():
+    from fuzz import check_composition as cc
+    first = cc.aa_images(_aa_release({"c4": "g1", "c5": "g1"}), AA_RECORDS, AA_PARENT)
+    second = cc.aa_images(_aa_release({"c0": "g0", "c1": "g0"}), AA_RECORDS, AA_PARENT)
+    assert first[0][1] == frozenset({"c0", "g1"}) and second[0][1] == frozenset({"g0", "c4"})
+    hit = cc.km_joint(AA_RECORDS, [(*first, 2, 2), (*second, 2, 2)])
+    assert hit is not None and hit[2] == 1 and set(hit[1]) == set(AA_RECORDS[hit[0]]), hit
+    # the same cut twice, or a coarser one (everything to the root): nothing narrower
+    same = cc.aa_images(_aa_release({"c4": "g1", "c5": "g1"}), AA_RECORDS, AA_PARENT)
+    root = cc.aa_images([["*"]] * 4, AA_RECORDS, AA_PARENT)
+    assert cc.km_joint(AA_RECORDS, [(*first, 2, 2), (*same, 2, 2), (*root, 2, 2)]) is None
+    # released records that no cut of the hierarchy gives: the reader places nothing
+    assert cc.aa_images([["c0", "g0"]] * 4, AA_RECORDS, AA_PARENT) is None
+
+
+AA_SEED = 35     # its disassociation sequences are all of the AA model
+
+
+def test_aa_releases_are_placed_and_attacked(admin, url):
+    """Re-releases of all records by k^m generalization, k and m drawn anew: the reader places
+    every release's records through the public hierarchy and links a patient's records
+    across them; no patient keeps fewer than k candidates."""
+    found = sequences.run(url, 2, AA_SEED, regroup=True, methods=("disassociation",))
+    assert found["attacks"].get("km_joint", 0) >= 1, found
+    assert not found["attacks"].get("km_unplaced"), found
+    assert found["successes"] == {}, found["examples"]

@@ -381,7 +381,11 @@ def _same_classes(db, a, b):
 
 # ------------------------------------------------------------------ grouped methods
 def _refined_groups_hold(db, req, same, found):
-    if getattr(found, "complete", False) and _stored_groups_hold(db, req, same, found):
+    # disassociation crosses each earlier clustering apart (_grown_below_k, whole groups):
+    # the kept cells hold their union only
+    whole = grouping(req.method) == "whole_clusters"
+    if not whole and getattr(found, "complete", False) and \
+            _stored_groups_hold(db, req, same, found):
         return
     pairs = [(e, partition.Layer(*_groups(db, req.method, e["release_id"]), int(e["k"] or 0)))
              for e in same]
@@ -395,13 +399,25 @@ def _refined_groups_hold(db, req, same, found):
         # a cluster is not a crowd of k (k^m bounds itemsets' supports): no regrouping at all
         if partition.regroups(c):
             raise refusal(req, "an earlier disassociation release clustered these records otherwise")
-        if partition.small_remainders(layers, new, req.k):
+        if partition.small_remainders(layers, new, req.k) or _grown_below_k(layers, new, req.k):
             raise refusal(req, "a cluster would join released records to fewer than k new ones")
+        if partition.small_held_cells(c, layers, new):
+            raise refusal(req, "a cluster would hold released records that earlier releases "
+                               "single out in fewer than k")
         return
     if partition.too_small(c):
         raise refusal(req, "a cell of the groupings' common refinement would hold fewer than k rows")
     if grouping(req.method) == "groups_values":
         _values_hold(db, req, pairs, new, c)
+
+
+def _grown_below_k(layers, new, k):
+    """Whether a group of the new release holds rows of one earlier release and fewer than k
+    rows that release did not hold: read with that release alone, the group's counts less its
+    own are those few rows' (an intermediate release at a smaller k may have added them: that
+    does not make this release's k hold). small_remainders against all earlier releases at
+    once sees only rows no earlier release held."""
+    return any(partition.small_remainders([x], new, k) for x in layers if x.ids.size)
 
 
 def _stored_groups_hold(db, req, same, found):

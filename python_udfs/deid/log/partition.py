@@ -182,6 +182,42 @@ def small_remainders(layers, new, k):
     return bool(np.any((old > 0) & (fresh > 0) & (fresh < k)))
 
 
+def small_held_cells(c, layers, new):
+    """Whether the new release holds a cell of fewer rows than its k (the largest k of the
+    releases holding it) that is not one whole group of some release: earlier releases at a
+    smaller k may single such a cell out between them (a group grown by a few rows, then
+    grown again), and this release's counts would then be about it under a larger k. A cell
+    that is a whole group of one release is that release's own group, published as such."""
+    small = c.held & (c.sizes < c.k)
+    if not small.any():
+        return False
+    whole = np.zeros(c.sizes.size, bool)
+    _, pos = positions(list(layers) + [new])
+    for layer, p in zip(list(layers) + [new], pos):
+        whole |= _whole_groups(c, p, layer.labels)
+    return bool(np.any(small & ~whole))
+
+
+def _whole_groups(c, pos, labels):
+    """Per cell: whether it is exactly one group of a layer (positions `pos`, `labels`)."""
+    out = np.zeros(c.sizes.size, bool)
+    if pos.size == 0:
+        return out
+    cell = c.rows[pos]
+    _, group = np.unique(labels if labels is not None else np.zeros(pos.size, np.int64),
+                         return_inverse=True)
+    n = int(group.max()) + 1
+    lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n, -1, np.int64)
+    np.minimum.at(lo, group, cell)
+    np.maximum.at(hi, group, cell)
+    size = np.bincount(group, minlength=n)
+    one = (lo == hi) & (lo >= 0)
+    one[one] &= c.sizes[lo[one]] == size[one]
+    out[lo[one]] = True
+    return out
+
+
 def too_few_values(c, values, pos_of_values, l):
     """Whether a cell the new release creates or holds has fewer distinct values than its bar
     `l` (one number, or one per cell): `values` (codes) of the rows at positions
