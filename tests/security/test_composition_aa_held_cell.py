@@ -16,9 +16,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from test_composition_aa_remainder import ANALYST, HIERARCHY, READER, RESEARCHER, codeless
+from test_composition_aa_remainder import ANALYST, READER, RESEARCHER, codeless
 
 TABLE = "cmp_aa_held"
+HIERARCHY = "cmp_aa_held_icd"
 # ids 1-10: 2 without a code, 8 with c0; ids 11-20: 4 and 6; appended 21-32: 6 and 6
 CODES = [[]] * 2 + [["c0"]] * 8 + [[]] * 4 + [["c0"]] * 6
 APPENDED = [[]] * 6 + [["c0"]] * 6
