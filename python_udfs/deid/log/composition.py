@@ -357,9 +357,20 @@ def _records_kept(db, req, earlier):
                    ["text", "bigint"])
     if old is None:
         return True
-    return not db.value(
-        f"SELECT EXISTS (SELECT * FROM {old} EXCEPT ALL"
-        f" SELECT * FROM {qualified(STORE_SCHEMA, req.name)})")
+    new = qualified(STORE_SCHEMA, req.name)
+    if not db.value(_SAME_SHAPE, [old, new], ["text", "text"]):
+        return False                   # other columns: other records, not the same kept
+    return not db.value(f"SELECT EXISTS (SELECT * FROM {old} EXCEPT ALL SELECT * FROM {new})")
+
+
+# two stored tables whose rows compare: the same column names and types, in order
+_SAME_SHAPE = (
+    "SELECT (SELECT array_agg(a.attname::text || ' ' || a.atttypid::regtype::text"
+    " ORDER BY a.attnum) FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass"
+    " AND a.attnum > 0 AND NOT a.attisdropped) IS NOT DISTINCT FROM"
+    " (SELECT array_agg(a.attname::text || ' ' || a.atttypid::regtype::text"
+    " ORDER BY a.attnum) FROM pg_catalog.pg_attribute a WHERE a.attrelid = $2::regclass"
+    " AND a.attnum > 0 AND NOT a.attisdropped)")
 
 
 def _shares_rows(a, b):
