@@ -372,7 +372,8 @@ COMMENT ON TABLE deid.release_apart IS
 -- Evaluated once per query of a release's view (an InitPlan), in the reader's session: true,
 -- or 42501 when some role of the session also reads a release this one was kept apart from
 -- (its requester or any role ever in its audience, as the rule counts them). Superusers read
--- everything. It names no other release and no count.
+-- everything. It names no release (called directly with any id, it tells no name) and no
+-- count.
 CREATE FUNCTION deid._release_readable(release bigint)
 RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
@@ -396,8 +397,7 @@ BEGIN
          WHERE a.release_id = release
            AND (w.role = 'public' OR pg_catalog.pg_has_role(session_user, g.oid, 'MEMBER')))
     THEN
-        RAISE EXCEPTION 'release "%" is not readable in this session', (
-                  SELECT r.name FROM deid.release r WHERE r.release_id = release)
+        RAISE EXCEPTION 'this release is not readable in this session'
               USING ERRCODE = 'insufficient_privilege',
                     HINT = 'A role of this session also reads another release of the same '
                            'source that this one was never checked against (a role membership '

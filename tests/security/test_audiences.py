@@ -190,6 +190,11 @@ def test_an_audience_the_requester_does_not_belong_to_is_refused(source, connect
                              [f"{table}_x"]).fetchone()[0]
 
 
+def release_id(admin, name):
+    return admin.execute("SELECT release_id FROM deid.release WHERE name = %s",
+                         [name]).fetchone()[0]
+
+
 def refused_read(conn, release):
     """The SQLSTATE and hint of reading `release`'s diagnosis table, or None when it reads."""
     try:
@@ -214,6 +219,9 @@ def test_a_later_membership_stops_the_release_never_checked_with_the_other(
         assert reads(reader, first)
         state, hint = refused_read(reader, second)
         assert state == "42501" and hint and first not in hint
+        with pytest.raises(psycopg.Error) as e:      # called directly: no release's name
+            reader.execute("SELECT deid._release_readable(%s)", [release_id(admin, second)])
+        assert sqlstate_of(e) == "42501" and second not in e.value.diag.message_primary
         with pytest.raises(psycopg.Error) as e:
             reader.execute(sql.SQL("SELECT count(*) FROM {}").format(
                 sql.Identifier("release", second + "_estimate"))).fetchone()

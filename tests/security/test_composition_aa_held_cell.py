@@ -16,7 +16,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from test_composition_aa_remainder import ANALYST, READER, RESEARCHER, codeless
+from test_composition_aa_remainder import (ANALYST, READER, RESEARCHER, aa_release,
+                                          code_table, codeless)
 
 TABLE = "cmp_aa_held"
 HIERARCHY = "cmp_aa_held_icd"
@@ -28,31 +29,11 @@ NAMES = ("cmp_aa_held_1", "cmp_aa_held_2", "cmp_aa_held_3")
 
 @pytest.fixture
 def source(admin):
-    ident = sql.Identifier("public", TABLE)
-    admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
-    admin.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, codes text[])").format(ident))
-    for i, codes in enumerate(CODES, 1):
-        admin.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident), [i, codes])
-    admin.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, sql.Identifier(ANALYST)))
-    if not admin.execute("SELECT 1 FROM deid.hierarchies WHERE name = %s",
-                         [HIERARCHY]).fetchone():
-        admin.execute("SELECT deid.load_hierarchy(%s, %s)", [HIERARCHY, "c0;g0;*\nc1;g0;*"])
-    admin.execute("SELECT deid.allow_requests(%s, %s, 2)", [RESEARCHER, f"public.{TABLE}"])
-    yield ident
-    for name in NAMES:
-        if admin.execute("SELECT 1 FROM deid.release WHERE name = %s AND status = 'committed'",
-                         [name]).fetchone():
-            admin.execute("SELECT deid.drop_release(%s)", [name])
-    admin.execute("DELETE FROM deid.policy WHERE relation = %s::regclass", [f"public.{TABLE}"])
+    yield from code_table(admin, TABLE, HIERARCHY, CODES)
 
 
 def release(conn, name, k, selection=None):
-    return conn.execute(
-        "SELECT * FROM deid.anonymize_request(%s, 'disassociation', k => %s, columns => '{codes}',"
-        " selection => %s, options => %s, release => %s)",
-        [f"public.{TABLE}", k, selection,
-         '{"model": "generalization", "hierarchy": "%s", "m": 1, "seed": 7}' % HIERARCHY,
-         name]).fetchone()
+    return aa_release(conn, TABLE, HIERARCHY, name, k, selection)
 
 
 def test_a_cell_two_releases_single_out_is_not_held_at_a_larger_k(source, admin, connect):

@@ -26,31 +26,43 @@ CODES = [[]] * 3 + [["c0"]] * 7 + [[]] * 2 + [["c0"]] * 8
 NAMES = ("cmp_aa_rem_1", "cmp_aa_rem_2", "cmp_aa_rem_3")
 
 
-@pytest.fixture
-def source(admin):
-    ident = sql.Identifier("public", TABLE)
+def code_table(admin, table, hierarchy, codes):
+    """public.<table> of records (id, codes), readable by the analyst, a policy (k >= 2) for
+    the researcher, and the code hierarchy; yields, then drops the releases `table`_1.._3."""
+    ident = sql.Identifier("public", table)
     admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
     admin.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, codes text[])").format(ident))
-    for i, codes in enumerate(CODES, 1):
-        admin.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident), [i, codes])
+    for i, record in enumerate(codes, 1):
+        admin.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident), [i, record])
     admin.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, sql.Identifier(ANALYST)))
-    admin.execute("SELECT deid.load_hierarchy(%s, %s)", [HIERARCHY, "c0;g0;*\nc1;g0;*"])
-    admin.execute("SELECT deid.allow_requests(%s, %s, 2)", [RESEARCHER, f"public.{TABLE}"])
-    yield
-    for name in NAMES:
+    if not admin.execute("SELECT 1 FROM deid.hierarchies WHERE name = %s", [hierarchy]).fetchone():
+        admin.execute("SELECT deid.load_hierarchy(%s, %s)", [hierarchy, "c0;g0;*\nc1;g0;*"])
+    admin.execute("SELECT deid.allow_requests(%s, %s, 2)", [RESEARCHER, f"public.{table}"])
+    yield ident
+    for name in (f"{table}_{n}" for n in (1, 2, 3)):
         if admin.execute("SELECT 1 FROM deid.release WHERE name = %s AND status = 'committed'",
                          [name]).fetchone():
             admin.execute("SELECT deid.drop_release(%s)", [name])
-    admin.execute("DELETE FROM deid.policy WHERE relation = %s::regclass", [f"public.{TABLE}"])
+    admin.execute("DELETE FROM deid.policy WHERE relation = %s::regclass", [f"public.{table}"])
 
 
-def release(conn, name, k, selection=None):
+def aa_release(conn, table, hierarchy, name, k, selection=None):
+    """A k^m generalization (m = 1, seed 7) of public.<table>'s codes."""
     return conn.execute(
         "SELECT * FROM deid.anonymize_request(%s, 'disassociation', k => %s, columns => '{codes}',"
         " selection => %s, options => %s, release => %s)",
-        [f"public.{TABLE}", k, selection,
-         '{"model": "generalization", "hierarchy": "%s", "m": 1, "seed": 7}' % HIERARCHY,
+        [f"public.{table}", k, selection,
+         '{"model": "generalization", "hierarchy": "%s", "m": 1, "seed": 7}' % hierarchy,
          name]).fetchone()
+
+
+@pytest.fixture
+def source(admin):
+    yield from code_table(admin, TABLE, HIERARCHY, CODES)
+
+
+def release(conn, name, k, selection=None):
+    return aa_release(conn, TABLE, HIERARCHY, name, k, selection)
 
 
 def codeless(reader, name):
