@@ -234,16 +234,21 @@ def _assign(features_t, row_sq, centers):
     so that the minimum over centers is a vectorised reduction across rows."""
     sq = sq_distances(features_t, row_sq, centers)
     n_clusters, n = sq.shape
-    best = sq.min(axis=0)
-    labels = np.empty(n, dtype=np.int64)
-    for c in range(n_clusters - 1, -1, -1):
-        labels[sq[c] == best] = c
+    labels = nearest_of(sq)
+    best = sq[labels, np.arange(n)]
     if n_clusters > 1:
         sq[labels, np.arange(n)] = np.inf
         second = np.sqrt(sq.min(axis=0))
     else:
         second = np.full(n, np.inf)
     return labels, np.sqrt(best), second
+
+
+def nearest_of(sq):
+    """int64 row index of the smallest entry of every column of ``sq`` (c, n), ties to the
+    lowest index: argmin returns the first occurrence of the minimum (the distances are
+    finite, so the minimum is an entry's own value) in one pass instead of one per center."""
+    return sq.argmin(axis=0).astype(np.int64, copy=False)
 
 
 def cluster_means(features, labels, centers):

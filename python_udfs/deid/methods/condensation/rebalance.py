@@ -38,7 +38,7 @@ the labels with the smallest sum of squares are kept.  Every candidate went thro
 import numpy as np
 
 from ...errors import DeidError, INVALID_PARAMETER_VALUE
-from .kmeans import sq_distances
+from .kmeans import nearest_of, sq_distances
 
 DEFAULT_ROUNDS = 3
 
@@ -67,15 +67,16 @@ def rebalance(features, labels, centers, k, sq_dist=None):
     # cluster never gives rows (surplus 0), so its size and need are known before its visit.
     visits = np.argsort(sizes, kind="stable")[:np.count_nonzero(sizes < k)]
     needs = (k - sizes[visits]).tolist()
-    rows = np.flatnonzero(sizes[labels] > k)               # the donors' rows, in row order
+    # a visit only lowers donors' surplus by what it takes and leaves the visited cluster at
+    # exactly k (surplus 0): the surplus is kept up to date instead of recomputed from sizes
+    surplus = np.maximum(sizes - k, 0)
+    rows = np.flatnonzero(surplus[labels] > 0)             # the donors' rows, in row order
     donor = labels[rows]
     for j, need in zip(visits.tolist(), needs):             # step 2c
-        surplus = np.maximum(sizes - k, 0)                  # > 0 for every donor in ``donor``
-        at, taken = nearest_capped(sq_dist[j][rows], donor, surplus, need)
-        labels[rows[at]] = j
-        sizes -= taken
-        sizes[j] += at.size                                 # = need (module docstring)
-        keep = sizes[donor] > k                             # donors still with surplus...
+        at, taken = nearest_capped(sq_dist[j].take(rows), donor, surplus, need)
+        labels[rows.take(at)] = j
+        surplus -= taken
+        keep = surplus.take(donor) > 0                      # donors still with surplus...
         keep[at] = False                                    # ...and rows not just moved
         rows, donor = rows[keep], donor[keep]
     return labels
@@ -98,13 +99,12 @@ def nearest_capped(sq, donor, surplus, need):
     if sq.size > short:
         cutoff = np.partition(sq, short - 1)[short - 1]
         near = np.flatnonzero(sq <= cutoff)
-        near = near[np.argsort(sq[near], kind="stable")]
-        at = _first_under_caps(near, donor[near], surplus, need)
+        near = near[np.argsort(sq.take(near), kind="stable")]
+        at, taken = _first_under_caps(near, donor.take(near), surplus, need)
         if at.size == need:
-            return at, np.bincount(donor[at], minlength=surplus.size)
+            return at, taken
     near = np.argsort(sq, kind="stable")
-    at = _first_under_caps(near, donor[near], surplus, need)
-    return at, np.bincount(donor[at], minlength=surplus.size)
+    return _first_under_caps(near, donor.take(near), surplus, need)
 
 
 def refine_rebalanced(features, labels, centers, k, rounds=DEFAULT_ROUNDS):
@@ -118,7 +118,7 @@ def refine_rebalanced(features, labels, centers, k, rounds=DEFAULT_ROUNDS):
     for _ in range(int(rounds)):
         centers = _means(centers, counts, sums)     # cluster_means of current, sums reused
         sq_dist = sq_distances(features_t, row_sq, centers)
-        nearest = _argmin_rows(sq_dist)
+        nearest = nearest_of(sq_dist)
         current = rebalance(features, nearest, centers, k, sq_dist=sq_dist)
         sse, counts, sums = _sse(features, row_sq, current, centers.shape[0])
         if sse < best_sse:
@@ -147,20 +147,13 @@ def _means(centers, counts, sums):
     return out
 
 
-def _argmin_rows(sq_dist):
-    """Nearest center of every row (ties: the lowest index) from (s, n) distances."""
-    best = sq_dist.min(axis=0)
-    labels = np.empty(sq_dist.shape[1], dtype=np.int64)
-    for c in range(sq_dist.shape[0] - 1, -1, -1):
-        labels[sq_dist[c] == best] = c
-    return labels
-
-
 def _first_under_caps(pool, donors, surplus, need):
     """The first ``need`` entries of ``pool`` (in order of preference; ``donors`` their
-    clusters), no donor giving more than its ``surplus`` (fewer if the caps run out)."""
-    if (np.bincount(donors[:need], minlength=surplus.size) <= surplus).all():
-        return pool[:need]                                 # no cap binds (the usual case)
+    clusters), no donor giving more than its ``surplus`` (fewer if the caps run out); and
+    the entries taken per donor."""
+    taken = np.bincount(donors[:need], minlength=surplus.size)
+    if (taken <= surplus).all():
+        return pool[:need], taken                          # no cap binds (the usual case)
     # rank of each candidate among the candidates of its own donor, in pool order
     by_donor = np.argsort(donors, kind="stable")
     donor_sorted = donors[by_donor]
@@ -170,4 +163,5 @@ def _first_under_caps(pool, donors, surplus, need):
     run_start = np.maximum.accumulate(np.where(run_head, position, 0))
     rank = np.empty(pool.size, dtype=np.int64)
     rank[by_donor] = position - run_start
-    return pool[rank < surplus[donors]][:need]
+    under = np.flatnonzero(rank < surplus[donors])[:need]
+    return pool[under], np.bincount(donors[under], minlength=surplus.size)
