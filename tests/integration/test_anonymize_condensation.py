@@ -142,6 +142,20 @@ def test_seed_reproduces_the_release(cond, connect):
     assert clusters[0] == clusters[1]
 
 
+def test_fewer_lloyd_rounds_are_logged_and_verified(cond, connect):
+    """options.lloyd_rounds (004 Alg. 2 step 2a's k-means rounds; default 5) is a logged
+    request option, and a release with 1 round is verified like any other; out of range it is
+    refused."""
+    analyst = connect(ANALYST)
+    request(analyst, options="{" + SURVIVAL + ', "seed": 21, "allow_overlap": true,'
+            ' "lloyd_rounds": 1}', release="t_cond_r1")
+    assert cond.execute("SELECT parameters->'options'->>'lloyd_rounds' FROM deid.release"
+                        " WHERE name = 't_cond_r1'").fetchone()[0] == "1"
+    assert cond.execute("SELECT deid.verify_release('t_cond_r1')").fetchone()[0]["verified"]
+    with pytest.raises(psycopg.errors.InvalidParameterValue):
+        request(analyst, options="{" + SURVIVAL + ', "lloyd_rounds": 0}', release="t_cond_r0")
+
+
 def test_original_algorithm_and_original_times(cond, connect):
     analyst = connect(ANALYST)
     request(analyst, options='{"algorithm": "original", "seed": 3}', release="t_cond_o")
