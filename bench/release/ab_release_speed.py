@@ -40,12 +40,15 @@ from common import ROOT, backend_cpu_s, reset_composition, url  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def reaped_cpu_s():
-    """cutime + cstime of this cluster's postmaster: the CPU of its children that ended (a
-    request's parallel workers), in seconds."""
-    pid = int((ROOT / ".pgdata" / "postmaster.pid").read_text().split()[0])
+def _stat(pid):
     with open(f"/proc/{pid}/stat") as f:
-        rest = f.read().rsplit(")", 1)[1].split()
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def reaped_cpu_s(conn):
+    """cutime + cstime of the postmaster of `conn`'s backend (its parent): the CPU of its
+    children that ended (a request's parallel workers), in seconds."""
+    rest = _stat(int(_stat(conn.info.backend_pid)[1]))
     return (int(rest[13]) + int(rest[14])) / TICK
 
 
@@ -57,11 +60,11 @@ class cpu_of:
         self.conn = conn
 
     def __enter__(self):
-        self.start = backend_cpu_s(self.conn) + reaped_cpu_s()
+        self.start = backend_cpu_s(self.conn) + reaped_cpu_s(self.conn)
         return self
 
     def __exit__(self, *exc):
-        self.seconds = backend_cpu_s(self.conn) + reaped_cpu_s() - self.start
+        self.seconds = backend_cpu_s(self.conn) + reaped_cpu_s(self.conn) - self.start
         return False
 
 
