@@ -14,7 +14,8 @@ time a CTAS of the same rows before each request (ratios to CTAS are then of the
 Prints per side min and median seconds and the median phase breakdown, and the ratios B/A.
 Each request's CPU seconds too (phase "cpu"): utime + stime of its backend plus what the
 postmaster reaped from its children meanwhile (the request's parallel workers; on a cluster of
-one's own, little else) -- on a shared machine these move far less than wall seconds.
+one's own with autovacuum off -- its workers are children too -- nothing else) -- on a shared
+machine these move far less than wall seconds.
 Leaves B installed. For a noisy machine: the CPU, the phases and the ratios are what to compare.
 """
 import argparse
