@@ -12,7 +12,11 @@ load; each request runs in a fresh backend. The cases `benchmark` and `twins` fi
 backend with a request on the shape's 5,000-row table (as bench_generalization_shapes.py) and
 time a CTAS of the same rows before each request (ratios to CTAS are then of the same moment).
 Prints per side min and median seconds and the median phase breakdown, and the ratios B/A.
-Leaves B installed. For a noisy machine: the phases and the ratios are what to compare.
+Each request's CPU seconds too (phase "cpu"): utime + stime of its backend plus what the
+postmaster reaped from its children meanwhile (the request's parallel workers; on a cluster of
+one's own with autovacuum off -- its workers are children too -- nothing else) -- on a shared
+machine these move far less than wall seconds.
+Leaves B installed. For a noisy machine: the CPU, the phases and the ratios are what to compare.
 """
 import argparse
 import json
@@ -32,7 +36,37 @@ import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs impor
 import bench_anatomy as ba  # noqa: E402
 import bench_generalization as bg  # noqa: E402
 import bench_generalization_shapes as shapes  # noqa: E402
-from common import ROOT, reset_composition, url  # noqa: E402
+from common import ROOT, backend_cpu_s, reset_composition, url  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def reaped_cpu_s(conn):
+    """cutime + cstime of the postmaster of `conn`'s backend (its parent): the CPU of its
+    children that ended (a request's parallel workers), in seconds."""
+    rest = _stat(int(_stat(conn.info.backend_pid)[1]))
+    return (int(rest[13]) + int(rest[14])) / TICK
+
+
+class cpu_of:
+    """Context manager: .seconds = the CPU of `conn`'s backend and of the children the
+    postmaster reaped while the block ran."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def __enter__(self):
+        self.start = backend_cpu_s(self.conn) + reaped_cpu_s(self.conn)
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = backend_cpu_s(self.conn) + reaped_cpu_s(self.conn) - self.start
+        return False
 
 
 def installed_dir():
@@ -88,20 +122,29 @@ def generalization():
     conn = psycopg.connect(url(bg.DB), autocommit=True)
     try:
         reset_composition(conn)
-        t, m, _ = bg.Requests(conn).run("bench_gen", 10, "greedy", bg.REFERENCE)
+        with cpu_of(conn) as cpu:
+            t, m, _ = bg.Requests(conn).run("bench_gen", 10, "greedy", bg.REFERENCE)
     finally:
         conn.close()
-    return t, m["seconds"]
+    return t, dict(m["seconds"], cpu=cpu.seconds)
 
 
 def shape(name):
     def run():
         c = shapes.session(name, 10)           # a fresh backend, warmed by a small request
         try:
-            r = shapes.one_run(name, c, 10, "ab")
+            reset_composition(c)
+            with cpu_of(c) as cpu:             # the request alone (the CTAS's backend, once
+                t, rid, _ = shapes.request(c, "bench_gen", 10, "shape_ab")  # reaped, is not)
+            phases = c.execute("SELECT metrics->'seconds' FROM deid.release WHERE release_id = %s",
+                               [rid]).fetchone()[0]
+            c.execute("SELECT deid.drop_release('shape_ab')")
+            with shapes.connect(shapes.database(name)) as cc:   # after it: same moment, not counted
+                cc.execute("SET client_min_messages = warning")
+                ctas = bg.ctas(cc)
         finally:
             c.close()
-        return r["seconds"], dict(r["phases"], ctas=r["ctas_s"])
+        return t, dict(phases, ctas=ctas, cpu=cpu.seconds)
     return run
 
 

@@ -2,7 +2,7 @@
 from 100k to 3M rows, backend peak memory, the RID-set case with ids in QI order.
 
     .venv/bin/python bench/release/bench_release_speed.py [--rows N] [--repeat R] [--sizes N,N,...]
-        [--skip-generalization] [--skip-sorted] [--skip-datapath] [--label TEXT]
+        [--skip-generalization] [--skip-anatomy] [--skip-sorted] [--skip-datapath] [--label TEXT]
 
 For every size (and --rows, 1M by default, which also gets the extra cases):
   * anatomy (bench_anatomy's data: 4 QIs + 3 sensitive, K=50, L=10, model kl) and
@@ -244,6 +244,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="", help="e.g. 100000,300000,1000000,3000000")
     ap.add_argument("--skip-generalization", action="store_true")
+    ap.add_argument("--skip-anatomy", action="store_true",
+                    help="generalization alone (e.g. its growth over --sizes)")
     ap.add_argument("--skip-sorted", action="store_true")
     ap.add_argument("--skip-datapath", action="store_true")
     ap.add_argument("--label", default="")
@@ -255,12 +257,13 @@ def main():
     log(f"git {head}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, sizes {sizes}")
     result = {"label": args.label, "git": head, "load": f"{load[0]:.1f}", "repeat": args.repeat,
               "sizes": {"anatomy": [], "generalization": []}, "growth": {}}
-    conn = ba.fresh_database()
-    for n in sizes:
-        result["sizes"]["anatomy"].append(bench_anatomy(conn, n, args.repeat))
-        if n == args.rows and not args.skip_sorted:
-            result["anatomy_sorted_ids"] = bench_anatomy(conn, n, args.repeat, sorted_ids=True)
-    conn.close()
+    if not args.skip_anatomy:
+        conn = ba.fresh_database()
+        for n in sizes:
+            result["sizes"]["anatomy"].append(bench_anatomy(conn, n, args.repeat))
+            if n == args.rows and not args.skip_sorted:
+                result["anatomy_sorted_ids"] = bench_anatomy(conn, n, args.repeat, sorted_ids=True)
+        conn.close()
     if not args.skip_generalization:      # --rows last: release_fingerprint.py reads that table
         for n in [x for x in sizes if x != args.rows] + [args.rows]:
             result["sizes"]["generalization"].append(bench_generalization(n, args.repeat))

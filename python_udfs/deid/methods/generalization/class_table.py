@@ -30,9 +30,16 @@ class GeneralizationResult:
     levels: list
     steps: list
     loss: float
-    class_codes: np.ndarray
+    final: "_Table"
     class_counts: np.ndarray
     stats: dict = field(default_factory=dict)
+
+    @property
+    def class_codes(self) -> np.ndarray:
+        """The final classes' codes, decoded from the packed keys when asked for: a release
+        needs only the counts, and with nearly unique classes the decoding is a (classes, d)
+        matrix built for nothing."""
+        return self.final.decoded()
 
 
 _MAX_BITS = 62
@@ -299,4 +306,4 @@ def _finish(codes, counts, attributes, levels, steps, final, stats):
     if final is None:
         final = _Table.bottom(codes, counts, attributes, merge=False).rolled(levels)
     loss = float(sum(h.priority * h.info_loss[lv] for h, lv in zip(attributes, levels)))
-    return GeneralizationResult([int(x) for x in levels], steps, loss, final.decoded(), final.counts, stats)
+    return GeneralizationResult([int(x) for x in levels], steps, loss, final, final.counts, stats)
