@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import psycopg
 
@@ -32,6 +33,7 @@ import bench_paths  # noqa: E402,F401  (every bench folder and python_udfs impor
 import bench_anatomy as ba  # noqa: E402
 import bench_generalization as bg  # noqa: E402
 import bench_generalization_shapes as shapes  # noqa: E402
+import cpu_accounting as cpu  # noqa: E402
 from common import ROOT, reset_composition, url  # noqa: E402
 
 
@@ -78,10 +80,26 @@ def anatomy():
     conn = psycopg.connect(url(ba.DB), autocommit=True)
     try:
         reset_composition(conn)
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        postmaster = cpu.parent(backend)
+        before = cpu.reaped(postmaster)
         r = ba.request(conn, "patients_1m", 50, 10, ba.QIS + ba.SAS[:3], "ab_anatomy")
     finally:
         conn.close()
-    return r["seconds"], r["phase_seconds"]
+    return r["seconds"], dict(r["phase_seconds"], cpu=server_cpu(postmaster, backend, before))
+
+
+def server_cpu(postmaster, backend, before):
+    """CPU seconds of the request's backend and its parallel workers: the growth of the
+    postmaster's reaped children's CPU (cutime + cstime) once the backend has ended (a wall
+    clock measures the machine's load; this does not)."""
+    while cpu.stat(backend) is not None and cpu.stat(backend)[0] != "Z":
+        time.sleep(0.01)
+    while True:       # the postmaster reaps the backend soon after it exits
+        after = cpu.reaped(postmaster)
+        if after > before or cpu.stat(backend) is None:
+            return after - before
+        time.sleep(0.01)
 
 
 def generalization():
