@@ -112,10 +112,11 @@ def anatomy():
     conn = psycopg.connect(url(ba.DB), autocommit=True)
     try:
         reset_composition(conn)
-        r = ba.request(conn, "patients_1m", 50, 10, ba.QIS + ba.SAS[:3], "ab_anatomy")
+        with cpu_of(conn) as cpu:
+            r = ba.request(conn, "patients_1m", 50, 10, ba.QIS + ba.SAS[:3], "ab_anatomy")
     finally:
         conn.close()
-    return r["seconds"], r["phase_seconds"]
+    return r["seconds"], dict(r["phase_seconds"], cpu=cpu.seconds)
 
 
 def generalization():

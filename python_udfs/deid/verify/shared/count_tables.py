@@ -95,6 +95,15 @@ def check_triples(db, release_id, table, attribute, stored_counts, want, known=N
     if coltype is None:
         _fail(f"{table} has no column {attribute!r}", hint=HINT)
     digest = stored_counts and known is not None
+    if stored_counts and coltype in INTEGER_TYPES:
+        got = _integer_triples(db, release_id, rel, col, attribute, coltype, digest, labels)
+        if got is not None:
+            triples, sums, unknown = got
+            if digest:
+                known[table] = table_digest.combine([sums])
+            _unknown_values(table, attribute, unknown)
+            _compare_triples(table, attribute, triples, want)
+            return
     rows = (f"SELECT c.group_id AS g, c.{col}::text AS x, c.count AS n"
             + (f", {table_digest.row_hash(table_digest.ROW_TEXT)} AS h" if digest else "")
             + f" FROM {rel} c {table_digest.ONCE}" if stored_counts else
@@ -107,14 +116,64 @@ def check_triples(db, release_id, table, attribute, stored_counts, want, known=N
             row.update(db.query(table_digest.partial_sums_sql(f"{rel} c", table_digest.ROW_TEXT))[0])
     if digest:
         known[table] = table_digest.combine([row])
-    if row["unknown"] or row["nulls"]:
+    _unknown_values(table, attribute, row["unknown"] or row["nulls"])
+    _compare_triples(table, attribute,
+                     (_ints(row["g"], ">i4"), _ints(row["h"], ">i4"), _ints(row["n"], ">i8")), want)
+
+
+def _unknown_values(table, attribute, rows):
+    if rows:
         _fail(f"{table} holds a value of {attribute!r} that no RID set holds", hint=HINT,
-              detail=f"{row['unknown'] or row['nulls']} row(s)")
-    got = (_ints(row["g"], ">i4"), _ints(row["h"], ">i4"), _ints(row["n"], ">i8"))
+              detail=f"{rows} row(s)")
+
+
+def _compare_triples(table, attribute, got, want):
     if not same_triples(got, want):
         _fail(f"{table} is not the RID sets of {attribute!r}: a value, a count or a group differs",
               detail=f"{len(got[0])} (group, value, count) rows stored, {len(want[0])} RID sets",
               hint=HINT)
+
+
+# Column types whose text is the canonical decimal of the value: two values have equal text
+# exactly when they are equal, so a count table of such a column is keyed by its values (the
+# labels cast to the column's type) in numpy, without a join of every row on its text.
+INTEGER_TYPES = ("smallint", "integer")
+_NULL_VALUE = -2 ** 63           # outside the range of both: a NULL value
+
+
+def _integer_triples(db, release_id, rel, col, attribute, coltype, digest, labels):
+    """check_triples' (groups, value keys, counts) of a count table of an INTEGER_TYPES
+    column, the row of its digest's partial sums, and the number of its rows whose value no
+    label casts to (or without a count), in one pass over the table; each value keyed as
+    _triples_row keys it (the hashtext of the label whose cast to the column's type it
+    equals; NULL as NULL_KEY). None when two labels cast to one value (the caller's
+    statement then judges the table, as for any type)."""
+    d, params, types = (_STORED_LABELS, [release_id, attribute], ["bigint", "text"]) \
+        if labels is None else (_GIVEN_LABELS, [release_id, attribute, list(labels)],
+                                ["bigint", "text", "text[]"])
+    lab = db.query(f"SELECT string_agg(int8send((v::{coltype})::bigint), ''::bytea) AS v,"
+                   f" string_agg(int4send(h), ''::bytea) AS h FROM ({d}) d", params, types)[0]
+    values, keys = _ints(lab["v"], ">i8"), _ints(lab["h"], ">i4")
+    if np.unique(values).size != values.size:
+        return None
+    # t: each row once (OFFSET 0: its hash computed once, as in _triples_row)
+    t = (f"(SELECT c.group_id AS g, c.count AS n, c.{col} AS x"
+         + (f", {table_digest.row_hash(table_digest.ROW_TEXT)} AS h" if digest else "")
+         + f" FROM {rel} c {table_digest.ONCE}) t")
+    with table_digest.pinned(db) if digest else _unpinned():
+        row = db.query("SELECT string_agg(int4send(t.g), ''::bytea) AS g,"
+                       " string_agg(int8send(t.n), ''::bytea) AS n,"
+                       f" string_agg(int8send(coalesce(t.x::bigint, {_NULL_VALUE})), ''::bytea) AS x,"
+                       " count(*) FILTER (WHERE t.n IS NULL) AS nulls"
+                       + (f", {table_digest.PARTIAL_SUMS}" if digest else "") + f" FROM {t}")[0]
+    x = _ints(row["x"], ">i8")
+    order = np.argsort(values)
+    values, keys = values[order], keys[order]
+    at = np.minimum(np.searchsorted(values, x), max(values.size - 1, 0))
+    found = values[at] == x if values.size else np.zeros(x.size, bool)
+    unknown = int(np.count_nonzero(~found & (x != _NULL_VALUE))) or int(row["nulls"])
+    key = np.where(found, keys[at] if values.size else 0, NULL_KEY)
+    return (_ints(row["g"], ">i4"), key, _ints(row["n"], ">i8")), row, unknown
 
 
 class _unpinned:
