@@ -340,9 +340,10 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     types = ["text"] * len(params)
     if long:
         items = f"SELECT {rid_q}::int8 AS r, {item_q}::text AS e FROM {src} t WHERE {where}"
+        # one aggregate of 12-byte (record, hash) pairs: a second string_agg per row cost
+        # more than the concatenation (a NULL drops its pair: refused below before use)
         packed = db.query(
-            "SELECT string_agg(int8send(s.r), ''::bytea) AS rid,"
-            " string_agg(int4send(hashtext(s.e)), ''::bytea) AS h,"
+            "SELECT string_agg(int8send(s.r) || int4send(hashtext(s.e)), ''::bytea) AS rh,"
             " count(*) FILTER (WHERE s.e IS NULL) AS nulls,"
             f" count(*) FILTER (WHERE s.r IS NULL) AS null_records FROM ({items}) s",
             list(params), types)[0]
@@ -370,10 +371,14 @@ def read_sets(db, rel, rid_column, item_column, long=False, selection=None):
     dictionary = db.query(f"SELECT v, hashtext(v) AS h FROM ({distinct}) d ORDER BY v",
                           list(params), types)
     labels, label_hashes = [r["v"] for r in dictionary], [r["h"] for r in dictionary]
+    if long:
+        pairs = np.frombuffer(packed["rh"] or b"", [("r", ">i8"), ("h", ">i4")])
+        packed = {"rid": pairs["r"], "h": pairs["h"]}
     rid, lengths, take = _records_by_id(packed, long)
     n = len(rid)
     if len(set(label_hashes)) == len(label_hashes):
-        hashes = np.frombuffer(packed["h"] or b"", ">i4").astype(np.int32)[take]
+        hashes = np.frombuffer(packed["h"] or b"", ">i4") if not long else packed["h"]
+        hashes = hashes.astype(np.int32)[take]
         codes = codes_from_hashes(item_column, hashes, label_hashes, np.zeros(len(hashes), bool))
     else:           # two items share a hashtext(): codes from a join on the dictionary
         k = len(params) + 1
@@ -400,11 +405,14 @@ def _records_by_id(packed, long):
     """(record ids ascending, each record's number of items, the order that takes the items
     record by record) of read_sets' packed read: a long table has one row per item (records
     are its distinct ids), an array column one row per record with its items back to back."""
-    row_rid = np.frombuffer(packed["rid"] or b"", ">i8").astype(np.int64)
+    row_rid = (packed["rid"] if long else np.frombuffer(packed["rid"] or b"", ">i8")).astype(
+        np.int64)
     order = np.argsort(row_rid, kind="stable")
-    if long:
-        rid, lengths = np.unique(row_rid[order], return_counts=True)
-        return rid, lengths, order
+    if long:                         # sorted already: the distinct ids without another sort
+        ordered = row_rid[order]
+        first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if ordered.size \
+            else np.zeros(0, np.int64)
+        return ordered[first], np.diff(np.r_[first, ordered.size]), order
     lengths = np.frombuffer(packed["len"] or b"", ">i4").astype(np.int64)
     take = ranges(np.cumsum(lengths)[order] - lengths[order], lengths[order])
     return row_rid[order], lengths[order], take

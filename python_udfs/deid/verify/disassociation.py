@@ -35,13 +35,16 @@ def read_chunks(db, table, key_columns, dictionary, int_array=None):
     # (no ORDER BY: it would sort the rows once per aggregate). The codes come as array_send
     # images, parsed and matched to the dictionary's own image here (unnesting them in SQL
     # took several times as long). Codes within a row are sorted afterwards (_grouped).
+    # OFFSET 0 keeps the subquery whole: pulled up, its array_send would be computed once
+    # per reference (twice: the image and its length), the read's largest cost.
     keys = ", ".join(f"string_agg(int4send(t.{c}), ''::bytea) AS {c}" for c in key_columns)
     row = db.query(
         f"SELECT {keys}, string_agg(int4send(octet_length(t.a)), ''::bytea) AS n,"
         " string_agg(t.a, ''::bytea) AS c, array_send($1::text[]) AS d"
         + (f", string_agg(int4send(cardinality(t.{int_array})), ''::bytea) AS an,"
            f" string_agg(array_send(t.{int_array}), ''::bytea) AS av" if int_array else "")
-        + f" FROM (SELECT *, array_send(codes) AS a FROM {qualified(STORE_SCHEMA, table)}) t",
+        + f" FROM (SELECT *, array_send(codes) AS a FROM {qualified(STORE_SCHEMA, table)}"
+        " OFFSET 0) t",
         [list(dictionary)], ["text[]"])[0]
     keys = [_ints(row[c]) for c in key_columns]
     size = _ints(row["n"])
@@ -117,6 +120,9 @@ def _match(buf, elements, dict_buf, dict_elements):
             ids[at] = entries[0] if entries.size and width == 0 else -1
             continue
         step = np.arange(width, dtype=np.int64)
+        if width <= 8:               # as one integer: searchsorted on numbers, not bytes
+            ids[at] = _match_short(raw, start[at], d_raw, d_start[entries], entries, width)
+            continue
         d_key = d_raw[d_start[entries, None] + step].view(f"S{width}").ravel()
         order = np.argsort(d_key)
         d_key, entries = d_key[order], entries[order]
@@ -129,6 +135,27 @@ def _match(buf, elements, dict_buf, dict_elements):
 
 
 _MATCH_BLOCK = 1 << 20
+
+
+def _as_u8(raw, start, width):
+    """The `width` (<= 8) bytes at each of `start` as one unsigned integer each (zero-padded,
+    big-endian: two keys are equal exactly when their bytes are)."""
+    out = np.zeros((start.size, 8), np.uint8)
+    out[:, :width] = raw[start[:, None] + np.arange(width, dtype=np.int64)]
+    return out.view(">u8").ravel()
+
+
+def _match_short(raw, start, d_raw, d_start, entries, width):
+    """_match for elements of one length <= 8 bytes: the entry of each, -1 when none."""
+    d_key = _as_u8(d_raw, d_start, width)
+    order = np.argsort(d_key)
+    d_key, entries = d_key[order], entries[order]
+    out = np.empty(start.size, np.int64)
+    for lo in range(0, start.size, _MATCH_BLOCK):        # a block's byte index at a time
+        key = _as_u8(raw, start[lo:lo + _MATCH_BLOCK], width)
+        pos = np.minimum(np.searchsorted(d_key, key), entries.size - 1)
+        out[lo:lo + _MATCH_BLOCK] = np.where(d_key[pos] == key, entries[pos], -1)
+    return out
 
 
 def _known(ids):

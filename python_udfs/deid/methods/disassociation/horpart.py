@@ -152,8 +152,8 @@ class _Level(NamedTuple):
     part_of_pos: np.ndarray
     occ_offsets: np.ndarray
     occ_codes: np.ndarray
-    sorted_key: np.ndarray            # part * D + code of every occurrence, sorted
-    pos_by_key: np.ndarray            # the position of each of them
+    key_start: np.ndarray             # where the positions of (code, part) start in pos_by_key
+    pos_by_key: np.ndarray            # the positions by code, then part (code * B + part)
 
 
 def _split_parts(records, recs, lens, part_u, rule):
@@ -172,12 +172,16 @@ def _split_parts(records, recs, lens, part_u, rule):
     occ_pos = np.repeat(np.arange(recs.size, dtype=np.int64), records.length[recs])
     occ_key = part_of_pos[occ_pos] * D + occ_codes
     all_support = np.bincount(occ_key, minlength=B * D)
-    # inverted index: positions by (part, code). The keys come in runs (parts in order, each
-    # record's codes ascending), which a stable sort merges several times faster; only the
-    # set of positions of a key is used, so the order among equal keys does not matter
-    by_key = np.argsort(occ_key, kind="stable")
-    level = _Level(part_of_pos, occ_offsets, occ_codes, occ_key[by_key], occ_pos[by_key])
-    del occ_key, occ_pos, by_key                     # (peak memory: the level's largest arrays)
+    del occ_key
+    # inverted index: positions by (code, part). The occurrences come with their parts in
+    # order, so a stable sort by the code alone groups them by (code, part): a counting
+    # (radix) sort of 16-bit codes, not a comparison sort of (part, code) keys; each group
+    # starts where the counts of the (code, part) cells before it end
+    by_code = np.argsort(occ_codes.astype(np.uint16) if D <= 1 << 16 else occ_codes,
+                         kind="stable")
+    key_start = _offsets(all_support.reshape(B, D).T.ravel())
+    level = _Level(part_of_pos, occ_offsets, occ_codes, key_start, occ_pos[by_code])
+    del occ_pos, by_code                             # (peak memory: the level's largest arrays)
     out = _Children(remaining=lens.copy(), child=np.full(recs.size, -1, dtype=np.int64),
                     n_peeled=np.zeros(B, dtype=np.int64), kids=[[], [], [], [], []])
     _peel_chains(records, recs, level, all_support, part_u.copy(), rule, out)
@@ -213,8 +217,7 @@ def _peel_chains(records, recs, level, all_support, u, rule, out):
         if rows.size == 0:
             break
         go, a = chaining[rows], chosen[rows]
-        lo = np.searchsorted(level.sorted_key, go * D + a)
-        hi = np.searchsorted(level.sorted_key, go * D + a, side="right")
+        lo, hi = level.key_start[a * B + go], level.key_start[a * B + go + 1]
         at = np.arange(hi.sum() - lo.sum(), dtype=np.int64) + np.repeat(lo - _offsets(
             hi - lo)[:-1], hi - lo)
         peel = level.pos_by_key[at]
