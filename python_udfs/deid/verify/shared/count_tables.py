@@ -152,7 +152,8 @@ def _integer_triples(db, release_id, rel, col, attribute, coltype, digest, label
         if labels is None else (_GIVEN_LABELS, [release_id, attribute, list(labels)],
                                 ["bigint", "text", "text[]"])
     lab = db.query(f"SELECT string_agg(int8send((v::{coltype})::bigint), ''::bytea) AS v,"
-                   f" string_agg(int4send(h), ''::bytea) AS h FROM ({d}) d", params, types)[0]
+                   f" string_agg(int4send(h), ''::bytea) AS h FROM ({d}) d WHERE v IS NOT NULL",
+                   params, types)[0]        # string_agg skips NULLs: both lists skip the same
     values, keys = _ints(lab["v"], ">i8"), _ints(lab["h"], ">i4")
     if np.unique(values).size != values.size:
         return None
