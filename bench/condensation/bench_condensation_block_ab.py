@@ -26,27 +26,11 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_paths  # noqa: E402,F401  (python_udfs importable)
 from deid.methods.condensation import condense as cd  # noqa: E402
+from condensation_rows import rows  # noqa: E402
 
 K = 100
 KINDS = ["int", "float", "int", "int", "categorical", "categorical", "int", "int"]
 ROUNDS = [(5, 3), (3, 3), (2, 3), (1, 3), (2, 1), (1, 0)]
-
-
-def rows(n, seed=7):
-    """bench_kmeans_rounds.rows (the bench_condensation.py table's distribution; dates as
-    days), repeated: that module imports bench/common, which needs psycopg, absent from the
-    server's Python."""
-    rng = np.random.default_rng(seed)
-    r = rng.random((7, n))
-    age = 20 + np.floor(rng.random(n) ** 0.8 * 70)
-    bmi = np.round(22 + age * 0.08 + 4 * r[0], 1)
-    sbp = 100 + np.floor(age / 2) + np.floor(30 * r[1])
-    dx_date = 14610 + np.floor(r[2] * 4000)
-    sex = (r[3] >= 0.52).astype(float)
-    stage = np.floor(r[4] ** 1.3 * 4)
-    surv = 1 + np.floor(120 * r[5] ** (1 + age / 80.0))
-    vital = (r[6] < 0.3 + age / 300.0).astype(float)
-    return np.stack([age, bmi, sbp, dx_date, sex, stage, surv, vital], axis=1)
 
 
 def blocks(n):
